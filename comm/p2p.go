@@ -1,0 +1,173 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// Send sends buf to dest with tag and returns when the send has completed
+// (the buffer may be reused). On ctx done the send is canceled where it has
+// not yet completed and ctx.Err() is returned.
+func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
+	if err := CheckTag(tag, false); err != nil {
+		return err
+	}
+	if b, ok := c.(Blocking); ok {
+		return b.Send(ctx, buf, dest, tag)
+	}
+	r, err := c.Isend(buf, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = waitOrCancel(ctx, r)
+	return err
+}
+
+// Recv receives into buf from source (or AnySource) with tag (or AnyTag).
+// On ctx done the receive is canceled where no message has matched yet and
+// ctx.Err() is returned.
+func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
+	if err := CheckTag(tag, true); err != nil {
+		return Status{}, err
+	}
+	if b, ok := c.(Blocking); ok {
+		return b.Recv(ctx, buf, source, tag)
+	}
+	r, err := c.Irecv(buf, source, tag)
+	if err != nil {
+		return Status{}, err
+	}
+	return waitOrCancel(ctx, r)
+}
+
+// Sendrecv sends sbuf to dest and receives rbuf from source at once, the
+// deadlock-free exchange of MPI_Sendrecv.
+func Sendrecv(ctx context.Context, c Comm, sbuf memspace.Block, dest, stag int,
+	rbuf memspace.Block, source, rtag int) (Status, error) {
+	rr, err := c.Irecv(rbuf, source, rtag)
+	if err != nil {
+		return Status{}, err
+	}
+	sr, err := c.Isend(sbuf, dest, stag)
+	if err != nil {
+		_ = rr.Cancel()
+		_, _ = rr.Wait(context.Background())
+		return Status{}, err
+	}
+	return waitAll2(ctx, rr, sr)
+}
+
+// WaitAll waits for every request. It returns the first error; on ctx done
+// it cancels the requests still pending and returns ctx.Err() once they
+// have settled.
+func WaitAll(ctx context.Context, reqs ...Request) error {
+	var first error
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if _, err := r.Wait(ctx); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				cancelRest(reqs[i:])
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+func waitAll2(ctx context.Context, recv, send Request) (Status, error) {
+	st, err := recv.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		cancelRest([]Request{recv, send})
+		return Status{}, err
+	}
+	if _, serr := send.Wait(ctx); serr != nil {
+		if ctx.Err() != nil {
+			cancelRest([]Request{send})
+		}
+		if err == nil {
+			err = serr
+		}
+	}
+	return st, err
+}
+
+// cancelRest cancels requests and waits for each to settle. Cancel
+// guarantees that Wait returns promptly afterwards.
+func cancelRest(reqs []Request) {
+	for _, r := range reqs {
+		if r != nil {
+			_ = r.Cancel()
+		}
+	}
+	for _, r := range reqs {
+		if r != nil {
+			_, _ = r.Wait(context.Background())
+		}
+	}
+}
+
+func waitOrCancel(ctx context.Context, r Request) (Status, error) {
+	st, err := r.Wait(ctx)
+	if err == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+		return st, err
+	}
+	_ = r.Cancel()
+	st, werr := r.Wait(context.Background())
+	if werr == nil {
+		// It completed before the cancel took hold: report success.
+		return st, nil
+	}
+	return Status{}, err
+}
+
+// CheckTag validates a user tag; wildcard allows AnyTag.
+func CheckTag(tag int, wildcard bool) error {
+	if tag == AnyTag && wildcard {
+		return nil
+	}
+	if tag < 0 || tag > MaxTag {
+		return fmt.Errorf("comm: tag %d outside [0, %d]: %w", tag, MaxTag, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// CheckRank validates a rank of a group of size n; wildcard allows AnySource.
+func CheckRank(rank, n int, wildcard bool) error {
+	if rank == AnySource && wildcard {
+		return nil
+	}
+	if rank < 0 || rank >= n {
+		return fmt.Errorf("comm: rank %d outside [0, %d): %w", rank, n, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// CheckWireTag validates a tag at the byte level (Isend, Irecv), where the
+// reserved tags of the collective algorithms are allowed; wildcard allows
+// AnyTag. Backends call it.
+func CheckWireTag(tag int, wildcard bool) error {
+	if tag == AnyTag && wildcard {
+		return nil
+	}
+	if tag < 0 || tag > MaxReservedTag {
+		return fmt.Errorf("comm: tag %d outside [0, %d]: %w", tag, MaxReservedTag, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// MatchTag reports whether a message with tag matches a receive posted with
+// want, honouring AnyTag and the reserved range.
+func MatchTag(want, tag int) bool {
+	if want == AnyTag {
+		return tag <= MaxTag
+	}
+	return want == tag
+}

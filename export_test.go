@@ -1,0 +1,4 @@
+package xpu
+
+// Unregister removes a driver; for tests of the registry only.
+var Unregister = unregister

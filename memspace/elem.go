@@ -1,0 +1,68 @@
+package memspace
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+)
+
+var elemCache sync.Map // reflect.Type -> error (nil stored as okElem)
+
+type okElemT struct{}
+
+var okElem okElemT
+
+// CheckElem reports whether T may live outside the Go heap: a fixed-size,
+// pointer-free type — a number, a bool, or an array or struct of them. User
+// types such as `struct{ X, Y, Z, W float32 }` or `type Half uint16` are
+// accepted. The answer is computed once per type. A bad type returns an
+// error matching ErrBadElemType and ErrInvalidArgument.
+func CheckElem[T any]() error {
+	return checkType(reflect.TypeFor[T]())
+}
+
+func checkType(t reflect.Type) error {
+	if v, ok := elemCache.Load(t); ok {
+		if v == okElem {
+			return nil
+		}
+		return v.(error)
+	}
+	err := walk(t, t.String())
+	if err == nil {
+		elemCache.Store(t, okElem)
+	} else {
+		err = fmt.Errorf("memspace: element type %s: %s: %w", t, err.Error(), ErrBadElemType)
+		elemCache.Store(t, err)
+	}
+	return err
+}
+
+type elemErr string
+
+func (e elemErr) Error() string { return string(e) }
+
+func walk(t reflect.Type, path string) error {
+	switch t.Kind() {
+	case reflect.Bool,
+		reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return nil
+	case reflect.Int, reflect.Uint, reflect.Uintptr:
+		// Platform-sized but pointer-free; a uintptr is only an integer here.
+		return nil
+	case reflect.Array:
+		return walk(t.Elem(), path+"[]")
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if err := walk(f.Type, path+"."+f.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		return elemErr(fmt.Sprintf("%s has kind %s, which holds pointers or has no fixed size", path, t.Kind()))
+	}
+}

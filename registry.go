@@ -1,0 +1,168 @@
+package xpu
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+)
+
+var (
+	driversMu sync.RWMutex
+	drivers   = map[string]Driver{}
+)
+
+// EnvBackend is the environment variable OpenDefault reads: a
+// comma-separated, ordered fallback chain of backend names ("cuda,cpu").
+const EnvBackend = "XPU_BACKEND"
+
+// DefaultChain is the chain OpenDefault tries when EnvBackend is unset.
+var DefaultChain = []string{"cuda", "cpu"}
+
+// Register makes a driver available by name. It panics if d is nil or the
+// name is taken, as database/sql does: both are programming errors.
+func Register(name string, d Driver) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if d == nil {
+		panic("xpu: Register driver is nil")
+	}
+	if name == "" || strings.ContainsAny(name, ", \t") {
+		panic("xpu: Register with an invalid name " + fmt.Sprintf("%q", name))
+	}
+	if _, dup := drivers[name]; dup {
+		panic("xpu: Register called twice for driver " + name)
+	}
+	drivers[name] = d
+}
+
+// unregister is for tests only (see export_test.go).
+func unregister(name string) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	delete(drivers, name)
+}
+
+// Drivers returns the sorted names of the registered drivers.
+func Drivers() []string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	names := make([]string, 0, len(drivers))
+	for n := range drivers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func lookup(name string) (Driver, error) {
+	driversMu.RLock()
+	d, ok := drivers[name]
+	driversMu.RUnlock()
+	if !ok {
+		avail := strings.Join(Drivers(), ", ")
+		if avail == "" {
+			avail = "none"
+		}
+		return nil, fmt.Errorf("xpu: %w %q (forgotten import?); available: %s", ErrUnknownBackend, name, avail)
+	}
+	return d, nil
+}
+
+// Open opens the backend registered under name.
+func Open(ctx context.Context, name string, opts Options) (*Backend, error) {
+	d, err := lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := d.Open(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("xpu: open %s: %w", name, err)
+	}
+	if b.Name == "" {
+		b.Name = name
+	}
+	return b, nil
+}
+
+// SkipError is returned by OpenDefault when no candidate of the chain could
+// be opened. It lists each candidate with the reason it was skipped, and
+// matches each reason under errors.Is (ErrUnavailable, typically).
+type SkipError struct {
+	Chain   []string
+	Reasons []error
+}
+
+func (e *SkipError) Error() string {
+	var b strings.Builder
+	b.WriteString("xpu: no backend of ")
+	b.WriteString(strings.Join(e.Chain, ","))
+	b.WriteString(" could be opened")
+	for i, r := range e.Reasons {
+		fmt.Fprintf(&b, "\n  %s: %v", e.Chain[i], r)
+	}
+	return b.String()
+}
+
+// Unwrap returns the reasons.
+func (e *SkipError) Unwrap() []error { return e.Reasons }
+
+// Chain returns the fallback chain OpenDefault would try: EnvBackend's
+// names when set, else DefaultChain.
+func Chain() []string {
+	if v := strings.TrimSpace(os.Getenv(EnvBackend)); v != "" {
+		var out []string
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	return append([]string(nil), DefaultChain...)
+}
+
+// OpenDefault opens the first backend of Chain that opens, and returns the
+// reasons the earlier candidates were skipped (nil when the first opened).
+// When none opens it returns a *SkipError.
+func OpenDefault(ctx context.Context, opts Options) (*Backend, []error, error) {
+	chain := Chain()
+	var reasons []error
+	for _, name := range chain {
+		b, err := Open(ctx, name, opts)
+		if err == nil {
+			return b, reasons, nil
+		}
+		reasons = append(reasons, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, reasons, &SkipError{Chain: chain[:len(reasons)], Reasons: reasons}
+}
+
+// Describe returns the Info of the backend registered under name.
+func Describe(ctx context.Context, name string) (Info, error) {
+	d, err := lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	info := d.Info(ctx)
+	if info.Name == "" {
+		info.Name = name
+	}
+	return info, nil
+}
+
+// DescribeAll returns the Info of every registered backend, sorted by name.
+func DescribeAll(ctx context.Context) []Info {
+	var out []Info
+	for _, n := range Drivers() {
+		if info, err := Describe(ctx, n); err == nil {
+			out = append(out, info)
+		}
+	}
+	return out
+}

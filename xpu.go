@@ -1,0 +1,103 @@
+package xpu
+
+import (
+	"context"
+	"errors"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// Errors of the registry; the values of package xerr.
+var (
+	ErrUnavailable     = xerr.ErrUnavailable
+	ErrNotSupported    = xerr.ErrNotSupported
+	ErrInvalidArgument = xerr.ErrInvalidArgument
+	ErrClosed          = xerr.ErrClosed
+	// ErrUnknownBackend reports a name no driver is registered under. It
+	// also matches ErrInvalidArgument.
+	ErrUnknownBackend = xerr.NewKind("unknown backend", xerr.ErrInvalidArgument)
+)
+
+// Backend is a composition of the four concepts. Any component may be nil:
+// a pure communication backend has only Comm. Transfers are not a field:
+// they are registered per pair of space kinds in package transfer, because
+// copies cross backends (device to host).
+type Backend struct {
+	// Name is the name the backend was opened under.
+	Name string
+	// Memory is the backend's default memory space.
+	Memory memspace.Space
+	// Spaces lists every space the backend offers, Memory first
+	// (device, pinned host, managed, …).
+	Spaces []memspace.Space
+	// Exec runs work; often also an executor.Parallel and executor.Streamer.
+	Exec executor.Executor
+	// Comm is this process's rank of the job's communicator, when the
+	// backend communicates across processes.
+	Comm comm.Comm
+	// Group makes in-process groups of ranks, when the backend can.
+	Group comm.GroupFunc
+
+	closers []func() error
+}
+
+// OnClose registers f to run when the backend is closed, in reverse order
+// of registration. Drivers use it to release what they opened.
+func (b *Backend) OnClose(f func() error) { b.closers = append(b.closers, f) }
+
+// Close releases the backend's components: its Comm, executor and spaces,
+// as the driver registered them. It returns every error, joined.
+func (b *Backend) Close() error {
+	var errs []error
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		if err := b.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	b.closers = nil
+	return errors.Join(errs...)
+}
+
+// Options configure a driver's Open: keys and values are strings so that
+// they can come from the command line and the environment ("ranks": "4",
+// "device": "0"). Each driver documents its keys.
+type Options map[string]string
+
+// Driver opens a backend. Drivers are registered by name with Register,
+// usually in an init function of the backend's package, and opened with
+// Open.
+type Driver interface {
+	// Open returns a ready backend, or an error matching ErrUnavailable
+	// (with the reason) when it cannot run on this machine.
+	Open(ctx context.Context, opts Options) (*Backend, error)
+	// Info describes the backend without opening it: availability (and why
+	// not), devices, concepts, capabilities and element types.
+	Info(ctx context.Context) Info
+}
+
+// Device describes one device of a backend.
+type Device struct {
+	Index       int    `json:"index"`
+	Name        string `json:"name"`
+	MemoryTotal int64  `json:"memory_total"` // bytes, -1 when unknown
+	MemoryFree  int64  `json:"memory_free"`  // bytes, -1 when unknown
+}
+
+// Info answers what a backend is and whether it can run here.
+type Info struct {
+	Name         string   `json:"name"`
+	Available    bool     `json:"available"`
+	Reason       string   `json:"reason,omitempty"`  // why not available
+	Library      string   `json:"library,omitempty"` // foreign library and version, when one is used
+	Devices      []Device `json:"devices"`
+	Concepts     []string `json:"concepts"`     // of "memory", "executor", "comm", "transfer"
+	Capabilities []string `json:"capabilities"` // e.g. "streams", "events.timing", "collectives.native"
+	ElementTypes []string `json:"element_types"`
+}
+
+// NumericTypes is the list of element types every reduction accepts.
+var NumericTypes = []string{"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+	"float32", "float64", "complex64", "complex128"}
