@@ -38,9 +38,6 @@ func AllocAligned[T any](s Space, n, align int) (*Buffer[T], error) {
 		return nil, fmt.Errorf("memspace: alloc of %d elements: %w", n, ErrInvalidArgument)
 	}
 	size := int(unsafe.Sizeof(*new(T)))
-	if size == 0 {
-		return nil, fmt.Errorf("memspace: element type %T has size zero: %w", *new(T), ErrBadElemType)
-	}
 	if n > math.MaxInt/size {
 		return nil, fmt.Errorf("memspace: alloc of %d elements of %d bytes overflows: %w", n, size, ErrOutOfMemory)
 	}
@@ -63,7 +60,7 @@ func View[T any](b Block) (*Buffer[T], error) {
 		return nil, err
 	}
 	size := int(unsafe.Sizeof(*new(T)))
-	if size == 0 || b.size%size != 0 {
+	if b.size%size != 0 {
 		return nil, fmt.Errorf("memspace: %d-byte block is not a whole number of %d-byte elements: %w", b.size, size, ErrInvalidArgument)
 	}
 	if b.host != nil && uintptr(b.host)%unsafe.Alignof(*new(T)) != 0 {

@@ -29,6 +29,9 @@ func checkType(t reflect.Type) error {
 		return v.(error)
 	}
 	err := walk(t, t.String())
+	if err == nil && t.Size() == 0 {
+		err = elemErr("it has size zero")
+	}
 	if err == nil {
 		elemCache.Store(t, okElem)
 	} else {
