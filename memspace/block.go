@@ -76,7 +76,9 @@ func (b Block) Slice(off, n int) (Block, error) {
 		return Block{}, fmt.Errorf("memspace: slice [%d, %d+%d) of a %d-byte block: %w", off, off, n, b.size, ErrInvalidArgument)
 	}
 	s := Block{space: b.space, addr: b.addr + Addr(off), size: n}
-	if b.host != nil {
+	// An empty slice keeps no host pointer: at off == size it would point
+	// one past the end of the allocation, which checkptr rightly refuses.
+	if b.host != nil && n > 0 {
 		s.host = unsafe.Add(b.host, off)
 	}
 	return s, nil

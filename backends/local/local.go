@@ -1,0 +1,560 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// DefaultEagerLimit is the eager limit used when Options.EagerLimit is zero:
+// messages up to 64 KiB are sent eagerly.
+const DefaultEagerLimit = 64 << 10
+
+// DefaultEagerBudget is the eager budget used when Options.EagerBudget is
+// zero: 64 MiB per receiving rank.
+const DefaultEagerBudget = 64 << 20
+
+// MaxRanks is the largest group NewGroup makes.
+const MaxRanks = 1 << 16
+
+// Options configure a group.
+type Options struct {
+	// EagerLimit is the largest message, in bytes, sent eagerly: copied into
+	// a private buffer so that the send completes at once. Larger messages
+	// go by rendezvous: the send stays pending until a receive matches it,
+	// then the bytes are copied once, straight from the send buffer into the
+	// receive buffer. Zero means DefaultEagerLimit; a negative value sends
+	// every message, even an empty one, by rendezvous.
+	EagerLimit int
+	// EagerBudget bounds the bytes of eager messages a rank holds that no
+	// receive has taken yet. A message that would exceed it goes by
+	// rendezvous instead, so a sender that runs ahead of its receiver
+	// waits rather than growing the receiver's queue without bound. Zero
+	// means DefaultEagerBudget; a negative value means no bound.
+	EagerBudget int
+}
+
+// group is the state the ranks of one group share.
+type group struct {
+	ranks  []*Comm
+	eager  int // effective eager limit; -1: none
+	budget int // effective eager budget per rank; -1: unlimited
+
+	alive atomic.Int64 // ranks not yet closed or killed
+	left  atomic.Int64 // ranks that have finished leaving
+
+	onEmpty func() // run once, after the last rank has left; may be nil
+}
+
+// Comm is one rank of a group made by NewGroup. It implements comm.Comm and
+// is safe for concurrent use by many goroutines.
+type Comm struct {
+	g    *group
+	rank int
+
+	// closed is written under mu and read without it by other ranks.
+	closed atomic.Bool
+	// inflight counts copies under way, outside mu, into or out of this
+	// rank's buffers; leave waits for them.
+	inflight sync.WaitGroup
+
+	mu        sync.Mutex
+	posted    map[int]*queue // posted receives by source (not AnySource)
+	postedAny queue          // posted AnySource receives
+	postSeq   uint64         // posting counter of receives
+	held      int            // bytes of eager messages in the unexpected queue
+	unexp     map[int]*queue // unexpected messages by source (bySource links)
+	arrivals  queue          // every unexpected message in arrival order (byArrival links)
+}
+
+var (
+	_ comm.Comm     = (*Comm)(nil)
+	_ comm.Blocking = (*Comm)(nil)
+)
+
+// NewGroup returns a group of n ranks in this process; rank i is element i.
+// Close every rank when done. n must be in [1, MaxRanks].
+func NewGroup(n int, opts Options) ([]*Comm, error) {
+	return newGroup(n, opts, nil)
+}
+
+func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
+	if n < 1 || n > MaxRanks {
+		return nil, opErr("new group", fmt.Errorf("group of %d ranks outside [1, %d]: %w", n, MaxRanks, comm.ErrInvalidArgument))
+	}
+	eager := opts.EagerLimit
+	switch {
+	case eager == 0:
+		eager = DefaultEagerLimit
+	case eager < 0:
+		eager = -1
+	}
+	budget := opts.EagerBudget
+	switch {
+	case budget == 0:
+		budget = DefaultEagerBudget
+	case budget < 0:
+		budget = -1
+	}
+	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty}
+	g.alive.Store(int64(n))
+	for i := range g.ranks {
+		g.ranks[i] = &Comm{g: g, rank: i, posted: map[int]*queue{}, unexp: map[int]*queue{}}
+	}
+	return slices.Clone(g.ranks), nil
+}
+
+// GroupFunc adapts NewGroup to a comm.GroupFunc: each call makes a new
+// group with opts. It honours ctx only by returning ctx.Err() when ctx is
+// already done, since making a group does not block.
+func GroupFunc(opts Options) comm.GroupFunc {
+	return func(ctx context.Context, n int) ([]comm.Comm, error) {
+		return groupFunc(ctx, n, opts, nil)
+	}
+}
+
+func groupFunc(ctx context.Context, n int, opts Options, onEmpty func()) ([]comm.Comm, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cs, err := newGroup(n, opts, onEmpty)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]comm.Comm, len(cs))
+	for i, c := range cs {
+		out[i] = c
+	}
+	return out, nil
+}
+
+// Rank returns the rank of c in its group.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks of the group.
+func (c *Comm) Size() int { return len(c.g.ranks) }
+
+// EagerLimit returns the largest message sent eagerly, or -1 when every
+// message goes by rendezvous.
+func (c *Comm) EagerLimit() int { return c.g.eager }
+
+// EagerBudget returns the bytes of unreceived eager messages a rank may
+// hold, or -1 when unbounded.
+func (c *Comm) EagerBudget() int { return c.g.budget }
+
+// Isend starts sending buf to rank dest with tag (reserved tags included).
+//
+// A message of at most the eager limit is copied — straight into a posted
+// matching receive, or else into a private buffer — and the returned
+// request has already completed, unless dest already holds its eager budget
+// of unreceived messages: then, like a larger message, it goes by
+// rendezvous and waits for a matching receive, which copies it once from
+// buf. Isend returns ErrInvalidArgument for a bad rank or tag,
+// ErrNotSupported for a buffer the host cannot access, ErrClosed after
+// Close, and ErrPeerLost when dest has left.
+func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	r, st, err := c.send(buf, dest, tag)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		r = &request{owner: c, tag: tag, eager: true, done: closedCh, st: st}
+	}
+	return r, nil
+}
+
+// Send sends buf to dest with tag and returns when the send has completed:
+// Isend and Wait, without a request when the message goes eagerly. On ctx
+// done a pending send is canceled and ctx.Err() returned. Unlike comm.Send,
+// which checks user tags before calling it, it accepts reserved tags.
+func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
+	r, _, err := c.send(buf, dest, tag)
+	if err != nil || r == nil {
+		return err
+	}
+	_, err = waitOrCancel(ctx, r)
+	return err
+}
+
+// send starts a send. It returns the request when the send is pending, or
+// nil and the status when it has completed; err when it did not start.
+func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, error) {
+	if err := comm.CheckRank(dest, len(c.g.ranks), false); err != nil {
+		return nil, comm.Status{}, opErr("send", err)
+	}
+	if err := comm.CheckWireTag(tag, false); err != nil {
+		return nil, comm.Status{}, opErr("send", err)
+	}
+	data, err := hostBytes(buf)
+	if err != nil {
+		return nil, comm.Status{}, opErr("send", err)
+	}
+	d := c.g.ranks[dest]
+	st := comm.Status{Source: dest, Tag: tag, Count: len(data)}
+
+	d.mu.Lock()
+	// c.closed is read under d.mu: a rank that leaves sets it before it
+	// sweeps d's queues under d.mu, so a send queued here is swept.
+	if c.closed.Load() {
+		d.mu.Unlock()
+		return nil, comm.Status{}, opErr("send", fmt.Errorf("rank %d: %w", c.rank, comm.ErrClosed))
+	}
+	if d.closed.Load() {
+		d.mu.Unlock()
+		return nil, comm.Status{}, opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, comm.ErrPeerLost))
+	}
+	if rr := d.takePosted(c.rank, tag); rr != nil {
+		d.inflight.Add(1)
+		d.mu.Unlock()
+		rr.complete(deliver(rr, data, c.rank, tag))
+		d.inflight.Done()
+		return nil, st, nil
+	}
+	r := &request{src: c.rank, dst: d, owner: c, tag: tag}
+	if len(data) <= c.g.eager && (c.g.budget < 0 || d.held+len(data) <= c.g.budget) {
+		r.buf, r.pooled = eagerCopy(data)
+		r.eager = true
+		r.done = closedCh
+		r.st = st
+		d.held += len(data)
+		d.enqueue(r)
+		d.mu.Unlock()
+		return nil, st, nil
+	}
+	r.buf = data
+	r.done = make(chan struct{})
+	d.enqueue(r)
+	d.mu.Unlock()
+	return r, comm.Status{}, nil
+}
+
+// Irecv starts receiving into buf from source (or comm.AnySource) with tag
+// (or comm.AnyTag, which matches user tags only).
+//
+// A message longer than buf fails the receive with ErrTruncated: the first
+// len(buf) bytes are delivered and Status.Count is that number. Irecv
+// returns ErrInvalidArgument for a bad rank or tag, ErrNotSupported for a
+// buffer the host cannot access, ErrClosed after Close, and ErrPeerLost
+// when no message can come: source has left and left no matching message
+// behind, or, for AnySource, every other rank has left.
+func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	r, st, res, err := c.recv(buf, source, tag)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		r = &request{recv: true, owner: c, done: closedCh, st: st, err: res}
+	}
+	return r, nil
+}
+
+// Recv receives into buf from source (or comm.AnySource) with tag (or
+// comm.AnyTag): Irecv and Wait, without a request when a message is
+// waiting. On ctx done a receive no message has matched is canceled and
+// ctx.Err() returned. Unlike comm.Recv, it accepts reserved tags.
+func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
+	r, st, res, err := c.recv(buf, source, tag)
+	if err != nil {
+		return comm.Status{}, err
+	}
+	if r == nil {
+		return st, res
+	}
+	return waitOrCancel(ctx, r)
+}
+
+// recv starts a receive. It returns the request when the receive is
+// pending, or nil and its outcome (st, res) when it has completed; err when
+// it did not start.
+func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.Status, res, err error) {
+	if err := comm.CheckRank(source, len(c.g.ranks), true); err != nil {
+		return nil, comm.Status{}, nil, opErr("recv", err)
+	}
+	if err := comm.CheckWireTag(tag, true); err != nil {
+		return nil, comm.Status{}, nil, opErr("recv", err)
+	}
+	data, err := hostBytes(buf)
+	if err != nil {
+		return nil, comm.Status{}, nil, opErr("recv", err)
+	}
+
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		return nil, comm.Status{}, nil, opErr("recv", fmt.Errorf("rank %d: %w", c.rank, comm.ErrClosed))
+	}
+	if m := c.takeUnexpected(source, tag); m != nil {
+		if !m.eager {
+			m.owner.inflight.Add(1)
+		}
+		c.mu.Unlock()
+		st, res = deliverTo(c.rank, data, m.buf, m.src, m.tag)
+		release(m.pooled)
+		if !m.eager {
+			m.complete(comm.Status{Source: c.rank, Tag: m.tag, Count: len(m.buf)}, nil)
+			m.owner.inflight.Done()
+		}
+		return nil, st, res, nil
+	}
+	if source == comm.AnySource {
+		if len(c.g.ranks) > 1 && c.g.alive.Load() <= 1 {
+			c.mu.Unlock()
+			return nil, comm.Status{}, nil, opErr("recv", fmt.Errorf("rank %d from any source: every other rank has left: %w", c.rank, comm.ErrPeerLost))
+		}
+	} else if c.g.ranks[source].closed.Load() {
+		c.mu.Unlock()
+		return nil, comm.Status{}, nil, opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, comm.ErrPeerLost))
+	}
+	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data, done: make(chan struct{})}
+	c.post(r)
+	c.mu.Unlock()
+	return r, comm.Status{}, nil, nil
+}
+
+// waitOrCancel waits for r; on ctx done it cancels r and reports a
+// completion that won the race, else ctx.Err().
+func waitOrCancel(ctx context.Context, r *request) (comm.Status, error) {
+	st, err := r.Wait(ctx)
+	if err == nil || ctx == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+		return st, err
+	}
+	_ = r.Cancel()
+	<-r.done
+	if r.err == nil {
+		return r.st, nil
+	}
+	return comm.Status{}, err
+}
+
+// Close leaves the group. Pending requests of c fail with ErrClosed; a
+// pending rendezvous send to c fails with ErrPeerLost, and so do peers'
+// pending and later operations that need c. Eager messages c sent before
+// Close stay deliverable. Close waits for copies under way into or out of
+// c's buffers, so no buffer of c is used after it returns. It is idempotent
+// and returns nil.
+func (c *Comm) Close() error {
+	c.leave(false)
+	return nil
+}
+
+// Kill simulates a crash of c: like Close, except that the messages c sent
+// and no receive has taken yet are lost with it, eager ones included. It is
+// for failure tests. Kill after Close (or Kill) does nothing.
+func (c *Comm) Kill() { c.leave(true) }
+
+func (c *Comm) leave(crash bool) {
+	g := c.g
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		return
+	}
+	c.closed.Store(true)
+	g.alive.Add(-1)
+	closedErr := opErr("close", fmt.Errorf("rank %d left the group: %w", c.rank, comm.ErrClosed))
+	lostErr := opErr("close", fmt.Errorf("rank %d left the group: %w", c.rank, comm.ErrPeerLost))
+	for _, q := range c.posted {
+		for r := q.head; r != nil; r = q.head {
+			c.unpost(r)
+			r.complete(comm.Status{}, closedErr)
+		}
+	}
+	for r := c.postedAny.head; r != nil; r = c.postedAny.head {
+		c.unpost(r)
+		r.complete(comm.Status{}, closedErr)
+	}
+	for m := c.arrivals.head; m != nil; m = c.arrivals.head {
+		c.unqueue(m)
+		switch {
+		case m.eager:
+			// Dropped: the receiver is gone.
+			release(m.pooled)
+		case m.owner == c:
+			m.complete(comm.Status{}, closedErr)
+		default:
+			m.complete(comm.Status{}, lostErr)
+		}
+	}
+	c.mu.Unlock()
+
+	for _, p := range g.ranks {
+		if p == c {
+			continue
+		}
+		p.mu.Lock()
+		if !p.closed.Load() {
+			if q := p.unexp[c.rank]; q != nil {
+				for m := q.head; m != nil; {
+					next := m.l[bySource].next
+					if !m.eager {
+						p.unqueue(m)
+						m.complete(comm.Status{}, closedErr)
+					} else if crash {
+						p.unqueue(m)
+						release(m.pooled)
+					}
+					m = next
+				}
+			}
+			if q := p.posted[c.rank]; q != nil {
+				for r := q.head; r != nil; r = q.head {
+					p.unpost(r)
+					r.complete(comm.Status{}, lostErr)
+				}
+			}
+			if len(g.ranks) > 1 && g.alive.Load() <= 1 {
+				for r := p.postedAny.head; r != nil; r = p.postedAny.head {
+					p.unpost(r)
+					r.complete(comm.Status{}, opErr("close", fmt.Errorf("every rank but %d left the group: %w", p.rank, comm.ErrPeerLost)))
+				}
+			}
+		}
+		p.mu.Unlock()
+	}
+	c.inflight.Wait()
+	if g.left.Add(1) == int64(len(g.ranks)) && g.onEmpty != nil {
+		g.onEmpty()
+	}
+}
+
+// post queues a receive. c.mu is held.
+func (c *Comm) post(r *request) {
+	c.postSeq++
+	r.seq = c.postSeq
+	r.queued = true
+	if r.src == comm.AnySource {
+		c.postedAny.push(r, bySource)
+		return
+	}
+	q := c.posted[r.src]
+	if q == nil {
+		q = &queue{}
+		c.posted[r.src] = q
+	}
+	q.push(r, bySource)
+}
+
+// unpost removes a queued receive. c.mu is held.
+func (c *Comm) unpost(r *request) {
+	if r.src == comm.AnySource {
+		c.postedAny.remove(r, bySource)
+	} else {
+		c.posted[r.src].remove(r, bySource)
+	}
+	r.queued = false
+}
+
+// enqueue queues an unexpected message. c.mu is held.
+func (c *Comm) enqueue(m *request) {
+	m.queued = true
+	q := c.unexp[m.src]
+	if q == nil {
+		q = &queue{}
+		c.unexp[m.src] = q
+	}
+	q.push(m, bySource)
+	c.arrivals.push(m, byArrival)
+}
+
+// unqueue removes an unexpected message. c.mu is held.
+func (c *Comm) unqueue(m *request) {
+	if m.eager {
+		c.held -= len(m.buf)
+	}
+	c.unexp[m.src].remove(m, bySource)
+	c.arrivals.remove(m, byArrival)
+	m.queued = false
+}
+
+// takePosted removes and returns the receive that a message from src with
+// tag matches: the earliest posted of the first match among src's receives
+// and the first among AnySource receives. c.mu is held.
+func (c *Comm) takePosted(src, tag int) *request {
+	var a, b *request
+	if q := c.posted[src]; q != nil {
+		for r := q.head; r != nil; r = r.l[bySource].next {
+			if comm.MatchTag(r.tag, tag) {
+				a = r
+				break
+			}
+		}
+	}
+	for r := c.postedAny.head; r != nil; r = r.l[bySource].next {
+		if comm.MatchTag(r.tag, tag) {
+			b = r
+			break
+		}
+	}
+	if a == nil || (b != nil && b.seq < a.seq) {
+		a = b
+	}
+	if a != nil {
+		c.unpost(a)
+	}
+	return a
+}
+
+// takeUnexpected removes and returns the earliest arrived message that a
+// receive from source with tag matches. c.mu is held.
+func (c *Comm) takeUnexpected(source, tag int) *request {
+	if source == comm.AnySource {
+		for m := c.arrivals.head; m != nil; m = m.l[byArrival].next {
+			if comm.MatchTag(tag, m.tag) {
+				c.unqueue(m)
+				return m
+			}
+		}
+		return nil
+	}
+	q := c.unexp[source]
+	if q == nil {
+		return nil
+	}
+	for m := q.head; m != nil; m = m.l[bySource].next {
+		if comm.MatchTag(tag, m.tag) {
+			c.unqueue(m)
+			return m
+		}
+	}
+	return nil
+}
+
+// deliver copies a message from src with tag into the receive r and
+// returns the receive's outcome.
+func deliver(r *request, msg []byte, src, tag int) (comm.Status, error) {
+	return deliverTo(r.owner.rank, r.buf, msg, src, tag)
+}
+
+// deliverTo copies a message from src with tag into buf of rank and
+// returns the receive's outcome.
+func deliverTo(rank int, buf, msg []byte, src, tag int) (comm.Status, error) {
+	n := copy(buf, msg)
+	st := comm.Status{Source: src, Tag: tag, Count: n}
+	if n < len(msg) {
+		return st, opErr("recv", fmt.Errorf("rank %d: %d-byte message from %d tag %d into a %d-byte buffer: %w",
+			rank, len(msg), src, tag, len(buf), comm.ErrTruncated))
+	}
+	return st, nil
+}
+
+// hostBytes returns the host view of b. The zero Block is an empty buffer.
+func hostBytes(b memspace.Block) ([]byte, error) {
+	if b.IsZero() {
+		return nil, nil
+	}
+	if !b.HostAccessible() {
+		return nil, fmt.Errorf("buffer %v is not host-accessible: %w", b, memspace.ErrNotHostAccessible)
+	}
+	return b.Bytes()
+}
+
+func opErr(op string, err error) error {
+	return &xerr.Error{Backend: "local", Device: -1, Op: op, Err: err}
+}

@@ -1,0 +1,161 @@
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/xpu-go/xpu/comm"
+)
+
+// closedCh is the done channel of every request that completes while it is
+// started: it needs no channel of its own.
+var closedCh = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// links are one pair of list pointers of a request.
+type links struct{ prev, next *request }
+
+// Link sets of a request. A posted receive sits in one list (its source's,
+// or the AnySource list) through bySource. A message in the unexpected queue
+// sits in two: its source's list (bySource) and the arrival list of every
+// source (byArrival), which orders AnySource matching.
+const (
+	bySource  = 0
+	byArrival = 1
+)
+
+// request is a send or a receive in flight, and also the message of an
+// eager send waiting in a receiver's unexpected queue.
+//
+// The fields above the divider are set before the request is shared and
+// never change, except buf, which an eager send replaces with its private
+// copy before queueing. The queue fields are guarded by the mutex of the
+// receiving rank (dst.mu), in whose queues the request may sit. st and err
+// are written once, by whoever takes the request out of its queue (or by
+// the starter for a request that never queues), before done is closed.
+type request struct {
+	recv  bool
+	src   int    // send: the sender; receive: the source wanted (or AnySource)
+	dst   *Comm  // the receiving rank, whose mutex guards the queue fields
+	owner *Comm  // the rank that started the request
+	tag   int    // send: the message tag; receive: the tag wanted (or AnyTag)
+	buf   []byte // send: the message; receive: the buffer
+	eager bool   // a send that has completed; buf is a private copy
+	// pooled is the pool handle of an eager copy, given back once the copy
+	// has been delivered or dropped; nil when not pooled.
+	pooled *[]byte
+	// ---
+	queued bool     // in a queue of dst
+	seq    uint64   // posting order of a receive, among dst's posted receives
+	l      [2]links // list links, indexed by bySource and byArrival
+
+	done chan struct{}
+	st   comm.Status
+	err  error
+}
+
+var _ comm.Request = (*request)(nil)
+
+// complete records the outcome and wakes waiters. It is called exactly once
+// per request, by whoever took it out of its queue.
+func (r *request) complete(st comm.Status, err error) {
+	r.st, r.err = st, err
+	close(r.done)
+}
+
+// Wait blocks until the request completes and returns its status. For a
+// receive the status holds the source, tag and bytes delivered; for a send
+// the destination, tag and message length. On ctx done it returns ctx.Err()
+// and the request stays pending.
+func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	select {
+	case <-r.done:
+		return r.st, r.err
+	default:
+	}
+	if ctx == nil {
+		return comm.Status{}, fmt.Errorf("local: Wait with a nil context: %w", comm.ErrInvalidArgument)
+	}
+	select {
+	case <-r.done:
+		return r.st, r.err
+	case <-ctx.Done():
+		// Report a completion that raced with the context.
+		select {
+		case <-r.done:
+			return r.st, r.err
+		default:
+		}
+		return comm.Status{}, ctx.Err()
+	}
+}
+
+// Test reports without blocking whether the request has completed.
+func (r *request) Test() (comm.Status, bool, error) {
+	select {
+	case <-r.done:
+		return r.st, true, r.err
+	default:
+		return comm.Status{}, false, nil
+	}
+}
+
+// Cancel cancels the request if no message has matched it yet: an
+// unmatched receive, or an unmatched rendezvous send. It then fails with
+// ErrCanceled. A request that has matched completes normally, promptly (its
+// copy is under way); an eager send has already completed. Cancel always
+// returns nil.
+func (r *request) Cancel() error {
+	if r.dst == nil || (!r.recv && r.eager) {
+		return nil
+	}
+	d := r.dst
+	d.mu.Lock()
+	if !r.queued {
+		d.mu.Unlock()
+		return nil
+	}
+	if r.recv {
+		d.unpost(r)
+	} else {
+		d.unqueue(r)
+	}
+	d.mu.Unlock()
+	op := "send"
+	if r.recv {
+		op = "recv"
+	}
+	r.complete(comm.Status{}, opErr(op, fmt.Errorf("rank %d: %w", r.owner.rank, comm.ErrCanceled)))
+	return nil
+}
+
+// queue is a doubly linked list of requests through one of their link sets.
+type queue struct{ head, tail *request }
+
+func (q *queue) push(r *request, k int) {
+	r.l[k] = links{prev: q.tail}
+	if q.tail == nil {
+		q.head = r
+	} else {
+		q.tail.l[k].next = r
+	}
+	q.tail = r
+}
+
+func (q *queue) remove(r *request, k int) {
+	p, n := r.l[k].prev, r.l[k].next
+	if p == nil {
+		q.head = n
+	} else {
+		p.l[k].next = n
+	}
+	if n == nil {
+		q.tail = p
+	} else {
+		n.l[k].prev = p
+	}
+	r.l[k] = links{}
+}
