@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xpu-go/xpu/internal/bench"
+)
+
+// benchRow is one line of the bench report.
+type benchRow struct {
+	Name    string    `json:"name"`
+	Doc     string    `json:"doc,omitempty"`
+	Unit    string    `json:"unit"`
+	Median  float64   `json:"median"`
+	Runs    []float64 `json:"runs"`
+	Against []against `json:"against,omitempty"`
+}
+
+// against is a comparison of a row with a baseline or reference measured
+// in the same run.
+type against struct {
+	What  string  `json:"what"` // "baseline <case>" or "ref <figure>"
+	Value float64 `json:"value"`
+	Ratio float64 `json:"ratio"`          // ours / theirs
+	Goal  float64 `json:"goal,omitempty"` // the ratio to reach (at most for times, at least for rates)
+	Met   *bool   `json:"met,omitempty"`
+}
+
+func allCases() []bench.Case {
+	var cs []bench.Case
+	cs = append(cs, bench.CPU...)
+	cs = append(cs, bench.Pool...)
+	cs = append(cs, bench.Comm...)
+	return cs
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	filter := fs.String("filter", "", "run only cases whose name matches this regular expression (their baselines run too)")
+	count := fs.Int("count", 5, "runs of each case; the median is reported")
+	benchtime := fs.Duration("benchtime", time.Second, "target duration of each run")
+	short := fs.Bool("short", false, "a quick pass: -count 3 -benchtime 200ms, and the largest sizes left out")
+	refDir := fs.String("ref", "", "directory of built C reference programs (make refs); each prints '<name> <value> <unit>' lines")
+	list := fs.Bool("list", false, "list the cases and exit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *count < 1 {
+		return fmt.Errorf("%w: -count must be at least 1", errUsage)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *short {
+		if !set["count"] {
+			*count = 3
+		}
+		if !set["benchtime"] {
+			*benchtime = 200 * time.Millisecond
+		}
+	}
+	cases := allCases()
+	if *list {
+		for _, c := range cases {
+			fmt.Fprintf(stdout, "%-32s %-8s %s\n", c.Name, c.Unit, c.Doc)
+		}
+		return nil
+	}
+	var re *regexp.Regexp
+	if *filter != "" {
+		var err error
+		if re, err = regexp.Compile(*filter); err != nil {
+			return fmt.Errorf("%w: -filter: %v", errUsage, err)
+		}
+	}
+	selected := selectCases(cases, re, *short)
+	if len(selected) == 0 {
+		return fmt.Errorf("%w: no case matches %q", errUsage, *filter)
+	}
+
+	refs := map[string]bench.RefFigure{}
+	if *refDir != "" {
+		var err error
+		if refs, err = runRefs(ctx, *refDir, stderr); err != nil {
+			return err
+		}
+	}
+
+	testing.Init()
+	if err := flag.CommandLine.Set("test.benchtime", benchtime.String()); err != nil {
+		return err
+	}
+	results := map[string]*benchRow{}
+	for i, c := range selected {
+		row := &benchRow{Name: c.Name, Doc: c.Doc, Unit: c.Unit}
+		for r := 0; r < *count; r++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "\r[%d/%d] %-32s run %d/%d", i+1, len(selected), c.Name, r+1, *count)
+			res := testing.Benchmark(c.Run)
+			if res.N == 0 {
+				fmt.Fprintln(stderr)
+				return fmt.Errorf("case %s failed (see its log above)", c.Name)
+			}
+			row.Runs = append(row.Runs, c.Value(res))
+		}
+		row.Median = median(row.Runs)
+		results[c.Name] = row
+	}
+	fmt.Fprintf(stderr, "\r%-60s\r", "")
+
+	var rows []*benchRow
+	for _, c := range selected {
+		if re != nil && !re.MatchString(c.Name) && !isBaselineOfSelected(c.Name, selected, re) {
+			continue
+		}
+		row := results[c.Name]
+		if c.Baseline != "" {
+			if b, ok := results[c.Baseline]; ok {
+				row.Against = append(row.Against, compare(c, "baseline "+c.Baseline, row.Median, b.Median, c.BaselineGoal))
+			}
+		}
+		if c.Ref != "" {
+			if f, ok := refs[c.Ref]; ok {
+				row.Against = append(row.Against, compare(c, "ref "+c.Ref, row.Median, f.Value, c.RefGoal))
+			}
+		}
+		rows = append(rows, row)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Count     int                        `json:"count"`
+			Benchtime string                     `json:"benchtime"`
+			Rows      []*benchRow                `json:"rows"`
+			Refs      map[string]bench.RefFigure `json:"refs,omitempty"`
+		}{*count, benchtime.String(), rows, refs})
+	}
+	printBench(stdout, rows, *count, *refDir != "")
+	return nil
+}
+
+// selectCases returns the cases matching re (all when nil) and the
+// baselines they name, in table order. short leaves out the largest sizes.
+func selectCases(cases []bench.Case, re *regexp.Regexp, short bool) []bench.Case {
+	want := map[string]bool{}
+	for _, c := range cases {
+		if short && isLarge(c.Name) {
+			continue
+		}
+		if re == nil || re.MatchString(c.Name) {
+			want[c.Name] = true
+			if c.Baseline != "" {
+				want[c.Baseline] = true
+			}
+		}
+	}
+	var out []bench.Case
+	for _, c := range cases {
+		if want[c.Name] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func isLarge(name string) bool {
+	return strings.Contains(name, "256MiB") || strings.Contains(name, "64MiB")
+}
+
+func isBaselineOfSelected(name string, selected []bench.Case, re *regexp.Regexp) bool {
+	for _, c := range selected {
+		if c.Baseline == name && re.MatchString(c.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func compare(c bench.Case, what string, ours, theirs, goal float64) against {
+	a := against{What: what, Value: theirs, Ratio: bench.Ratio(ours, theirs), Goal: goal}
+	if goal != 0 {
+		met := c.Meets(ours, theirs, goal)
+		a.Met = &met
+	}
+	return a
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// runRefs runs every executable in dir and collects its figures.
+func runRefs(ctx context.Context, dir string, stderr io.Writer) (map[string]bench.RefFigure, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reference programs: %w", err)
+	}
+	figs := map[string]bench.RefFigure{}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || e.IsDir() || info.Mode()&0o111 == 0 || strings.HasPrefix(e.Name(), "mpi_") {
+			continue // MPI references run under mpirun, by their own target
+		}
+		path := filepath.Join(dir, e.Name())
+		fmt.Fprintf(stderr, "reference %s …\n", e.Name())
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		cmd := exec.CommandContext(rctx, path)
+		cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=2", "OMP_PROC_BIND=false")
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("reference %s: %w", path, err)
+		}
+		for k, v := range bench.ParseRef(string(out)) {
+			figs[k] = v
+		}
+	}
+	return figs, nil
+}
+
+func printBench(w io.Writer, rows []*benchRow, count int, haveRefs bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CASE\tMEDIAN\tUNIT\tAGAINST\tTHEIRS\tRATIO\tGOAL\t\t")
+	for _, r := range rows {
+		if len(r.Against) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\n", r.Name, num(r.Median), r.Unit)
+			continue
+		}
+		for i, a := range r.Against {
+			name, med, unit := r.Name, num(r.Median), r.Unit
+			if i > 0 {
+				name, med, unit = "", "", ""
+			}
+			goal, verdict := "", ""
+			if a.Goal != 0 {
+				op := "≤"
+				if unit == bench.GBPerSec || (unit == "" && r.Unit == bench.GBPerSec) {
+					op = "≥"
+				}
+				goal = fmt.Sprintf("%s%.2f", op, a.Goal)
+				verdict = "met"
+				if a.Met != nil && !*a.Met {
+					verdict = "NOT MET"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t\n", name, med, unit, a.What, num(a.Value), a.Ratio, goal, verdict)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nmedians of %d runs; RATIO is ours/theirs (times: lower is better; GB/s: higher is better).\n", count)
+	if !haveRefs {
+		fmt.Fprintln(w, "C references not run: build them with `make refs` and pass --ref .bench (make bench does both).")
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}

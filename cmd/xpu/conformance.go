@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/conformance"
+	"github.com/xpu-go/xpu/internal/testmain"
+)
+
+func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("conformance", stderr)
+	backend := fs.String("backend", "", "comma-separated backends to test (default: every available one)")
+	runPat := fs.String("run", "", "run only the cases whose name matches this regular expression (as go test -run)")
+	verbose := fs.Bool("v", false, "print every case's log")
+	timeout := fs.Duration("timeout", 0, "fail if the whole run takes longer (0: no limit)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var names []string
+	if *backend != "" {
+		for _, n := range strings.Split(*backend, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+	} else {
+		names = xpu.Drivers()
+	}
+	var tests []testing.InternalTest
+	var cols []string
+	unavailable := map[string]string{}
+	for _, name := range names {
+		info, err := xpu.Describe(ctx, name)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		cols = append(cols, name)
+		if !info.Available {
+			unavailable[name] = info.Reason
+			continue
+		}
+		tests = append(tests, testing.InternalTest{Name: name, F: func(t *testing.T) {
+			conformance.Run(t, func(t *testing.T) *xpu.Backend {
+				b, err := xpu.Open(ctx, name, nil)
+				if err != nil {
+					t.Fatalf("open %s: %v", name, err)
+				}
+				t.Cleanup(func() {
+					if err := b.Close(); err != nil {
+						t.Errorf("close %s: %v", name, err)
+					}
+				})
+				return b
+			})
+		}})
+	}
+	flags := []string{}
+	if *runPat != "" {
+		flags = append(flags, "-test.run="+*runPat)
+	}
+	if *timeout > 0 {
+		flags = append(flags, "-test.timeout="+timeout.String())
+	}
+	var results []result
+	var log []string
+	if len(tests) > 0 {
+		var code int
+		var err error
+		results, log, code, err = capture(func() (int, error) { return testmain.Run(tests, flags...) }, *verbose, stderr)
+		if err != nil {
+			return err
+		}
+		_ = code // the matrix below decides the exit status from the results
+	}
+	failed := printMatrix(stdout, cols, results, unavailable)
+	if failed > 0 {
+		if !*verbose {
+			printFailureLogs(stderr, log, results)
+		}
+		return fmt.Errorf("%d conformance case(s) failed", failed)
+	}
+	if len(tests) == 0 {
+		return fmt.Errorf("no available backend among %s", strings.Join(names, ", "))
+	}
+	return nil
+}
+
+type result struct {
+	name   string // backend/suite/case/...
+	status string // PASS, FAIL, SKIP
+}
+
+var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
+
+// capture runs f with os.Stdout redirected, parses go test -v output from
+// it, and returns the results and the whole log.
+func capture(f func() (int, error), echo bool, echoTo io.Writer) ([]result, []string, int, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, 1, err
+	}
+	saved := os.Stdout
+	os.Stdout = w
+	var (
+		results []result
+		log     []string
+		wg      sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			log = append(log, line)
+			if echo {
+				fmt.Fprintln(echoTo, line)
+			}
+			if m := resultLine.FindStringSubmatch(line); m != nil {
+				results = append(results, result{name: m[2], status: m[1]})
+			}
+		}
+	}()
+	code, runErr := f()
+	os.Stdout = saved
+	w.Close()
+	wg.Wait()
+	r.Close()
+	return leaves(results), log, code, runErr
+}
+
+// leaves keeps the results of tests that have no subtests.
+func leaves(rs []result) []result {
+	parent := map[string]bool{}
+	for _, r := range rs {
+		if i := strings.LastIndex(r.name, "/"); i > 0 {
+			for p := r.name[:i]; ; {
+				parent[p] = true
+				j := strings.LastIndex(p, "/")
+				if j < 0 {
+					break
+				}
+				p = p[:j]
+			}
+		}
+	}
+	var out []result
+	for _, r := range rs {
+		if !parent[r.name] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+type cell struct{ pass, fail, skip int }
+
+func (c cell) String() string {
+	switch {
+	case c.pass+c.fail+c.skip == 0:
+		return "-"
+	case c.fail > 0:
+		return fmt.Sprintf("FAIL %d/%d", c.fail, c.pass+c.fail+c.skip)
+	case c.skip > 0 && c.pass == 0:
+		return fmt.Sprintf("skip %d", c.skip)
+	case c.skip > 0:
+		return fmt.Sprintf("pass %d, skip %d", c.pass, c.skip)
+	}
+	return fmt.Sprintf("pass %d", c.pass)
+}
+
+// printMatrix prints requirement areas (two levels under the backend) by
+// backend and returns the number of failed cases.
+func printMatrix(w io.Writer, cols []string, rs []result, unavailable map[string]string) int {
+	cells := map[string]map[string]*cell{}
+	var rows []string
+	failed := 0
+	for _, r := range rs {
+		parts := strings.Split(r.name, "/")
+		if len(parts) < 2 {
+			continue
+		}
+		be := parts[0]
+		row := strings.Join(parts[1:min(3, len(parts))], "/")
+		if cells[row] == nil {
+			cells[row] = map[string]*cell{}
+			rows = append(rows, row)
+		}
+		c := cells[row][be]
+		if c == nil {
+			c = &cell{}
+			cells[row][be] = c
+		}
+		switch r.status {
+		case "PASS":
+			c.pass++
+		case "FAIL":
+			c.fail++
+			failed++
+		case "SKIP":
+			c.skip++
+		}
+	}
+	sort.Strings(rows)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "REQUIREMENT")
+	for _, c := range cols {
+		fmt.Fprint(tw, "\t"+c)
+	}
+	fmt.Fprintln(tw)
+	for _, row := range rows {
+		fmt.Fprint(tw, row)
+		for _, be := range cols {
+			if _, ok := unavailable[be]; ok {
+				fmt.Fprint(tw, "\tunavailable")
+				continue
+			}
+			c := cells[row][be]
+			if c == nil {
+				c = &cell{}
+			}
+			fmt.Fprint(tw, "\t"+c.String())
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	total := map[string]*cell{}
+	for _, r := range rs {
+		be := strings.SplitN(r.name, "/", 2)[0]
+		if total[be] == nil {
+			total[be] = &cell{}
+		}
+		switch r.status {
+		case "PASS":
+			total[be].pass++
+		case "FAIL":
+			total[be].fail++
+		case "SKIP":
+			total[be].skip++
+		}
+	}
+	fmt.Fprintln(w)
+	for _, be := range cols {
+		if why, ok := unavailable[be]; ok {
+			fmt.Fprintf(w, "%s: unavailable (%s)\n", be, why)
+			continue
+		}
+		c := total[be]
+		if c == nil {
+			c = &cell{}
+		}
+		fmt.Fprintf(w, "%s: %d passed, %d failed, %d skipped\n", be, c.pass, c.fail, c.skip)
+	}
+	return failed
+}
+
+// printFailureLogs prints the log lines of each failed case.
+func printFailureLogs(w io.Writer, log []string, rs []result) {
+	failed := map[string]bool{}
+	for _, r := range rs {
+		if r.status == "FAIL" {
+			failed[r.name] = true
+		}
+	}
+	cur := ""
+	for _, line := range log {
+		if strings.HasPrefix(line, "=== RUN") || strings.HasPrefix(line, "=== CONT") || strings.HasPrefix(line, "=== NAME") {
+			f := strings.Fields(line)
+			if len(f) >= 3 {
+				cur = f[2]
+			}
+			if failed[cur] {
+				fmt.Fprintln(w, line)
+			}
+			continue
+		}
+		if failed[cur] {
+			fmt.Fprintln(w, line)
+		}
+	}
+}

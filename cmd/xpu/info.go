@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/transfer"
+)
+
+func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("info", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	infos := xpu.DescribeAll(ctx)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Backends []xpu.Info `json:"backends"`
+			Chain    []string   `json:"chain"`
+			Paths    []string   `json:"transfer_paths"`
+		}{infos, xpu.Chain(), transfer.Paths()})
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tAVAILABLE\tCONCEPTS\tCAPABILITIES")
+	for _, in := range infos {
+		avail := "yes"
+		if !in.Available {
+			avail = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", in.Name, avail, strings.Join(in.Concepts, ","), strings.Join(in.Capabilities, ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, in := range infos {
+		fmt.Fprintf(stdout, "\n%s:\n", in.Name)
+		if !in.Available {
+			fmt.Fprintf(stdout, "  unavailable: %s\n", in.Reason)
+		}
+		if in.Library != "" {
+			fmt.Fprintf(stdout, "  library: %s\n", in.Library)
+		}
+		for _, d := range in.Devices {
+			fmt.Fprintf(stdout, "  device %d: %s, memory %s total, %s free\n", d.Index, d.Name, bytesStr(d.MemoryTotal), bytesStr(d.MemoryFree))
+		}
+		if len(in.ElementTypes) > 0 {
+			fmt.Fprintf(stdout, "  element types: %s\n", strings.Join(in.ElementTypes, ", "))
+		}
+	}
+	fmt.Fprintf(stdout, "\nselection chain (%s): %s\n", xpu.EnvBackend, strings.Join(xpu.Chain(), " -> "))
+	if p := transfer.Paths(); len(p) > 0 {
+		fmt.Fprintf(stdout, "transfer paths: %s (and host<->host between any host-accessible spaces)\n", strings.Join(p, ", "))
+	} else {
+		fmt.Fprintln(stdout, "transfer paths: host<->host between any host-accessible spaces")
+	}
+	return nil
+}
+
+func bytesStr(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
