@@ -153,8 +153,11 @@ func CheckOp(op Op, d DType) error {
 // when the communicator has it, found through wrappers; a method returns
 // ErrFallback to have the shared algorithm run instead. Blocks hold
 // elements of dt for the reductions and bytes otherwise; sizes are
-// validated by the generic functions before a method is called, and send
-// may equal recv for Reduce and Allreduce (in place).
+// validated by the generic functions before a method is called. Send may
+// equal recv for Reduce and Allreduce (in place); for Gather, Scatter and
+// Allgather the in-place form passes the caller's own slot of the larger
+// buffer. Buffers that are not significant at a rank (recv of Reduce and
+// Gather, send of Scatter, away from the root) are the zero Block.
 //
 // Every rank must call the same collectives in the same order, as in MPI.
 type Collectives interface {

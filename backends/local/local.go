@@ -48,7 +48,11 @@ type group struct {
 	budget int // effective eager budget per rank; -1: unlimited
 
 	alive atomic.Int64 // ranks not yet closed or killed
-	left  atomic.Int64 // ranks that have finished leaving
+	// revoked is set once a rank crashed, or left while failing: collective
+	// traffic (reserved tags) that would have to wait then fails with
+	// ErrPeerLost on every rank, as a collective needs the whole group.
+	revoked atomic.Bool
+	left    atomic.Int64 // ranks that have finished leaving
 
 	onEmpty func() // run once, after the last rank has left; may be nil
 }
@@ -61,6 +65,9 @@ type Comm struct {
 
 	// closed is written under mu and read without it by other ranks.
 	closed atomic.Bool
+	// sawLoss is set when an operation of this rank failed with
+	// ErrPeerLost: its Close then revokes the group's collectives.
+	sawLoss atomic.Bool
 	// inflight counts copies under way, outside mu, into or out of this
 	// rank's buffers; leave waits for them.
 	inflight sync.WaitGroup
@@ -208,7 +215,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 	}
 	if d.closed.Load() {
 		d.mu.Unlock()
-		return nil, comm.Status{}, opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, comm.ErrPeerLost))
+		return nil, comm.Status{}, c.lost(opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, comm.ErrPeerLost)))
 	}
 	if rr := d.takePosted(c.rank, tag); rr != nil {
 		d.inflight.Add(1)
@@ -227,6 +234,10 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 		d.enqueue(r)
 		d.mu.Unlock()
 		return nil, st, nil
+	}
+	if tag > comm.MaxTag && c.g.revoked.Load() {
+		d.mu.Unlock()
+		return nil, comm.Status{}, c.lost(opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, errRevoked)))
 	}
 	r.buf = data
 	r.done = make(chan struct{})
@@ -306,11 +317,15 @@ func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.St
 	if source == comm.AnySource {
 		if len(c.g.ranks) > 1 && c.g.alive.Load() <= 1 {
 			c.mu.Unlock()
-			return nil, comm.Status{}, nil, opErr("recv", fmt.Errorf("rank %d from any source: every other rank has left: %w", c.rank, comm.ErrPeerLost))
+			return nil, comm.Status{}, nil, c.lost(opErr("recv", fmt.Errorf("rank %d from any source: every other rank has left: %w", c.rank, comm.ErrPeerLost)))
 		}
 	} else if c.g.ranks[source].closed.Load() {
 		c.mu.Unlock()
-		return nil, comm.Status{}, nil, opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, comm.ErrPeerLost))
+		return nil, comm.Status{}, nil, c.lost(opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, comm.ErrPeerLost)))
+	}
+	if tag > comm.MaxTag && c.g.revoked.Load() {
+		c.mu.Unlock()
+		return nil, comm.Status{}, nil, c.lost(opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, errRevoked)))
 	}
 	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data, done: make(chan struct{})}
 	c.post(r)
@@ -356,6 +371,10 @@ func (c *Comm) leave(crash bool) {
 		c.mu.Unlock()
 		return
 	}
+	// A rank that crashes, that has seen a peer fail, or that leaves in the
+	// middle of a collective (a reserved-tag receive still posted) takes the
+	// group's collectives down with it.
+	revoke := crash || c.sawLoss.Load() || c.hasPostedReserved()
 	c.closed.Store(true)
 	g.alive.Add(-1)
 	closedErr := opErr("close", fmt.Errorf("rank %d left the group: %w", c.rank, comm.ErrClosed))
@@ -417,6 +436,9 @@ func (c *Comm) leave(crash bool) {
 			}
 		}
 		p.mu.Unlock()
+	}
+	if revoke {
+		g.revoke(c.rank)
 	}
 	c.inflight.Wait()
 	if g.left.Add(1) == int64(len(g.ranks)) && g.onEmpty != nil {
@@ -557,4 +579,72 @@ func hostBytes(b memspace.Block) ([]byte, error) {
 
 func opErr(op string, err error) error {
 	return &xerr.Error{Backend: "local", Device: -1, Op: op, Err: err}
+}
+
+// errRevoked is the cause of collective operations failed by a revocation.
+var errRevoked = fmt.Errorf("collectives revoked after a rank failed: %w", comm.ErrPeerLost)
+
+// lost records that an operation of c failed with ErrPeerLost and returns err.
+func (c *Comm) lost(err error) error {
+	c.sawLoss.Store(true)
+	return err
+}
+
+// hasPostedReserved reports whether c has a reserved-tag receive posted.
+// c.mu is held.
+func (c *Comm) hasPostedReserved() bool {
+	for _, q := range c.posted {
+		for r := q.head; r != nil; r = r.l[bySource].next {
+			if r.tag > comm.MaxTag {
+				return true
+			}
+		}
+	}
+	for r := c.postedAny.head; r != nil; r = r.l[bySource].next {
+		if r.tag > comm.MaxTag {
+			return true
+		}
+	}
+	return false
+}
+
+// revoke fails, on every rank still in the group, the collective traffic
+// that waits: posted reserved-tag receives and queued reserved-tag
+// rendezvous sends. Later collective operations that would have to wait
+// fail at once; messages already delivered can still be received.
+func (g *group) revoke(culprit int) {
+	g.revoked.Store(true)
+	err := opErr("revoke", fmt.Errorf("rank %d failed: %w", culprit, errRevoked))
+	for _, p := range g.ranks {
+		p.mu.Lock()
+		if !p.closed.Load() {
+			for _, q := range p.posted {
+				for r := q.head; r != nil; {
+					next := r.l[bySource].next
+					if r.tag > comm.MaxTag {
+						p.unpost(r)
+						r.complete(comm.Status{}, err)
+					}
+					r = next
+				}
+			}
+			for r := p.postedAny.head; r != nil; {
+				next := r.l[bySource].next
+				if r.tag > comm.MaxTag {
+					p.unpost(r)
+					r.complete(comm.Status{}, err)
+				}
+				r = next
+			}
+			for m := p.arrivals.head; m != nil; {
+				next := m.l[byArrival].next
+				if !m.eager && m.tag > comm.MaxTag {
+					p.unqueue(m)
+					m.complete(comm.Status{}, err)
+				}
+				m = next
+			}
+		}
+		p.mu.Unlock()
+	}
 }

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/xpu-go/xpu/comm"
@@ -62,6 +63,9 @@ var _ comm.Request = (*request)(nil)
 // complete records the outcome and wakes waiters. It is called exactly once
 // per request, by whoever took it out of its queue.
 func (r *request) complete(st comm.Status, err error) {
+	if err != nil && errors.Is(err, comm.ErrPeerLost) {
+		r.owner.sawLoss.Store(true)
+	}
 	r.st, r.err = st, err
 	close(r.done)
 }

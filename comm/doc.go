@@ -1,0 +1,103 @@
+// Package comm is the communication concept of xpu: a group of ranks that
+// exchange messages point to point, and the collective operations built on
+// them.
+//
+// # Point to point
+//
+// A Comm is one rank of a group of Size ranks. Isend and Irecv start
+// nonblocking operations on memspace Blocks and return a Request; Send,
+// Recv and Sendrecv are the blocking forms, and WaitAll waits for many
+// requests. A buffer belongs to its request until the request completes:
+// do not write a send buffer, nor read or write a receive buffer, before
+// then.
+//
+// A message matches a receive by source and tag; AnySource and AnyTag are
+// wildcards. User tags are 0..MaxTag. The tags above MaxTag, up to
+// MaxReservedTag, are reserved for the collective algorithms of this
+// package: backends carry them like any other tag, but AnyTag never matches
+// them, so a wildcard receive posted by the user never takes a collective's
+// message. Send and Recv reject reserved tags; Isend and Irecv accept them.
+//
+// Messages are non-overtaking, as in MPI: messages from one source with one
+// tag match receives in the order they were sent. A message longer than the
+// receive buffer fails the receive with ErrTruncated.
+//
+// Every blocking call takes a context. When it is done, the call returns an
+// error matching ctx.Err(); Request.Wait leaves the request pending (wait
+// again or Cancel it), while Send, Recv and the collectives cancel what they
+// started and let it settle before they return.
+//
+// # Failures
+//
+// Errors match the sentinels of this package with errors.Is:
+// ErrInvalidArgument for bad ranks, tags, sizes, roots or reductions,
+// ErrClosed after Close, ErrTruncated, ErrCanceled for a canceled request,
+// ErrNotSupported for what a backend cannot do (such as memory its
+// transport cannot reach), and ErrPeerLost when an operation needs a rank
+// that died or closed: an operation that involves a lost rank fails, it
+// never hangs.
+//
+// A collective in which a rank is lost fails with ErrPeerLost on the ranks
+// that exchange messages with it; the other ranks may be left waiting for
+// ranks that gave up, until their context ends. Run collectives under a
+// deadline when ranks can fail, and treat a group whose collective failed
+// or was canceled as broken: its ranks may disagree about which messages of
+// that collective were exchanged, so close it (peers then see ErrPeerLost)
+// rather than call another collective on it. Point-to-point traffic with
+// user tags is not affected.
+//
+// # Collectives
+//
+// The collectives are package functions, typed by the element type of
+// their memspace.Buffer arguments: Barrier, Bcast, Reduce, Allreduce,
+// Gather, Scatter, Allgather, Alltoall and ReduceScatter. The reductions
+// take a Number element type (every integer, float and complex type, named
+// types such as `type Celsius float32` included) and an Op: Sum, Prod, Min
+// or Max, the last two not for complex numbers. Each has a form over
+// memspace Blocks for backends and wrappers (BcastBlock, AllreduceBlock,
+// …), where reductions name the element type with a DType. ReduceLocal is
+// the element-wise reduction kernel itself.
+//
+// Every rank of the group must call the same collectives in the same order,
+// with matching arguments (the same root, the same sizes, the same op), as
+// in MPI. Collectives on one communicator must not run concurrently; use
+// one communicator per concurrent stream of collectives. Arguments are
+// checked on each rank before anything is sent (a bad one is reported on
+// that rank with ErrInvalidArgument), but a mismatch between ranks can only
+// show as a failed receive or a wait that ends with the context.
+//
+// A communicator with native collectives (MPI, NCCL) implements
+// Collectives; the package functions find it through wrappers (Unwrapper)
+// and call its method. A method returns an error matching ErrFallback to
+// decline (an element type, op or memory space it does not handle), and the
+// package runs its shared algorithm instead. A wrapper that implements
+// Collectives by delegating calls the Block form on the communicator it
+// wraps, never on itself.
+//
+// # The shared algorithms
+//
+// Communicators without native collectives get algorithms built on Isend
+// and Irecv alone. Each kind of collective uses its own reserved tags, and
+// non-overtaking keeps the messages of consecutive collectives apart. They
+// reduce and copy on the host, so they need host-accessible memory: device
+// memory without a native collective is ErrNotSupported. Scratch memory
+// comes from the Go heap. Every rank of an Allreduce gets the bitwise-same
+// result.
+//
+//   - Barrier: dissemination, ceil(log2 p) rounds of empty messages.
+//   - Bcast: binomial tree; from 512 KiB, scatter from the root then ring
+//     allgather (van de Geijn).
+//   - Reduce: binomial tree; from 1 MiB, ring reduce-scatter then gather to
+//     the root (Rabenseifner).
+//   - Allreduce: recursive doubling below 32 KiB (any p: the surplus ranks
+//     over a power of two fold their vectors into a partner first); from
+//     32 KiB, ring reduce-scatter then ring allgather, in pipelined chunks.
+//   - Gather, Scatter: linear, the root's requests all in flight at once.
+//   - Allgather: Bruck below 64 KiB of result, ring from there.
+//   - Alltoall: pairwise exchange, a few steps in flight.
+//   - ReduceScatter: ring, in pipelined chunks.
+//
+// On cancellation or failure an algorithm cancels every request it started
+// and waits for each to settle before returning, so no request refers to the
+// caller's buffers afterwards.
+package comm

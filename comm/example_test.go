@@ -1,0 +1,121 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/xpu-go/xpu/backends/local"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// Four ranks in one process sum their vectors; every rank gets the total.
+func ExampleAllreduce() {
+	ranks, err := local.NewGroup(4, local.Options{})
+	if err != nil {
+		panic(err)
+	}
+	results := make([][]float64, len(ranks))
+	var wg sync.WaitGroup
+	for _, c := range ranks {
+		wg.Go(func() {
+			defer c.Close()
+			r := float64(c.Rank())
+			data, _ := memspace.FromSlice([]float64{r, 10 * r, 100 * r})
+			// send == recv: in place.
+			if err := comm.Allreduce(context.Background(), c, data, data, comm.Sum); err != nil {
+				panic(err)
+			}
+			results[c.Rank()], _ = data.Host()
+		})
+	}
+	wg.Wait()
+	for r, v := range results {
+		fmt.Println("rank", r, v)
+	}
+	// Output:
+	// rank 0 [6 60 600]
+	// rank 1 [6 60 600]
+	// rank 2 [6 60 600]
+	// rank 3 [6 60 600]
+}
+
+// Rank 0 broadcasts a vector of structs; any fixed-size, pointer-free
+// element type will do.
+func ExampleBcast() {
+	type point struct{ X, Y float32 }
+	ranks, err := local.NewGroup(3, local.Options{})
+	if err != nil {
+		panic(err)
+	}
+	got := make([][]point, len(ranks))
+	var wg sync.WaitGroup
+	for _, c := range ranks {
+		wg.Go(func() {
+			defer c.Close()
+			pts := make([]point, 2)
+			if c.Rank() == 0 {
+				pts = []point{{1, 2}, {3, 4}}
+			}
+			b, _ := memspace.FromSlice(pts)
+			if err := comm.Bcast(context.Background(), c, b, 0); err != nil {
+				panic(err)
+			}
+			got[c.Rank()] = pts
+		})
+	}
+	wg.Wait()
+	fmt.Println(got)
+	// Output: [[{1 2} {3 4}] [{1 2} {3 4}] [{1 2} {3 4}]]
+}
+
+// Every rank contributes its rank and gets everyone's, in rank order.
+func ExampleAllgather() {
+	ranks, err := local.NewGroup(3, local.Options{})
+	if err != nil {
+		panic(err)
+	}
+	got := make([][]int32, len(ranks))
+	var wg sync.WaitGroup
+	for _, c := range ranks {
+		wg.Go(func() {
+			defer c.Close()
+			send, _ := memspace.FromSlice([]int32{int32(c.Rank()) * 10})
+			all := make([]int32, c.Size())
+			recv, _ := memspace.FromSlice(all)
+			if err := comm.Allgather(context.Background(), c, send, recv); err != nil {
+				panic(err)
+			}
+			got[c.Rank()] = all
+		})
+	}
+	wg.Wait()
+	fmt.Println(got)
+	// Output: [[0 10 20] [0 10 20] [0 10 20]]
+}
+
+// Rank i of the result holds block i of the element-wise sum.
+func ExampleReduceScatter() {
+	ranks, err := local.NewGroup(2, local.Options{})
+	if err != nil {
+		panic(err)
+	}
+	got := make([][]int64, len(ranks))
+	var wg sync.WaitGroup
+	for _, c := range ranks {
+		wg.Go(func() {
+			defer c.Close()
+			send, _ := memspace.FromSlice([]int64{1, 2, 3, 4}) // 2 ranks × 2
+			mine := make([]int64, 2)
+			recv, _ := memspace.FromSlice(mine)
+			if err := comm.ReduceScatter(context.Background(), c, send, recv, comm.Sum); err != nil {
+				panic(err)
+			}
+			got[c.Rank()] = mine
+		})
+	}
+	wg.Wait()
+	fmt.Println(got)
+	// Output: [[2 4] [6 8]]
+}

@@ -1,0 +1,193 @@
+package comm
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/xpu-go/xpu/memspace"
+	"golang.org/x/exp/constraints"
+)
+
+// ReduceLocal computes dst[i] = a[i] op b[i] element-wise over elements of
+// dt held in host-accessible blocks of equal length. dst may be a or b (the
+// same block), but must not overlap them partially. The blocks need not be
+// aligned for dt. It is the kernel of the shared algorithms, exported for
+// backends that reduce on the host in their own collectives.
+func ReduceLocal(dst, a, b memspace.Block, dt DType, op Op) error {
+	if err := CheckOp(op, dt); err != nil {
+		return err
+	}
+	n := dst.Len()
+	if a.Len() != n || b.Len() != n {
+		return fmt.Errorf("comm: reduce of blocks of %d, %d and %d bytes: %w", dst.Len(), a.Len(), b.Len(), ErrInvalidArgument)
+	}
+	if n%dt.Size() != 0 {
+		return fmt.Errorf("comm: %d-byte block is not a whole number of %v: %w", n, dt, ErrInvalidArgument)
+	}
+	for _, x := range []memspace.Block{a, b} {
+		if !sameBlock(x, dst) && memspace.Overlaps(x, dst) {
+			return fmt.Errorf("comm: reduce into %v partially overlapping operand %v: %w", dst, x, ErrInvalidArgument)
+		}
+	}
+	d, err := hostBytes(dst)
+	if err != nil {
+		return err
+	}
+	x, err := hostBytes(a)
+	if err != nil {
+		return err
+	}
+	y, err := hostBytes(b)
+	if err != nil {
+		return err
+	}
+	reduceBytes(d, x, y, dt, op)
+	return nil
+}
+
+// sameBlock reports whether a and b are the same region (in place).
+func sameBlock(a, b memspace.Block) bool {
+	return a.Addr() == b.Addr() && a.Len() == b.Len() && a.HostPointer() == b.HostPointer() && memspace.Overlaps(a, b)
+}
+
+// hostBytes returns the host view of b, or an error matching
+// ErrNotSupported for memory the host cannot touch.
+func hostBytes(b memspace.Block) ([]byte, error) {
+	if b.Len() == 0 {
+		return nil, nil
+	}
+	p, err := b.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("comm: the shared collective algorithms need host-accessible memory (%w): %w", err, ErrNotSupported)
+	}
+	return p, nil
+}
+
+// reduceBytes computes dst = a op b over elements of dt. The three slices
+// have the same length, a multiple of dt.Size(); dst may alias a or b
+// exactly. dt and op have been checked.
+func reduceBytes(dst, a, b []byte, dt DType, op Op) {
+	if len(dst) == 0 {
+		return
+	}
+	switch dt {
+	case Int8:
+		reduceOrdered[int8](dst, a, b, op)
+	case Int16:
+		reduceOrdered[int16](dst, a, b, op)
+	case Int32:
+		reduceOrdered[int32](dst, a, b, op)
+	case Int64:
+		reduceOrdered[int64](dst, a, b, op)
+	case Uint8:
+		reduceOrdered[uint8](dst, a, b, op)
+	case Uint16:
+		reduceOrdered[uint16](dst, a, b, op)
+	case Uint32:
+		reduceOrdered[uint32](dst, a, b, op)
+	case Uint64:
+		reduceOrdered[uint64](dst, a, b, op)
+	case Float32:
+		reduceOrdered[float32](dst, a, b, op)
+	case Float64:
+		reduceOrdered[float64](dst, a, b, op)
+	case Complex64:
+		reduceComplex[complex64](dst, a, b, op)
+	case Complex128:
+		reduceComplex[complex128](dst, a, b, op)
+	}
+}
+
+type ordered interface {
+	constraints.Integer | constraints.Float
+}
+
+// alignedChunk is the size of the aligned staging buffers used when an
+// operand is misaligned for its element type.
+const alignedChunk = 4096
+
+// aligned reports whether every slice starts at a multiple of E's alignment.
+func aligned[E any](ps ...[]byte) bool {
+	al := unsafe.Alignof(*new(E))
+	for _, p := range ps {
+		if uintptr(unsafe.Pointer(unsafe.SliceData(p)))%al != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// view reinterprets p, which is aligned for E and a whole number of E, as
+// a []E.
+func view[E any](p []byte) []E {
+	size := int(unsafe.Sizeof(*new(E)))
+	return unsafe.Slice((*E)(unsafe.Pointer(unsafe.SliceData(p))), len(p)/size)
+}
+
+// staged runs kernel over misaligned operands by copying them through
+// aligned staging buffers, alignedChunk bytes at a time.
+func staged(dst, a, b []byte, kernel func(dst, a, b []byte)) {
+	var sd, sa, sb [alignedChunk / 8]uint64
+	bd := unsafe.Slice((*byte)(unsafe.Pointer(&sd[0])), alignedChunk)
+	ba := unsafe.Slice((*byte)(unsafe.Pointer(&sa[0])), alignedChunk)
+	bb := unsafe.Slice((*byte)(unsafe.Pointer(&sb[0])), alignedChunk)
+	for off := 0; off < len(dst); off += alignedChunk {
+		n := min(alignedChunk, len(dst)-off)
+		copy(ba, a[off:off+n])
+		copy(bb, b[off:off+n])
+		kernel(bd[:n], ba[:n], bb[:n])
+		copy(dst[off:off+n], bd[:n])
+	}
+}
+
+func reduceOrdered[E ordered](dst, a, b []byte, op Op) {
+	if !aligned[E](dst, a, b) {
+		staged(dst, a, b, func(d, x, y []byte) { reduceOrdered[E](d, x, y, op) })
+		return
+	}
+	d, x, y := view[E](dst), view[E](a), view[E](b)
+	switch op {
+	case Sum:
+		sumKernel(d, x, y)
+	case Prod:
+		prodKernel(d, x, y)
+	case Min:
+		x, y = x[:len(d)], y[:len(d)]
+		for i := range d {
+			d[i] = min(x[i], y[i])
+		}
+	case Max:
+		x, y = x[:len(d)], y[:len(d)]
+		for i := range d {
+			d[i] = max(x[i], y[i])
+		}
+	}
+}
+
+func reduceComplex[E constraints.Complex](dst, a, b []byte, op Op) {
+	if !aligned[E](dst, a, b) {
+		staged(dst, a, b, func(d, x, y []byte) { reduceComplex[E](d, x, y, op) })
+		return
+	}
+	d, x, y := view[E](dst), view[E](a), view[E](b)
+	switch op {
+	case Sum:
+		sumKernel(d, x, y)
+	case Prod:
+		prodKernel(d, x, y)
+	}
+}
+
+func sumKernel[E Number](d, x, y []E) {
+	x, y = x[:len(d)], y[:len(d)]
+	for i := range d {
+		d[i] = x[i] + y[i]
+	}
+}
+
+func prodKernel[E Number](d, x, y []E) {
+	x, y = x[:len(d)], y[:len(d)]
+	for i := range d {
+		d[i] = x[i] * y[i]
+	}
+}
