@@ -74,13 +74,14 @@ type Request interface {
 // with ErrPeerLost — never a hang.
 //
 // A collective involves the whole group, so failures revoke collectives (as
-// ULFM's MPI_Comm_revoke does): once a rank crashes (dies without Close, or
-// its link is lost), or closes after one of its own operations failed with
-// ErrPeerLost, or closes while a collective of its own is still pending,
-// every pending and later operation on a reserved tag that would have to
-// wait fails with ErrPeerLost on every rank the failure can reach. Messages
-// already delivered can still be received, user tags are not revoked, and a
-// rank that closes after finishing its part revokes nothing.
+// ULFM's MPI_Comm_revoke does): once a collective operation (a reserved tag)
+// meets a lost peer, or a rank crashes (dies without Close, or its link is
+// lost), or closes after seeing a peer lost, or closes in the middle of a
+// collective, every pending and later reserved-tag operation that would
+// have to wait fails with ErrPeerLost on every rank the failure reaches —
+// so no survivor waits for its context to expire. Messages already
+// delivered can still be received, user tags are not revoked, and a rank
+// that closes after finishing its part of every collective revokes nothing.
 //
 // A Comm is safe for concurrent use by many goroutines. The blocking forms
 // are package functions (Send, Recv) built on Isend/Irecv; a backend that

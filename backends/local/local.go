@@ -215,7 +215,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 	}
 	if d.closed.Load() {
 		d.mu.Unlock()
-		return nil, comm.Status{}, c.lost(opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, comm.ErrPeerLost)))
+		return nil, comm.Status{}, c.lost(tag, opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, comm.ErrPeerLost)))
 	}
 	if rr := d.takePosted(c.rank, tag); rr != nil {
 		d.inflight.Add(1)
@@ -237,7 +237,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 	}
 	if tag > comm.MaxTag && c.g.revoked.Load() {
 		d.mu.Unlock()
-		return nil, comm.Status{}, c.lost(opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, errRevoked)))
+		return nil, comm.Status{}, c.lost(tag, opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, errRevoked)))
 	}
 	r.buf = data
 	r.done = make(chan struct{})
@@ -317,15 +317,15 @@ func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.St
 	if source == comm.AnySource {
 		if len(c.g.ranks) > 1 && c.g.alive.Load() <= 1 {
 			c.mu.Unlock()
-			return nil, comm.Status{}, nil, c.lost(opErr("recv", fmt.Errorf("rank %d from any source: every other rank has left: %w", c.rank, comm.ErrPeerLost)))
+			return nil, comm.Status{}, nil, c.lost(tag, opErr("recv", fmt.Errorf("rank %d from any source: every other rank has left: %w", c.rank, comm.ErrPeerLost)))
 		}
 	} else if c.g.ranks[source].closed.Load() {
 		c.mu.Unlock()
-		return nil, comm.Status{}, nil, c.lost(opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, comm.ErrPeerLost)))
+		return nil, comm.Status{}, nil, c.lost(tag, opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, comm.ErrPeerLost)))
 	}
 	if tag > comm.MaxTag && c.g.revoked.Load() {
 		c.mu.Unlock()
-		return nil, comm.Status{}, nil, c.lost(opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, errRevoked)))
+		return nil, comm.Status{}, nil, c.lost(tag, opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, errRevoked)))
 	}
 	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data, done: make(chan struct{})}
 	c.post(r)
@@ -403,6 +403,7 @@ func (c *Comm) leave(crash bool) {
 	}
 	c.mu.Unlock()
 
+	sweptReserved := false // a peer's collective operation failed on this departure
 	for _, p := range g.ranks {
 		if p == c {
 			continue
@@ -414,6 +415,7 @@ func (c *Comm) leave(crash bool) {
 					next := m.l[bySource].next
 					if !m.eager {
 						p.unqueue(m)
+						sweptReserved = sweptReserved || m.tag > comm.MaxTag
 						m.complete(comm.Status{}, closedErr)
 					} else if crash {
 						p.unqueue(m)
@@ -425,6 +427,7 @@ func (c *Comm) leave(crash bool) {
 			if q := p.posted[c.rank]; q != nil {
 				for r := q.head; r != nil; r = q.head {
 					p.unpost(r)
+					sweptReserved = sweptReserved || r.tag > comm.MaxTag
 					r.complete(comm.Status{}, lostErr)
 				}
 			}
@@ -437,7 +440,7 @@ func (c *Comm) leave(crash bool) {
 		}
 		p.mu.Unlock()
 	}
-	if revoke {
+	if revoke || sweptReserved {
 		g.revoke(c.rank)
 	}
 	c.inflight.Wait()
@@ -584,9 +587,15 @@ func opErr(op string, err error) error {
 // errRevoked is the cause of collective operations failed by a revocation.
 var errRevoked = fmt.Errorf("collectives revoked after a rank failed: %w", comm.ErrPeerLost)
 
-// lost records that an operation of c failed with ErrPeerLost and returns err.
-func (c *Comm) lost(err error) error {
+// lost records that an operation of c on tag failed with ErrPeerLost and
+// returns err. A collective operation (reserved tag) that meets a lost peer
+// revokes the group's collectives, so ranks that never talk to the lost one
+// learn of it too. No lock may be held.
+func (c *Comm) lost(tag int, err error) error {
 	c.sawLoss.Store(true)
+	if tag > comm.MaxTag && !c.g.revoked.Load() {
+		c.g.revoke(c.rank)
+	}
 	return err
 }
 

@@ -63,7 +63,7 @@ func TestGracefulCloseDoesNotRevoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
 	require.NoError(t, comm.Send(ctx, g[0], zblk(t, 8), 2, 0)) // user tag, eager
-	s, err := g[0].Isend(zblk(t, 8), 1, reserved)             // eager collective message
+	s, err := g[0].Isend(zblk(t, 8), 1, reserved)              // eager collective message
 	require.NoError(t, err)
 	_, err = s.Wait(ctx)
 	require.NoError(t, err)

@@ -1,0 +1,72 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/cpu"
+	"github.com/xpu-go/xpu/backends/local"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/conformance"
+	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// openBackend returns a factory that opens the registered backend name.
+func openBackend(name string, opts xpu.Options) func(t *testing.T) *xpu.Backend {
+	return func(t *testing.T) *xpu.Backend {
+		t.Helper()
+		b, err := xpu.Open(context.Background(), name, opts)
+		require.NoError(t, err, "open %s", name)
+		t.Cleanup(func() {
+			// The suite closes some components itself (space/close): a
+			// second Close may say so.
+			if err := b.Close(); err != nil && !errors.Is(err, xpu.ErrClosed) {
+				t.Errorf("close %s: %v", name, err)
+			}
+		})
+		return b
+	}
+}
+
+// TestCPU runs every suite over the reference host backend.
+func TestCPU(t *testing.T) {
+	conformance.Run(t, openBackend("cpu", xpu.Options{"workers": "4"}))
+}
+
+// TestLocal runs the communicator suite over the in-process backend, as
+// registered (eager messages up to the default limit).
+func TestLocal(t *testing.T) {
+	conformance.Run(t, openBackend(local.Name, nil))
+}
+
+// TestLocalRendezvous runs the communicator suite over groups that send
+// every message by rendezvous, a transport with no buffering at all.
+func TestLocalRendezvous(t *testing.T) {
+	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
+		ranks, err := local.NewGroup(n, local.Options{EagerLimit: -1})
+		require.NoError(t, err)
+		out := make([]comm.Comm, n)
+		for i, r := range ranks {
+			out[i] = r
+		}
+		return out
+	}, conformance.MaxRanks(5))
+}
+
+// TestFakeDevice runs the space, pool and transfer suites over memory the
+// host cannot touch, reached only through transfer paths: the suite's own
+// paths for device memory.
+func TestFakeDevice(t *testing.T) {
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeDevice() })
+	conformance.TestPool(t, func(*testing.T) memspace.Space { return newFakeDevice() })
+	conformance.TestTransfer(t, func(t *testing.T) []memspace.Space {
+		host := cpu.NewSpace(cpu.SpaceOptions{})
+		t.Cleanup(func() { _ = host.Close() })
+		return []memspace.Space{newFakeDevice(), host, newFakeDevice()}
+	}, conformance.Streams(func(t *testing.T) executor.Streamer { return newCPUExec(t) }))
+}

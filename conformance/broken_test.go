@@ -1,0 +1,222 @@
+package conformance_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/backends/cpu"
+	"github.com/xpu-go/xpu/backends/local"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/conformance"
+	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
+)
+
+// brokenEnv enables the TestBroken… tests. They run the suites over
+// deliberately broken implementations and are expected to fail: they run
+// only in a child process started by TestSuiteCatchesBrokenImplementations,
+// which checks that they do, and how.
+const brokenEnv = "XPU_CONFORMANCE_BROKEN"
+
+func onlyInChild(t *testing.T) {
+	t.Helper()
+	if os.Getenv(brokenEnv) != "1" {
+		t.Skip("run (and expected to fail) in a child process of TestSuiteCatchesBrokenImplementations")
+	}
+}
+
+// TestSuiteCatchesBrokenImplementations runs each TestBroken… test in a
+// child process and checks that the suite fails it, naming the case that
+// catches the defect.
+func TestSuiteCatchesBrokenImplementations(t *testing.T) {
+	if os.Getenv(brokenEnv) != "" {
+		t.Skip("in the child process")
+	}
+	cases := []struct {
+		test string // the TestBroken… function, with an optional -run suffix
+		ok   bool   // the child must pass (declarations), not fail
+		want []string
+	}{
+		{test: "TestBrokenAlignment", want: []string{
+			"--- FAIL: TestBrokenAlignment/space/alloc/alignment",
+			"--- FAIL: TestBrokenAlignment/space/alloc/typed",
+			"is not aligned to",
+		}},
+		{test: "TestBrokenDoubleFree", want: []string{
+			"--- FAIL: TestBrokenDoubleFree/space/free/double",
+			"Free #2 of a freed block",
+		}},
+		{test: "TestBrokenSubSliceFree", want: []string{
+			"--- FAIL: TestBrokenSubSliceFree/space/free/sub-slice",
+			"a prefix (same address, shorter)",
+		}},
+		{test: "TestBrokenLedger", want: []string{
+			"--- FAIL: TestBrokenLedger/space/stats",
+			"ledger of space fake at the end of the case",
+		}},
+		{test: "TestBrokenDropIndex", want: []string{
+			"--- FAIL: TestBrokenDropIndex/executor/parallel/for/coverage",
+			"--- FAIL: TestBrokenDropIndex/executor/parallel/range/chunks",
+			"--- FAIL: TestBrokenDropIndex/executor/parallel/reduce",
+			"indices never ran",
+		}},
+		{test: "TestBrokenStickyError", want: []string{
+			"--- FAIL: TestBrokenStickyError/stream/error/sticky",
+			"Synchronize reports the sticky error",
+		}},
+		{test: "TestBrokenReorder/^comm$/^p2p$", want: []string{
+			"--- FAIL: TestBrokenReorder/comm/p2p/non-overtaking/n=2",
+			"were reordered or lost",
+		}},
+		{test: "TestBrokenTransfer", want: []string{
+			"--- FAIL: TestBrokenTransfer/transfer/copy/sync",
+			"--- FAIL: TestBrokenTransfer/transfer/copy/async",
+			"bytes differ",
+		}},
+		{test: "TestBrokenHang", want: []string{
+			"conformance: case TestBrokenHang/executor/execute/canceled hung",
+			"deafExec",
+		}},
+		{test: "TestBrokenDeclaration", want: []string{
+			`Declare("executor/no-such-case") names no case of the executor suite`,
+			`Declare("executor/name") has no reason`,
+		}},
+		{test: "TestDeclared", ok: true, want: []string{
+			"--- SKIP: TestDeclared/executor/parallel/nested",
+			"declared by the implementation: nested loops are not supported here",
+			"--- SKIP: TestDeclared/executor/execute/panic",
+			"--- PASS: TestDeclared/executor/execute/runs",
+		}},
+	}
+	for _, tc := range cases {
+		name := strings.SplitN(tc.test, "/", 2)[0]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run := "^" + name + "$"
+			if rest, ok := strings.CutPrefix(tc.test, name); ok && rest != "" {
+				run += rest
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.v", "-test.count=1", "-test.timeout=110s")
+			cmd.Env = append(os.Environ(), brokenEnv+"=1")
+			out, err := cmd.CombinedOutput()
+			text := string(out)
+			if tc.ok {
+				require.NoError(t, err, "the child failed:\n%s", tail(text))
+			} else {
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "the child passed a broken implementation:\n%s", tail(text))
+				require.NotZero(t, ee.ExitCode())
+			}
+			for _, w := range tc.want {
+				assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
+			}
+			// A child that crashed (other than by the watchdog) proves nothing.
+			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")
+		})
+	}
+}
+
+// tail returns the end of a long output.
+func tail(s string) string {
+	const max = 6000
+	if len(s) > max {
+		return "…" + s[len(s)-max:]
+	}
+	return s
+}
+
+func TestBrokenAlignment(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(ignoreAlignment) })
+}
+
+func TestBrokenDoubleFree(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(silentDoubleFree) })
+}
+
+func TestBrokenSubSliceFree(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(freeByAddressOnly) })
+}
+
+func TestBrokenLedger(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(uncountedFrees) })
+}
+
+// newCPUExec returns a CPU executor closed at the end of the test.
+func newCPUExec(t *testing.T) *cpu.Executor {
+	e := cpu.NewExecutor(4)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+func TestBrokenDropIndex(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestExecutor(t, func(t *testing.T) dropExec { return dropExec{newCPUExec(t)} })
+}
+
+func TestBrokenStickyError(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestStream(t, func(t *testing.T) executor.Streamer { return forgetfulStreamer{newCPUExec(t)} })
+}
+
+func TestBrokenReorder(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
+		ranks, err := local.NewGroup(n, local.Options{})
+		require.NoError(t, err)
+		out := make([]comm.Comm, n)
+		for i, r := range ranks {
+			out[i] = newReorderComm(r)
+		}
+		return out
+	})
+}
+
+func TestBrokenTransfer(t *testing.T) {
+	onlyInChild(t)
+	const kind = "conformance-test-short-copy"
+	for _, p := range [][2]string{{kind, "host"}, {"host", kind}, {kind, kind}} {
+		transfer.Register(p[0], p[1], transfer.PathFunc(shortCopy))
+	}
+	conformance.TestTransfer(t, func(*testing.T) []memspace.Space {
+		s := newFakeSpace(correct)
+		s.kind = kind
+		return []memspace.Space{s}
+	}, conformance.Streams(func(t *testing.T) executor.Streamer { return newCPUExec(t) }))
+}
+
+func TestBrokenHang(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestExecutor(t, func(t *testing.T) deafExec { return deafExec{newCPUExec(t)} },
+		conformance.Timeout(2*time.Second))
+}
+
+func TestBrokenDeclaration(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestExecutor(t, newCPUExec,
+		conformance.Declare("executor/no-such-case", "a typo"),
+		conformance.Declare("executor/name", ""))
+}
+
+// TestDeclared checks that a declaration skips the cases it names, with
+// its reason, and only those.
+func TestDeclared(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestExecutor(t, newCPUExec,
+		conformance.Declare("executor/parallel/nested", "nested loops are not supported here"),
+		conformance.Declare("executor/execute/panic", "panics crash this executor"))
+}

@@ -1,0 +1,83 @@
+// Package conformance holds the behavioural suites every xpu backend must
+// pass: one call from a backend's own _test.go checks its memory spaces,
+// executor, streams, transfers and communicator against the contracts of
+// packages memspace, executor, transfer and comm.
+//
+// # Use
+//
+// A backend in its own module tests itself with a one-liner over a factory
+// that opens a fresh backend per case:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T) *xpu.Backend {
+//			b, err := mybackend.Driver{}.Open(context.Background(), nil)
+//			if errors.Is(err, xpu.ErrUnavailable) {
+//				t.Skip(err) // no device here
+//			}
+//			require.NoError(t, err)
+//			t.Cleanup(func() { _ = b.Close() })
+//			return b
+//		})
+//	}
+//
+// Run picks the suites that apply from the backend's composition. Each
+// suite can also be called alone over the smallest thing it needs:
+// TestSpace over a factory of spaces (generic over the concrete type, so
+// the factory returns it unconverted), TestPool over a factory of upstream
+// spaces, TestExecutor over executors, TestStream over streamers,
+// TestTransfer over sets of spaces, TestComm over groups of ranks. Run the
+// suites under the race detector: several cases check that an
+// implementation orders memory as it promises.
+//
+// # Cases
+//
+// Every requirement is one subtest with a stable, hierarchical name
+// relative to the suite, such as "space/alloc/alignment",
+// "stream/error/sticky" or "comm/coll/allreduce/n=7", so one case can be
+// run with -run and a failure names what is broken. Each case gets a fresh
+// implementation from the factory and frees what it allocated; at its end
+// the space ledgers (memspace.StatsSpace) must be back where they started.
+// Optional capabilities (memspace.Lookuper, memspace.Availability,
+// memspace.Closer, executor.Parallel, executor.TimedEvent, …) are found
+// through wrappers with memspace.As and executor.As and tested where
+// present; a case whose capability is absent is skipped and says so.
+//
+// # Factories
+//
+// A factory is called once per case with the case's *testing.T: it may call
+// t.Skip (a backend unavailable on this machine, a group size it cannot
+// make) and must release what it made with t.Cleanup. Some cases close
+// components themselves ("space/close", "stream/close/after",
+// "comm/close/closed"), so cleanups must accept a component already closed
+// (an error matching ErrClosed). The suite closes the streams and ranks it
+// is given. Factories must not share components with tests running at the
+// same time: ledgers are compared, and the "no-leak" cases look for
+// goroutines left after everything was closed.
+//
+// # Limits and declarations
+//
+// An implementation states what it does not do with Declare, which skips
+// the named case (or group of cases) with the reason, visibly in the test
+// output. Nothing else is weakened: what an implementation claims — an
+// interface it implements, a path it registers, a group size its factory
+// makes — is tested in full. A declaration that names no case fails the
+// suite, so a typo or a stale declaration is noticed.
+//
+// Every case runs under a watchdog, as in golang.org/x/net/nettest: its
+// context expires after Timeout (DefaultTimeout), and a case still running
+// a grace period later — a blocking call that ignores its context, a Close
+// that never returns — ends the test binary with every goroutine's stack
+// and the name of the hung case, instead of hanging until go test's own
+// timeout.
+//
+// # Communicators
+//
+// TestComm drives the ranks of a group from goroutines of the test, with
+// buffers in Go memory (memspace.FromSlice). Point-to-point cases use 2 and
+// 3 ranks; the collectives run over 1 to MaxRanks ranks (DefaultMaxRanks)
+// with odd counts, counts below the number of ranks, counts large enough
+// for the algorithms of large messages, and Sum, Prod, Min and Max on
+// signed, unsigned, floating-point, named and complex element types, each
+// compared with a sequential computation. Values are small integers so
+// that every result is exact whatever order the backend combines them in.
+package conformance

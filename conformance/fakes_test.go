@@ -1,0 +1,337 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/xpu-go/xpu/backends/cpu"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
+)
+
+// This file holds small implementations for the suite's own tests: a
+// correct host space on the Go heap, each of whose defects can be switched
+// on, and wrappers that break the real backends in one way each. They show
+// that each requirement of the suite can fail.
+
+// defect is one deliberate bug of fakeSpace.
+type defect int
+
+const (
+	correct           defect = iota
+	ignoreAlignment          // returns blocks one byte off any alignment
+	silentDoubleFree         // a second Free of a block succeeds
+	freeByAddressOnly        // Free ignores the length: a prefix slice frees the allocation
+	uncountedFrees           // the ledger does not count frees
+)
+
+// fakeSpace is host memory on the Go heap. Each allocation is a Go slice
+// kept alive by the live map, so its address is stable. A device fakeSpace
+// hides the memory from the host (its blocks have no host view) and is
+// reached through the transfer paths of deviceKind, as device memory is.
+type fakeSpace struct {
+	name   string
+	kind   string
+	defect defect
+	device bool
+
+	mu    sync.Mutex
+	live  map[memspace.Addr][]byte
+	freed map[memspace.Addr]bool
+	st    memspace.Stats
+}
+
+var (
+	_ memspace.Space      = (*fakeSpace)(nil)
+	_ memspace.StatsSpace = (*fakeSpace)(nil)
+)
+
+func newFakeSpace(d defect) *fakeSpace {
+	return &fakeSpace{name: "fake", kind: "host", defect: d,
+		live: map[memspace.Addr][]byte{}, freed: map[memspace.Addr]bool{}}
+}
+
+func (s *fakeSpace) Name() string { return s.name }
+
+func (s *fakeSpace) Properties() memspace.Properties {
+	if s.device {
+		return memspace.Properties{Kind: deviceKind, Device: 0, DeviceAccessible: true, Alignment: 256}
+	}
+	return memspace.Properties{Kind: s.kind, Device: -1, HostAccessible: true, Pageable: true, Alignment: 16}
+}
+
+// deviceKind is the kind of the device fakeSpace.
+const deviceKind = "conformance-test-device"
+
+func newFakeDevice() *fakeSpace {
+	s := newFakeSpace(correct)
+	s.name, s.device = "fake-device", true
+	return s
+}
+
+func init() {
+	for _, p := range [][2]string{{deviceKind, "host"}, {"host", deviceKind}, {deviceKind, deviceKind}} {
+		transfer.Register(p[0], p[1], transfer.PathFunc(deviceCopy))
+	}
+}
+
+// deviceCopy copies between device fakeSpaces and host memory, as a DMA
+// engine would: it finds the memory of a device block from its address.
+func deviceCopy(_ context.Context, dst, src memspace.Block) error {
+	d, err := memOf(dst)
+	if err != nil {
+		return err
+	}
+	s, err := memOf(src)
+	if err != nil {
+		return err
+	}
+	copy(d, s)
+	return nil
+}
+
+func memOf(b memspace.Block) ([]byte, error) {
+	if b.HostAccessible() {
+		return b.Bytes()
+	}
+	s, ok := memspace.As[*fakeSpace](b.Space()) // through a Pool, too
+	if !ok {
+		return nil, fmt.Errorf("fake: no path to %v: %w", b, memspace.ErrNotSupported)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for base, mem := range s.live {
+		if b.Addr() >= base && b.Addr()+memspace.Addr(b.Len()) <= base+memspace.Addr(len(mem)) {
+			off := int(b.Addr() - base)
+			return mem[off : off+b.Len()], nil
+		}
+	}
+	return nil, fmt.Errorf("fake: %v is not live memory of %s: %w", b, s.name, memspace.ErrInvalidArgument)
+}
+
+func (s *fakeSpace) Allocate(size, align int) (memspace.Block, error) {
+	align, err := memspace.CheckAlloc(size, align, s.Properties().Alignment)
+	if err != nil {
+		return memspace.Block{}, err
+	}
+	if size > 1<<32 {
+		return memspace.Block{}, fmt.Errorf("fake: %d bytes: %w", size, memspace.ErrOutOfMemory)
+	}
+	mem := make([]byte, size+align+1)
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	off := int((uintptr(align) - base%uintptr(align)) % uintptr(align))
+	if s.defect == ignoreAlignment {
+		off = 1 // odd, so misaligned for every alignment above 1
+		if base%2 == 1 {
+			off = 0
+		}
+	}
+	mem = mem[off : off+size : off+size]
+	p := unsafe.Pointer(unsafe.SliceData(mem))
+	addr := memspace.Addr(uintptr(p))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live[addr] = mem
+	delete(s.freed, addr)
+	s.st.InUse += int64(size)
+	s.st.Live++
+	s.st.Allocs++
+	s.st.Peak = max(s.st.Peak, s.st.InUse)
+	if s.device {
+		p = nil
+	}
+	return memspace.NewBlock(s, addr, size, p), nil
+}
+
+func (s *fakeSpace) Free(b memspace.Block) error {
+	if b.Space() != memspace.Space(s) {
+		return fmt.Errorf("fake: free of %v: %w", b, memspace.ErrForeignBlock)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mem, ok := s.live[b.Addr()]
+	if !ok && s.defect == silentDoubleFree && s.freed[b.Addr()] {
+		return nil
+	}
+	if !ok || (len(mem) != b.Len() && s.defect != freeByAddressOnly) {
+		return fmt.Errorf("fake: free of %v: %w", b, memspace.ErrDoubleFree)
+	}
+	delete(s.live, b.Addr())
+	s.freed[b.Addr()] = true
+	if s.defect != uncountedFrees {
+		s.st.InUse -= int64(len(mem))
+		s.st.Live--
+		s.st.Frees++
+	}
+	return nil
+}
+
+func (s *fakeSpace) Stats() memspace.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// dropExec is the CPU executor, except that ParallelFor skips the middle
+// index and ParallelRange the last chunk.
+type dropExec struct{ *cpu.Executor }
+
+func (e dropExec) ParallelFor(ctx context.Context, n int, body func(int)) error {
+	return e.Executor.ParallelFor(ctx, n, func(i int) {
+		if n > 2 && i == n/2 {
+			return
+		}
+		body(i)
+	})
+}
+
+func (e dropExec) ParallelRange(ctx context.Context, n, grain int, body func(lo, hi int)) error {
+	return e.Executor.ParallelRange(ctx, n, grain, func(lo, hi int) {
+		if lo > 0 && hi == n {
+			return
+		}
+		body(lo, hi)
+	})
+}
+
+// deafExec is the CPU executor, except that Execute with a context already
+// done blocks for ever instead of returning ctx.Err().
+type deafExec struct{ *cpu.Executor }
+
+var never = make(chan struct{})
+
+func (e deafExec) Execute(ctx context.Context, fn func(context.Context) error) error {
+	if ctx.Err() != nil {
+		<-never
+	}
+	return e.Executor.Execute(ctx, fn)
+}
+
+// forgetfulStreamer makes CPU streams whose functions' errors are dropped:
+// errors are not sticky.
+type forgetfulStreamer struct{ *cpu.Executor }
+
+func (f forgetfulStreamer) NewStream() (executor.Stream, error) {
+	s, err := f.Executor.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	return forgetfulStream{s}, nil
+}
+
+type forgetfulStream struct{ executor.Stream }
+
+func (s forgetfulStream) Enqueue(fn func(context.Context) error) error {
+	return s.Stream.Enqueue(func(ctx context.Context) error {
+		_ = fn(ctx)
+		return nil
+	})
+}
+
+// reorderComm sends the messages of one (destination, tag) two by two in
+// swapped order: a send is held until the next one to the same place has
+// gone, until it is waited for, or for a few milliseconds at most (so that
+// the transport still makes progress). Reserved tags pass untouched, so the
+// collectives still work.
+type reorderComm struct {
+	comm.Comm
+
+	mu   sync.Mutex
+	held map[[2]int]*heldSend
+}
+
+type heldSend struct {
+	c    *reorderComm
+	key  [2]int
+	buf  memspace.Block
+	once sync.Once
+	req  comm.Request
+	err  error
+}
+
+func newReorderComm(c comm.Comm) *reorderComm {
+	return &reorderComm{Comm: c, held: map[[2]int]*heldSend{}}
+}
+
+// Unwrap returns the communicator underneath.
+func (c *reorderComm) Unwrap() comm.Comm { return c.Comm }
+
+func (c *reorderComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	if tag < 0 || tag > comm.MaxTag || dest < 0 || dest >= c.Size() {
+		return c.Comm.Isend(buf, dest, tag)
+	}
+	k := [2]int{dest, tag}
+	c.mu.Lock()
+	h := c.held[k]
+	if h == nil {
+		h = &heldSend{c: c, key: k, buf: buf}
+		c.held[k] = h
+		c.mu.Unlock()
+		time.AfterFunc(5*time.Millisecond, h.flush)
+		return h, nil
+	}
+	delete(c.held, k)
+	c.mu.Unlock()
+	r, err := c.Comm.Isend(buf, dest, tag) // the later message first
+	h.flush()
+	return r, err
+}
+
+// flush sends h if it has not gone yet.
+func (h *heldSend) flush() {
+	h.c.mu.Lock()
+	if h.c.held[h.key] == h {
+		delete(h.c.held, h.key)
+	}
+	h.c.mu.Unlock()
+	h.once.Do(func() { h.req, h.err = h.c.Comm.Isend(h.buf, h.key[0], h.key[1]) })
+}
+
+func (h *heldSend) Wait(ctx context.Context) (comm.Status, error) {
+	h.flush()
+	if h.err != nil {
+		return comm.Status{}, h.err
+	}
+	return h.req.Wait(ctx)
+}
+
+func (h *heldSend) Test() (comm.Status, bool, error) {
+	h.flush()
+	if h.err != nil {
+		return comm.Status{}, true, h.err
+	}
+	return h.req.Test()
+}
+
+func (h *heldSend) Cancel() error {
+	h.flush()
+	if h.err != nil {
+		return nil
+	}
+	return h.req.Cancel()
+}
+
+var errShortCopy = errors.New("fake: short copy")
+
+// shortCopy is a transfer path that copies every byte but the last.
+func shortCopy(_ context.Context, dst, src memspace.Block) error {
+	d, err := dst.Bytes()
+	if err != nil {
+		return err
+	}
+	s, err := src.Bytes()
+	if err != nil {
+		return err
+	}
+	if len(d) == 0 {
+		return errShortCopy
+	}
+	copy(d[:len(d)-1], s)
+	return nil
+}

@@ -1,0 +1,207 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// Run runs every suite that applies to the backends newBackend makes:
+//
+//   - for each space (b.Memory and b.Spaces): TestSpace, under a subtest
+//     named after the space; and TestPool over b.Memory;
+//   - for b.Exec: TestExecutor, and TestStream when it is an
+//     executor.Streamer;
+//   - for the spaces: TestTransfer over every pair of them and Go memory,
+//     on the executor's streams when it has them;
+//   - for b.Group: TestComm over groups of 1 to MaxRanks ranks.
+//
+// A backend with only a job communicator (b.Comm without b.Group) cannot be
+// driven from one test process; that is reported as a skip.
+//
+// newBackend must return a freshly opened backend, closed with t.Cleanup;
+// it may call t.Skip when the backend is unavailable. It is called once
+// with Run's own t, to learn which suites apply (that backend stays open
+// until Run's test ends, and "backend/composition" checks it is coherent),
+// then once per case. opts go to every suite; see Declare.
+func Run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, opts ...Option) {
+	t.Helper()
+	s := newSuite(t, "backend", opts)
+	defer s.finish(t)
+	// The suites that apply depend on the composition, which is learned from
+	// a backend opened for the whole run (a case may be filtered out by
+	// -run, and its backend is gone when it ends).
+	probe := newBackend(t)
+	if probe == nil {
+		t.Fatal("conformance: the factory returned a nil backend")
+	}
+	shape := describe(probe)
+	s.root().run(t, "composition", func(c *tcase) { checkComposition(c, probe, shape) })
+	if !shape.valid() {
+		return // the composition case says why
+	}
+	open := func(t *testing.T) *xpu.Backend {
+		t.Helper()
+		b := newBackend(t)
+		if b == nil {
+			t.Fatal("conformance: the factory returned a nil backend")
+		}
+		return b
+	}
+	for i, name := range shape.spaces {
+		t.Run(name, func(t *testing.T) {
+			newSpace := func(t *testing.T) memspace.Space {
+				sps := spacesOf(open(t))
+				if len(sps) != len(shape.spaces) {
+					t.Fatalf("conformance: the factory's backend has %d spaces, it had %d", len(sps), len(shape.spaces))
+				}
+				return sps[i]
+			}
+			TestSpace(t, newSpace, opts...)
+			if i == 0 && shape.memory {
+				TestPool(t, newSpace, opts...)
+			}
+		})
+	}
+	if shape.exec {
+		exec := func(t *testing.T) executor.Executor {
+			e := open(t).Exec
+			if e == nil {
+				t.Fatal("conformance: the factory's backend lost its executor")
+			}
+			return e
+		}
+		TestExecutor(t, exec, opts...)
+		if shape.streams {
+			TestStream(t, func(t *testing.T) executor.Streamer {
+				st, ok := executor.As[executor.Streamer](exec(t))
+				if !ok {
+					t.Fatal("conformance: the factory's executor is no longer a Streamer")
+				}
+				return st
+			}, opts...)
+		} else {
+			t.Run("stream", func(t *testing.T) { t.Skip("the executor is not an executor.Streamer") })
+		}
+	}
+	if len(shape.spaces) > 0 {
+		// The spaces and the stream of a transfer case come from one backend.
+		var mu sync.Mutex
+		perCase := map[*testing.T]*xpu.Backend{}
+		openOnce := func(t *testing.T) *xpu.Backend {
+			mu.Lock()
+			b, ok := perCase[t]
+			mu.Unlock()
+			if ok {
+				return b
+			}
+			b = open(t)
+			mu.Lock()
+			perCase[t] = b
+			mu.Unlock()
+			t.Cleanup(func() {
+				mu.Lock()
+				delete(perCase, t)
+				mu.Unlock()
+			})
+			return b
+		}
+		topts := opts
+		if shape.streams {
+			topts = append(append([]Option(nil), opts...), Streams(func(t *testing.T) executor.Streamer {
+				st, ok := executor.As[executor.Streamer](openOnce(t).Exec)
+				if !ok {
+					t.Fatal("conformance: the factory's executor is no longer a Streamer")
+				}
+				return st
+			}))
+		}
+		TestTransfer(t, func(t *testing.T) []memspace.Space { return spacesOf(openOnce(t)) }, topts...)
+	}
+	switch {
+	case shape.group:
+		TestComm(t, func(t *testing.T, n int) []comm.Comm {
+			b := open(t)
+			ranks, err := b.Group(context.Background(), n)
+			if errors.Is(err, xpu.ErrNotSupported) || errors.Is(err, xpu.ErrUnavailable) {
+				t.Skipf("the backend cannot make a group of %d ranks: %v", n, err)
+			}
+			require.NoError(t, err, "Group(%d)", n)
+			return ranks
+		}, opts...)
+	case shape.jobComm:
+		t.Run("comm", func(t *testing.T) {
+			t.Skip("the backend has a job communicator (Backend.Comm) but no in-process Group: " +
+				"run TestComm with a factory that makes the endpoints of a group")
+		})
+	}
+}
+
+// composition is what a backend is made of.
+type composition struct {
+	spaces         []string // subtest names of the spaces, Memory first
+	memory         bool     // spaces[0] is Memory
+	exec, streams  bool
+	group, jobComm bool
+}
+
+// valid reports whether the backend has anything to test.
+func (c composition) valid() bool { return len(c.spaces) > 0 || c.exec || c.group || c.jobComm }
+
+// spacesOf lists b's spaces, Memory first.
+func spacesOf(b *xpu.Backend) []memspace.Space {
+	var out []memspace.Space
+	if b.Memory != nil {
+		out = append(out, b.Memory)
+	}
+	for _, sp := range b.Spaces {
+		if sp != nil && !(b.Memory != nil && sameSpace(sp, b.Memory)) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+func describe(b *xpu.Backend) composition {
+	var shape composition
+	seen := map[string]int{}
+	for _, sp := range spacesOf(b) {
+		name := safeName(sp.Name())
+		seen[name]++
+		if seen[name] > 1 {
+			name = name + "#" + strconv.Itoa(seen[name])
+		}
+		shape.spaces = append(shape.spaces, name)
+	}
+	shape.memory = b.Memory != nil
+	shape.exec = b.Exec != nil
+	if b.Exec != nil {
+		_, shape.streams = executor.As[executor.Streamer](b.Exec)
+	}
+	shape.group = b.Group != nil
+	shape.jobComm = b.Comm != nil
+	return shape
+}
+
+func checkComposition(c *tcase, b *xpu.Backend, shape composition) {
+	assert.NotEmpty(c, b.Name, "Backend.Name")
+	for i, sp := range b.Spaces {
+		assert.NotNil(c, sp, "Backend.Spaces[%d]", i)
+	}
+	if b.Memory != nil && len(b.Spaces) > 0 {
+		assert.True(c, sameSpace(b.Spaces[0], b.Memory), "Backend.Spaces lists Memory first")
+	}
+	assert.True(c, shape.valid(), "the backend has no component: no space, executor or communicator")
+	c.Logf("backend %s: spaces %v, executor %v (streams %v), group %v, job communicator %v",
+		b.Name, shape.spaces, shape.exec, shape.streams, shape.group, shape.jobComm)
+}
