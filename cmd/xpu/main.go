@@ -35,6 +35,7 @@ func init() {
 		{"info", "list backends: availability (and why not), devices, concepts, capabilities", runInfo},
 		{"conformance", "run the conformance suites against registered backends; print a pass/fail matrix", runConformance},
 		{"bench", "benchmark hot paths against their baselines (memmove, errgroup, OpenMP)", runBench},
+		{"run", "launch N ranks of a program locally: xpu run -n N [--] prog args", runRun},
 	}
 }
 

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/xpu-go/xpu/internal/launch"
+)
+
+// runRun is `xpu run`: it starts N ranks of a program on this machine (or
+// hands them to mpirun with --mpi) and waits for them. The work is done by
+// package launch; this parses the command line.
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: xpu run -n N [flags] [--] prog [args...]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Starts N ranks of prog on this machine with XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR,")
+		fmt.Fprintln(stderr, "XPU_MASTER_PORT, XPU_JOB_SECRET and XPU_BACKEND (tcp unless set) in their environment,")
+		fmt.Fprintln(stderr, "prefixes their output lines with [rank], and stops them all when one fails.")
+		fmt.Fprintln(stderr, "`go run pkg` as prog is built once and the binary started N times.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	n := fs.Int("n", 0, "number of ranks (required, at least 1)")
+	useMPI := fs.Bool("mpi", false, "run the ranks under mpirun instead (for the mpi backend)")
+	addr := fs.String("master-addr", launch.DefaultMasterAddr, "address of rank 0's rendezvous store")
+	port := fs.Int("port", 0, "port of rank 0's rendezvous store (default: a free port)")
+	timeout := fs.Duration("timeout", 0, "stop the job after this long (default: no limit)")
+	grace := fs.Duration("grace", launch.DefaultGrace, "time ranks have to exit after SIGTERM before SIGKILL")
+	noBuild := fs.Bool("no-build", false, "run `go run` in every rank as given instead of building once")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	rest := fs.Args()
+	switch {
+	case *n < 1:
+		return fmt.Errorf("%w: -n %d: want at least 1 rank (xpu run -n N [--] prog [args...])", errUsage, *n)
+	case len(rest) == 0:
+		return fmt.Errorf("%w: no program to run (xpu run -n N [--] prog [args...])", errUsage)
+	}
+	spec := launch.Spec{
+		N:          *n,
+		Prog:       rest[0],
+		Args:       rest[1:],
+		NoBuild:    *noBuild,
+		MasterAddr: *addr,
+		MasterPort: *port,
+		Timeout:    *timeout,
+		Grace:      *grace,
+		Stdout:     stdout,
+		Stderr:     stderr,
+		LogPrefix:  "xpu run: ",
+	}
+	var err error
+	if *useMPI {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["master-addr"] || set["port"] {
+			return fmt.Errorf("%w: --master-addr and --port do not apply to --mpi (mpirun wires the ranks)", errUsage)
+		}
+		err = launch.RunMPI(ctx, spec)
+	} else {
+		_, err = launch.Run(ctx, spec)
+	}
+	if errors.Is(err, launch.ErrInvalidArgument) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return err
+}

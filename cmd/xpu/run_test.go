@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The test binary is also the program `xpu run` starts in these tests:
+// with runRoleEnv set it plays a role instead of running the tests.
+const runRoleEnv = "XPU_RUN_TEST_ROLE"
+
+func init() {
+	role := os.Getenv(runRoleEnv)
+	if role == "" {
+		return
+	}
+	rank, _ := strconv.Atoi(os.Getenv("XPU_RANK"))
+	switch role {
+	case "hello": // a line, then exit 0
+		fmt.Printf("hello %d of %s\n", rank, os.Getenv("XPU_WORLD_SIZE"))
+		os.Exit(0)
+	case "fail": // rank 1 exits 4; the others sleep until stopped
+		if rank == 1 {
+			os.Exit(4)
+		}
+	}
+	fmt.Println("ready")
+	time.Sleep(10 * time.Minute)
+	os.Exit(0)
+}
+
+// setRole makes the test binary, started by `xpu run`, play role.
+func setRole(t *testing.T, role string) {
+	t.Setenv(runRoleEnv, role)
+	t.Setenv("GORACE", "atexit_sleep_ms=0") // no second's sleep at exit under -race
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes, which calls
+// onWrite after each.
+type lockedBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	onWrite func(p []byte)
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	n, err := l.b.Write(p)
+	l.mu.Unlock()
+	if l.onWrite != nil {
+		l.onWrite(p)
+	}
+	return n, err
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRunUsage(t *testing.T) {
+	self := os.Args[0]
+	for name, args := range map[string][]string{
+		"nothing":             {"run"},
+		"zero ranks":          {"run", "-n", "0", self},
+		"negative ranks":      {"run", "-n", "-3", self},
+		"no program":          {"run", "-n", "2"},
+		"no program after --": {"run", "-n", "2", "--"},
+		"unknown flag":        {"run", "-n", "2", "--bogus", self},
+		"bad duration":        {"run", "-n", "2", "--timeout", "soon", self},
+		"port out of range":   {"run", "-n", "2", "--port", "70000", self},
+		"mpi with port":       {"run", "-n", "2", "--mpi", "--port", "4000", self},
+		"mpi with addr":       {"run", "-n", "2", "--mpi", "--master-addr", "10.0.0.1", self},
+		"no such program":     {"run", "-n", "2", "xpu-run-test-no-such-program"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(testCtx(t), args, &stdout, &stderr)
+			assert.Equal(t, 2, code, "stderr: %s", stderr.String())
+			assert.Contains(t, stderr.String(), "xpu run:")
+			assert.Empty(t, stdout.String())
+		})
+	}
+
+	var stderr bytes.Buffer
+	assert.Equal(t, 0, run(testCtx(t), []string{"run", "-h"}, new(bytes.Buffer), &stderr))
+	assert.Contains(t, stderr.String(), "usage: xpu run -n N")
+	assert.Contains(t, stderr.String(), "-timeout")
+}
+
+func TestRunRanks(t *testing.T) {
+	setRole(t, "hello")
+	var stdout, stderr lockedBuffer
+	code := run(testCtx(t), []string{"run", "-n", "3", "--", os.Args[0]}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	assert.ElementsMatch(t, []string{"[0] hello 0 of 3", "[1] hello 1 of 3", "[2] hello 2 of 3"}, lines)
+}
+
+func TestRunRankFailure(t *testing.T) {
+	setRole(t, "fail")
+	var stdout, stderr lockedBuffer
+	code := run(testCtx(t), []string{"run", "-n", "3", os.Args[0]}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	// The launcher says so when it happens, and again as its error.
+	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; stopping the other 2 ranks\n")
+	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; stopped the other 2 ranks\n")
+}
+
+func TestRunTimeoutFlag(t *testing.T) {
+	setRole(t, "sleep")
+	var stderr lockedBuffer
+	code := run(testCtx(t), []string{"run", "-n", "2", "--timeout", "300ms", os.Args[0]}, new(lockedBuffer), &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "xpu run: job timed out after 300ms\n")
+}
+
+func TestRunInterrupted(t *testing.T) {
+	setRole(t, "sleep")
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	var mu sync.Mutex
+	ready := 0
+	stdout := &lockedBuffer{onWrite: func(p []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ready += strings.Count(string(p), "] ready\n"); ready == 2 {
+			cancel()
+		}
+	}}
+	var stderr lockedBuffer
+	code := run(ctx, []string{"run", "-n", "2", "--grace", "1m", os.Args[0]}, stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "xpu run: interrupted; sending SIGTERM to 2 ranks\n")
+	assert.Contains(t, stderr.String(), "xpu run: job interrupted: context canceled\n")
+}
+
+// --mpi hands the job to mpirun (a fake one here, which prints its
+// arguments).
+func TestRunMPIFlag(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'mpirun (Open MPI) 4.1.4'; exit 0; fi\necho \"mpirun $*\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mpirun"), []byte(script), 0o755))
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stdout, stderr lockedBuffer
+	code := run(testCtx(t), []string{"run", "-n", "2", "--mpi", "--", "prog", "-v"}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	assert.Contains(t, stdout.String(), "--oversubscribe -np 2 prog -v\n")
+
+	t.Setenv("PATH", t.TempDir())
+	stderr = lockedBuffer{}
+	code = run(testCtx(t), []string{"run", "-n", "2", "--mpi", "prog"}, new(lockedBuffer), &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "mpirun not found on PATH")
+}
+
+// The command of docs/launching.md: four ranks of the example, built once,
+// joined by the tcp backend.
+func TestRunExampleAllreduce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs examples/allreduce")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	t.Setenv("XPU_BACKEND", "")
+	var stdout, stderr lockedBuffer
+	code := run(testCtx(t), []string{"run", "-n", "4", "--timeout", "2m", "go", "run", "../../examples/allreduce"}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	var want []string
+	for r := range 4 {
+		want = append(want, fmt.Sprintf("[%d] rank %d of 4: allreduce of 65536 float64: ok (last element 655360)", r, r))
+	}
+	assert.ElementsMatch(t, want, strings.Split(strings.TrimSpace(stdout.String()), "\n"))
+}

@@ -1,0 +1,40 @@
+// Package launch starts the ranks of a job on this machine: the logic behind
+// `xpu run`.
+//
+// Run starts Spec.N copies of a program, each in its own process group, with
+// an environment that tells it its place in the job (EnvRank, EnvWorldSize,
+// EnvMasterAddr, EnvMasterPort, EnvJobSecret and EnvBackend), and waits for
+// them:
+//
+//	res, err := launch.Run(ctx, launch.Spec{N: 4, Prog: "./allreduce"})
+//
+// Every line a rank writes is copied to Spec.Stdout or Spec.Stderr with the
+// rank as a prefix ("[3] "). Lines are written whole, one Write per batch of
+// complete lines under a lock shared by every rank and both streams, so lines
+// of different ranks never interleave mid-line; a last line without a newline
+// is completed with one when its rank exits. A line longer than MaxLine is
+// cut into several prefixed lines.
+//
+// The job succeeds only when every rank exits with status 0. When a rank
+// fails (a non-zero status, a signal, or an error to wait for it), Run
+// sends SIGTERM to the process group of every rank still running, SIGKILL
+// after Spec.Grace, and returns a *RankError that names the rank and the
+// reason. When ctx is cancelled Run forwards the signal that cancelled it
+// (SIGINT or SIGTERM, read from the cause that signal.NotifyContext gives;
+// SIGTERM otherwise) the same way and returns an error matching ctx.Err();
+// Spec.Timeout does the same with an error matching ErrTimeout and
+// context.DeadlineExceeded. Run returns only after every rank has been
+// reaped and its output copied, so it leaves no process or goroutine behind
+// (a rank's own children that outlive it and keep its output open are cut
+// off Spec.Grace after it exits).
+//
+// When Spec.Prog is `go run`, Run builds the program once with `go build`
+// into a temporary directory and starts the binary N times, rather than
+// having N concurrent `go run` commands compile it N times; Spec.NoBuild
+// turns this off (see GoRun).
+//
+// RunMPI hands the job to mpirun instead (Open MPI or MPICH), for the MPI
+// backend, which learns its rank and size from MPI itself.
+//
+// Run and RunMPI may be called concurrently; each call is a separate job.
+package launch

@@ -1,0 +1,573 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// The environment variables Run sets in every rank.
+const (
+	EnvRank       = "XPU_RANK"        // the rank, 0 … N-1
+	EnvWorldSize  = "XPU_WORLD_SIZE"  // N
+	EnvLocalRank  = "XPU_LOCAL_RANK"  // the rank among those on this host (all of them, here)
+	EnvMasterAddr = "XPU_MASTER_ADDR" // host of rank 0's rendezvous store
+	EnvMasterPort = "XPU_MASTER_PORT" // its port
+	EnvJobSecret  = "XPU_JOB_SECRET"  // shared key that authenticates the job's ranks to each other
+	EnvBackend    = "XPU_BACKEND"     // the backend chain of xpu.OpenDefault
+)
+
+// Defaults of Spec.
+const (
+	DefaultMasterAddr = "127.0.0.1"
+	DefaultBackend    = "tcp"
+	DefaultGrace      = 5 * time.Second
+	// MaxLine is the longest line copied whole; a longer one is cut into
+	// lines of MaxLine bytes, each with the rank's prefix.
+	MaxLine = 1 << 20
+	// SecretBytes is the number of random bytes of a fresh job secret (it is
+	// passed hex-encoded, twice as many characters).
+	SecretBytes = 32
+)
+
+// Errors of the package.
+var (
+	// ErrInvalidArgument reports a bad Spec; the value of xerr's.
+	ErrInvalidArgument = xerr.ErrInvalidArgument
+	// ErrRankFailed reports that a rank exited with a non-zero status, was
+	// killed by a signal, or could not be started or waited for. The error
+	// Run returns is a *RankError that matches it.
+	ErrRankFailed = errors.New("rank failed")
+	// ErrTimeout reports that the job ran past Spec.Timeout. It matches
+	// context.DeadlineExceeded.
+	ErrTimeout = xerr.NewKind("job timed out", context.DeadlineExceeded)
+)
+
+// Spec describes a job.
+type Spec struct {
+	// N is the number of ranks, at least 1.
+	N int
+	// Prog is the program, found through PATH as exec.Command finds it, and
+	// Args its arguments. A Prog of "go" with Args "run", … is built once
+	// first (see GoRun) unless NoBuild is set.
+	Prog string
+	Args []string
+	// NoBuild runs `go run` as given in every rank.
+	NoBuild bool
+	// Dir is the ranks' working directory; empty means the current one.
+	Dir string
+	// Env is the environment the ranks start from; nil means os.Environ().
+	// Run adds the variables of the job to it (replacing any of the same
+	// name), and EnvBackend=DefaultBackend when it has no EnvBackend.
+	Env []string
+	// MasterAddr is the address of rank 0's rendezvous store; empty means
+	// DefaultMasterAddr.
+	MasterAddr string
+	// MasterPort is its port; 0 means a port free on MasterAddr, chosen by
+	// Run (it is free when chosen; the ranks bind it a moment later).
+	MasterPort int
+	// Secret is the job secret; empty means Env's EnvJobSecret when set,
+	// else SecretBytes fresh random bytes, hex-encoded.
+	Secret string
+	// Timeout, when positive, stops the job after that long, counted from
+	// the start of the ranks (a build for `go run` is not counted).
+	Timeout time.Duration
+	// Grace is how long ranks have to exit after SIGTERM before SIGKILL,
+	// and how long a rank's output is read after it exits when something
+	// else keeps it open; zero means DefaultGrace.
+	Grace time.Duration
+	// Stdout and Stderr receive the ranks' output, each line prefixed with
+	// "[rank] "; nil discards it.
+	Stdout, Stderr io.Writer
+	// LogPrefix, when not empty, makes Run report the job's events (a rank
+	// failed, the job is being stopped) on Stderr, as lines beginning with
+	// it ("xpu run: ").
+	LogPrefix string
+}
+
+// RankStatus is how one rank ended.
+type RankStatus struct {
+	Rank int
+	// Pid is the rank's process id; 0 when it was never started.
+	Pid int
+	// ExitCode is the rank's exit status, or -1 when it was killed by a
+	// signal or never ran.
+	ExitCode int
+	// Signal is the signal that killed it, or nil.
+	Signal os.Signal
+	// Stopped is true when Run signalled the rank to stop (another rank
+	// failed, ctx was cancelled, the job timed out) before it exited.
+	Stopped bool
+	// Err is an error other than the exit status: the rank could not be
+	// started or waited for.
+	Err error
+	// Elapsed is the time from its start to its exit.
+	Elapsed time.Duration
+}
+
+// OK reports whether the rank exited with status 0.
+func (s RankStatus) OK() bool { return s.Err == nil && s.Signal == nil && s.ExitCode == 0 }
+
+// String describes how the rank ended: "exit status 3", "killed by signal
+// SIGKILL", "not started: …".
+func (s RankStatus) String() string {
+	switch {
+	case s.Pid == 0 && s.Err != nil:
+		return "not started: " + s.Err.Error()
+	case s.Err != nil:
+		return s.Err.Error()
+	case s.Signal != nil:
+		return "killed by signal " + SignalName(s.Signal)
+	default:
+		return "exit status " + strconv.Itoa(s.ExitCode)
+	}
+}
+
+// Result is the outcome of a job, one RankStatus per rank.
+type Result struct {
+	Ranks []RankStatus
+	// MasterAddr and MasterPort are the rendezvous address the ranks got.
+	MasterAddr string
+	MasterPort int
+	// Elapsed is the job's wall time.
+	Elapsed time.Duration
+}
+
+// Failed returns the ranks that failed of their own accord (not after Run
+// signalled them to stop), in rank order.
+func (r *Result) Failed() []RankStatus {
+	var out []RankStatus
+	for _, s := range r.Ranks {
+		if !s.OK() && !s.Stopped {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// RankError reports the first rank seen to fail; it matches ErrRankFailed.
+type RankError struct {
+	// Status is the failed rank's.
+	Status RankStatus
+	// Others counts the other ranks that failed of their own accord.
+	Others int
+	// Stopped counts the ranks Run stopped because of the failure.
+	Stopped int
+}
+
+func (e *RankError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rank %d failed: %s", e.Status.Rank, e.Status)
+	if e.Others > 0 {
+		fmt.Fprintf(&b, " (and %d other %s failed)", e.Others, plural(e.Others, "rank"))
+	}
+	if e.Stopped > 0 {
+		fmt.Fprintf(&b, "; stopped the other %d %s", e.Stopped, plural(e.Stopped, "rank"))
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrRankFailed.
+func (e *RankError) Is(target error) bool { return target == ErrRankFailed }
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+// SignalName names a signal the way kill(1) does ("SIGTERM"), falling back
+// to its description.
+func SignalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if n, ok := signalNames[s]; ok {
+			return n
+		}
+	}
+	return sig.String()
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGSEGV: "SIGSEGV", syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM",
+	syscall.SIGTERM: "SIGTERM",
+}
+
+// normalize checks s and fills in its defaults.
+func (s *Spec) normalize() error {
+	bad := func(format string, args ...any) error {
+		return &invalidError{err: fmt.Errorf("launch: "+format, args...)}
+	}
+	switch {
+	case s.N < 1:
+		return bad("the number of ranks is %d; want at least 1", s.N)
+	case s.Prog == "":
+		return bad("no program to run")
+	case s.MasterPort < 0 || s.MasterPort > 65535:
+		return bad("master port %d out of range [0, 65535]", s.MasterPort)
+	case s.Timeout < 0:
+		return bad("negative timeout %v", s.Timeout)
+	case s.Grace < 0:
+		return bad("negative grace period %v", s.Grace)
+	}
+	if s.Env == nil {
+		s.Env = os.Environ()
+	}
+	if s.MasterAddr == "" {
+		s.MasterAddr = DefaultMasterAddr
+	}
+	if s.Grace == 0 {
+		s.Grace = DefaultGrace
+	}
+	if s.Stdout == nil {
+		s.Stdout = io.Discard
+	}
+	if s.Stderr == nil {
+		s.Stderr = io.Discard
+	}
+	return nil
+}
+
+// invalidError reports a bad Spec: it reads as its cause and matches both
+// the cause and ErrInvalidArgument.
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string        { return e.err.Error() }
+func (e *invalidError) Unwrap() error        { return e.err }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// NewSecret returns SecretBytes fresh random bytes, hex-encoded.
+func NewSecret() string {
+	b := make([]byte, SecretBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it crashes the program instead)
+	return hex.EncodeToString(b)
+}
+
+// FreePort returns a TCP port that is free on addr now. Another process can
+// take it before the job binds it; pass a port explicitly where that matters.
+func FreePort(addr string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("launch: no free port on %s (give one explicitly): %w", addr, err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
+}
+
+// lookupEnv returns the last value of key in env (the one exec would use).
+func lookupEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// withEnv returns env without the keys of set, followed by set.
+func withEnv(env []string, set ...string) []string {
+	keys := make(map[string]bool, len(set))
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		keys[k] = true
+	}
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !keys[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}
+
+// jobEnv returns the environment every rank shares (all but its rank).
+func (s *Spec) jobEnv() []string {
+	set := []string{
+		EnvWorldSize + "=" + strconv.Itoa(s.N),
+		EnvMasterAddr + "=" + s.MasterAddr,
+		EnvMasterPort + "=" + strconv.Itoa(s.MasterPort),
+		EnvJobSecret + "=" + s.Secret,
+	}
+	if v, ok := lookupEnv(s.Env, EnvBackend); !ok || strings.TrimSpace(v) == "" {
+		set = append(set, EnvBackend+"="+DefaultBackend)
+	}
+	return withEnv(s.Env, set...)
+}
+
+// Run runs the job spec describes and waits for it; see the package doc.
+// It returns nil only when every rank exited with status 0; otherwise a
+// *RankError, an error matching ctx.Err(), or one matching ErrTimeout. The
+// Result is returned whenever ranks were started, with or without an error.
+func Run(ctx context.Context, spec Spec) (*Result, error) {
+	if err := spec.normalize(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if spec.Secret == "" {
+		if v, ok := lookupEnv(spec.Env, EnvJobSecret); ok && v != "" {
+			spec.Secret = v
+		} else {
+			spec.Secret = NewSecret()
+		}
+	}
+	if spec.MasterPort == 0 {
+		p, err := FreePort(spec.MasterAddr)
+		if err != nil {
+			return nil, err
+		}
+		spec.MasterPort = p
+	}
+	out := newOutput(spec.Stdout, spec.Stderr)
+	if !spec.NoBuild {
+		prog, args, cleanup, err := buildGoRun(ctx, &spec, out)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		spec.Prog, spec.Args = prog, args
+	}
+	if c := exec.Command(spec.Prog); c.Err != nil {
+		return nil, &invalidError{err: fmt.Errorf("launch: cannot run %s: %w", spec.Prog, c.Err)}
+	}
+	j := &job{spec: spec, out: out, parent: ctx}
+	return j.run()
+}
+
+// job is one call of Run.
+type job struct {
+	spec   Spec
+	out    *output
+	parent context.Context
+	ranks  []*rank
+}
+
+type rank struct {
+	cmd     *exec.Cmd
+	stdout  *lineWriter
+	stderr  *lineWriter
+	start   time.Time
+	done    bool // reaped (main loop's view)
+	stopped bool // signalled by Run before it exited
+}
+
+type exit struct {
+	i       int
+	err     error
+	elapsed time.Duration
+}
+
+func (j *job) logf(format string, args ...any) {
+	if j.spec.LogPrefix != "" {
+		j.out.line(j.out.stderr, j.spec.LogPrefix+fmt.Sprintf(format, args...))
+	}
+}
+
+func (j *job) run() (*Result, error) {
+	s := &j.spec
+	began := time.Now()
+	ctx := j.parent
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.Timeout, ErrTimeout)
+		defer cancel()
+	}
+	res := &Result{Ranks: make([]RankStatus, s.N), MasterAddr: s.MasterAddr, MasterPort: s.MasterPort}
+	for i := range res.Ranks {
+		res.Ranks[i] = RankStatus{Rank: i, ExitCode: -1}
+	}
+	env := s.jobEnv()
+	exits := make(chan exit, s.N) // never blocks a waiter
+	running := 0
+	var failure error // why the job is being stopped; nil while it is not
+	for i := 0; i < s.N; i++ {
+		r := j.newRank(i, env)
+		j.ranks = append(j.ranks, r)
+		if err := r.cmd.Start(); err != nil {
+			r.done = true
+			res.Ranks[i].Err = fmt.Errorf("start %s: %w", s.Prog, err)
+			failure = &RankError{Status: res.Ranks[i]}
+			j.logf("rank %d could not be started: %v", i, err)
+			for k := i + 1; k < s.N; k++ {
+				res.Ranks[k].Err, res.Ranks[k].Stopped = errSkipped, true
+			}
+			break
+		}
+		r.start = time.Now()
+		res.Ranks[i].Pid = r.cmd.Process.Pid
+		running++
+		go func() {
+			err := r.cmd.Wait()
+			r.stdout.flush()
+			r.stderr.flush()
+			exits <- exit{i: i, err: err, elapsed: time.Since(r.start)}
+		}()
+	}
+
+	var graceTimer *time.Timer
+	var grace <-chan time.Time
+	defer func() {
+		if graceTimer != nil {
+			graceTimer.Stop()
+		}
+	}()
+	// stop signals every rank still running, and arms the grace period
+	// after which the survivors get SIGKILL.
+	stop := func(sig os.Signal) {
+		for _, r := range j.ranks {
+			if !r.done {
+				r.stopped = true
+				signalGroup(r.cmd.Process, sig)
+			}
+		}
+		if graceTimer == nil {
+			graceTimer = time.NewTimer(s.Grace)
+			grace = graceTimer.C
+		}
+	}
+	if failure != nil && running > 0 {
+		stop(syscall.SIGTERM)
+	}
+
+	done := ctx.Done()
+	for running > 0 {
+		select {
+		case e := <-exits:
+			running--
+			r := j.ranks[e.i]
+			r.done = true
+			st := &res.Ranks[e.i]
+			st.Elapsed = e.elapsed
+			st.Stopped = r.stopped
+			fillStatus(st, r.cmd.ProcessState, e.err)
+			if !st.OK() && failure == nil {
+				failure = &RankError{Status: *st}
+				if running > 0 {
+					j.logf("rank %d failed: %s; stopping the other %d %s", e.i, st, running, plural(running, "rank"))
+					stop(syscall.SIGTERM)
+				}
+			}
+		case <-done:
+			done = nil
+			if failure == nil { // else the job is stopping already
+				failure = j.interrupted(ctx, running)
+				stop(signalOf(context.Cause(ctx)))
+			}
+		case <-grace:
+			grace = nil
+			n := 0
+			for _, r := range j.ranks {
+				if !r.done {
+					n++
+					r.stopped = true
+					signalGroup(r.cmd.Process, syscall.SIGKILL)
+				}
+			}
+			if n > 0 {
+				j.logf("%d %s still running %v after being told to stop; sent SIGKILL", n, plural(n, "rank"), s.Grace)
+			}
+		}
+	}
+	res.Elapsed = time.Since(began)
+	if re, ok := failure.(*RankError); ok {
+		// Every rank is reaped: count who else failed and who was stopped.
+		for _, st := range res.Ranks {
+			switch {
+			case st.Rank == re.Status.Rank:
+			case st.Stopped:
+				re.Stopped++
+			case !st.OK():
+				re.Others++
+			}
+		}
+	}
+	return res, failure
+}
+
+// interrupted reports why ctx ended the job, and returns the error Run
+// returns for it.
+func (j *job) interrupted(ctx context.Context, running int) error {
+	s := &j.spec
+	cause := context.Cause(ctx)
+	sig := SignalName(signalOf(cause))
+	if errors.Is(cause, ErrTimeout) && j.parent.Err() == nil {
+		j.logf("job timed out after %v; sending %s to %d %s", s.Timeout, sig, running, plural(running, "rank"))
+		return fmt.Errorf("%w after %v", ErrTimeout, s.Timeout)
+	}
+	j.logf("interrupted; sending %s to %d %s", sig, running, plural(running, "rank"))
+	if cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("job interrupted (%v): %w", cause, ctx.Err())
+	}
+	return fmt.Errorf("job interrupted: %w", ctx.Err())
+}
+
+// errSkipped is the Err of the ranks not started because an earlier one
+// could not be.
+var errSkipped = errors.New("an earlier rank could not be started")
+
+func (j *job) newRank(i int, env []string) *rank {
+	s := &j.spec
+	cmd := exec.Command(s.Prog, s.Args...)
+	cmd.Dir = s.Dir
+	cmd.Env = append(env[:len(env):len(env)],
+		EnvRank+"="+strconv.Itoa(i), EnvLocalRank+"="+strconv.Itoa(i))
+	prefix := "[" + strconv.Itoa(i) + "] "
+	r := &rank{
+		cmd:    cmd,
+		stdout: newLineWriter(j.out, j.out.stdout, prefix),
+		stderr: newLineWriter(j.out, j.out.stderr, prefix),
+	}
+	cmd.Stdout = r.stdout
+	cmd.Stderr = r.stderr
+	// Output still held open by a rank's children after it exits is cut
+	// off after the grace period, so that Wait returns.
+	cmd.WaitDelay = s.Grace
+	setGroup(cmd)
+	return r
+}
+
+// fillStatus records how a reaped rank ended.
+func fillStatus(st *RankStatus, ps *os.ProcessState, err error) {
+	if ps != nil {
+		st.ExitCode, st.Signal = exitInfo(ps)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil, errors.As(err, &ee):
+	case errors.Is(err, exec.ErrWaitDelay):
+		// The rank exited 0 but something it started kept its output
+		// open past the grace period: its own exit status stands.
+	default:
+		st.Err = err
+	}
+}
+
+// signalOf returns the signal to forward for a context's cause: the one
+// signal.NotifyContext reports ("interrupt signal received"), else SIGTERM.
+func signalOf(cause error) os.Signal {
+	if cause != nil {
+		msg := cause.Error()
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+			if msg == sig.String()+" signal received" {
+				return sig
+			}
+		}
+	}
+	return syscall.SIGTERM
+}

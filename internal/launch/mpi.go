@@ -1,0 +1,172 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// ErrNoMPI reports that no mpirun was found on PATH. It matches
+// xerr.ErrUnavailable.
+var ErrNoMPI = xerr.NewKind("mpirun not found on PATH (install Open MPI or MPICH, or launch without MPI)", xerr.ErrUnavailable)
+
+// MPIBackend is the EnvBackend RunMPI sets when the environment has none.
+const MPIBackend = "mpi"
+
+// The flavours of mpirun that MPIFlavor tells apart.
+const (
+	OpenMPI    = "open-mpi"
+	MPICH      = "mpich"
+	UnknownMPI = "unknown"
+)
+
+// MPIFlavor tells which MPI an mpirun belongs to from the output of
+// `mpirun --version`.
+func MPIFlavor(versionOutput string) string {
+	switch {
+	case strings.Contains(versionOutput, "Open MPI"), strings.Contains(versionOutput, "OpenRTE"):
+		return OpenMPI
+	case strings.Contains(versionOutput, "HYDRA"), strings.Contains(versionOutput, "MPICH"),
+		strings.Contains(versionOutput, "Intel(R) MPI"):
+		return MPICH
+	}
+	return UnknownMPI
+}
+
+// MPICommand returns the command line that runs n ranks of prog under the
+// mpirun at path. Open MPI's gets --oversubscribe (more ranks than cores is
+// what a local test wants) and, when root is true, --allow-run-as-root;
+// other flavours run more ranks than cores and as root without being asked.
+func MPICommand(path, flavour string, root bool, n int, prog string, args []string) []string {
+	argv := []string{path}
+	if flavour == OpenMPI {
+		if root {
+			argv = append(argv, "--allow-run-as-root")
+		}
+		argv = append(argv, "--oversubscribe")
+	}
+	argv = append(argv, "-np", strconv.Itoa(n), prog)
+	return append(argv, args...)
+}
+
+// FindMPI finds mpirun on PATH and its flavour. It returns an error matching
+// ErrNoMPI when there is none.
+func FindMPI(ctx context.Context) (path, flavour string, err error) {
+	path, err = exec.LookPath("mpirun")
+	if err != nil {
+		return "", "", fmt.Errorf("launch: %w: %v", ErrNoMPI, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	if err != nil && len(out) == 0 {
+		if ctx.Err() != nil {
+			return "", "", fmt.Errorf("launch: %s --version: %w", path, ctx.Err())
+		}
+		return path, UnknownMPI, nil
+	}
+	return path, MPIFlavor(string(out)), nil
+}
+
+// RunMPI runs the job under mpirun instead of starting the ranks itself:
+// mpirun gives each rank its place in the job (the MPI backend reads it from
+// MPI), and EnvBackend=MPIBackend is set when the environment has no
+// EnvBackend. Spec.MasterAddr, MasterPort and Secret are not used, and the
+// output is mpirun's, unprefixed. A `go run` program is built once, as by
+// Run. Cancelling ctx, or Spec.Timeout, forwards the signal to mpirun
+// (which passes it to its ranks), then SIGKILL after Spec.Grace to mpirun's
+// process group. RunMPI returns nil when mpirun exits with status 0, an
+// error matching ErrRankFailed when it fails, and one matching ctx.Err() or
+// ErrTimeout when the job is interrupted.
+func RunMPI(ctx context.Context, spec Spec) error {
+	if err := spec.normalize(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	path, flavour, err := FindMPI(ctx)
+	if err != nil {
+		return err
+	}
+	out := newOutput(spec.Stdout, spec.Stderr)
+	if !spec.NoBuild {
+		prog, args, cleanup, err := buildGoRun(ctx, &spec, out)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		spec.Prog, spec.Args = prog, args
+	}
+	argv := MPICommand(path, flavour, os.Geteuid() == 0, spec.N, spec.Prog, spec.Args)
+	env := spec.Env
+	if v, ok := lookupEnv(env, EnvBackend); !ok || strings.TrimSpace(v) == "" {
+		env = withEnv(env, EnvBackend+"="+MPIBackend)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
+	cmd.WaitDelay = spec.Grace
+	// In a group of its own, mpirun gets a terminal's Ctrl-C once, from
+	// us, rather than twice (Open MPI reads a second one as "kill now").
+	setGroup(cmd)
+
+	if spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, spec.Timeout, ErrTimeout)
+		defer cancel()
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("launch: start %s: %w", path, err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var interrupted error
+	var grace <-chan time.Time
+	var werr error
+	for waiting := true; waiting; {
+		select {
+		case werr = <-waited:
+			waiting = false
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			if errors.Is(cause, ErrTimeout) {
+				interrupted = fmt.Errorf("%w after %v", ErrTimeout, spec.Timeout)
+			} else {
+				interrupted = fmt.Errorf("job interrupted: %w", ctx.Err())
+			}
+			_ = cmd.Process.Signal(signalOf(cause))
+			t := time.NewTimer(spec.Grace)
+			defer t.Stop()
+			grace = t.C
+			ctx = context.WithoutCancel(ctx) // Done is nil from now on
+		case <-grace:
+			grace = nil
+			signalGroup(cmd.Process, syscall.SIGKILL)
+		}
+	}
+	if interrupted != nil {
+		return interrupted
+	}
+	if cmd.ProcessState == nil {
+		return fmt.Errorf("launch: wait for %s: %w", path, werr)
+	}
+	code, sig := exitInfo(cmd.ProcessState)
+	switch {
+	case sig != nil:
+		return fmt.Errorf("mpirun killed by signal %s: %w", SignalName(sig), ErrRankFailed)
+	case code != 0:
+		return fmt.Errorf("mpirun exited with status %d: %w", code, ErrRankFailed)
+	}
+	return nil
+}

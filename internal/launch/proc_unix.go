@@ -1,0 +1,41 @@
+//go:build unix
+
+package launch
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// setGroup makes the command the leader of a process group of its own, so
+// that a signal sent to the group reaches the children it starts, and a
+// terminal's Ctrl-C reaches only the launcher, which forwards it.
+func setGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// signalGroup sends sig to the process group p leads. The group may have
+// gone already; that is not an error.
+func signalGroup(p *os.Process, sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		_ = p.Signal(sig)
+		return
+	}
+	if err := syscall.Kill(-p.Pid, s); err != nil {
+		_ = p.Signal(sig) // the leader, at least, if the group is not its own
+	}
+}
+
+// exitInfo returns a reaped process's exit code, or -1 and the signal that
+// killed it.
+func exitInfo(ps *os.ProcessState) (code int, sig os.Signal) {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -1, ws.Signal()
+	}
+	return ps.ExitCode(), nil
+}
