@@ -49,11 +49,13 @@ type Backend struct {
 func (b *Backend) OnClose(f func() error) { b.closers = append(b.closers, f) }
 
 // Close releases the backend's components: its Comm, executor and spaces,
-// as the driver registered them. It returns every error, joined.
+// as the driver registered them. A component the program already closed is
+// not an error (its ErrClosed is dropped); every other error is returned,
+// joined.
 func (b *Backend) Close() error {
 	var errs []error
 	for i := len(b.closers) - 1; i >= 0; i-- {
-		if err := b.closers[i](); err != nil {
+		if err := b.closers[i](); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
