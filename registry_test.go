@@ -1,0 +1,156 @@
+package xpu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// fakeDriver opens when err is nil and counts its opens and closes.
+type fakeDriver struct {
+	name   string
+	err    error
+	opens  int
+	closes int
+}
+
+func (d *fakeDriver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	d.opens++
+	b := &xpu.Backend{}
+	b.OnClose(func() error { d.closes++; return nil })
+	return b, nil
+}
+
+func (d *fakeDriver) Info(ctx context.Context) xpu.Info {
+	return xpu.Info{Available: d.err == nil, Reason: fmt.Sprint(d.err)}
+}
+
+func register(t *testing.T, name string, d xpu.Driver) {
+	t.Helper()
+	xpu.Register(name, d)
+	t.Cleanup(func() { xpu.Unregister(name) })
+}
+
+func TestRegisterPanics(t *testing.T) {
+	assert.PanicsWithValue(t, "xpu: Register driver is nil", func() { xpu.Register("t-nil", nil) })
+	assert.Panics(t, func() { xpu.Register("", &fakeDriver{}) })
+	assert.Panics(t, func() { xpu.Register("a,b", &fakeDriver{}) }, "a comma would break XPU_BACKEND chains")
+	register(t, "t-dup", &fakeDriver{})
+	assert.PanicsWithValue(t, "xpu: Register called twice for driver t-dup", func() { xpu.Register("t-dup", &fakeDriver{}) })
+}
+
+func TestDriversSorted(t *testing.T) {
+	register(t, "t-zz", &fakeDriver{})
+	register(t, "t-aa", &fakeDriver{})
+	names := xpu.Drivers()
+	assert.IsNonDecreasing(t, names)
+	assert.Contains(t, names, "t-aa")
+	assert.Contains(t, names, "t-zz")
+}
+
+func TestOpenUnknown(t *testing.T) {
+	register(t, "t-known", &fakeDriver{})
+	_, err := xpu.Open(context.Background(), "t-nope", nil)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, xpu.ErrUnknownBackend)
+	assert.ErrorIs(t, err, xpu.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), `"t-nope" (forgotten import?)`)
+	assert.Contains(t, err.Error(), "t-known", "the error lists what is available")
+}
+
+func TestOpenAndClose(t *testing.T) {
+	d := &fakeDriver{}
+	register(t, "t-open", d)
+	b, err := xpu.Open(context.Background(), "t-open", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "t-open", b.Name, "Open names the backend")
+	require.NoError(t, b.Close())
+	require.NoError(t, b.Close(), "a second Close runs nothing")
+	assert.Equal(t, 1, d.closes)
+
+	down := &fakeDriver{err: fmt.Errorf("no device: %w", xpu.ErrUnavailable)}
+	register(t, "t-down", down)
+	_, err = xpu.Open(context.Background(), "t-down", nil)
+	assert.ErrorIs(t, err, xpu.ErrUnavailable)
+	assert.Contains(t, err.Error(), "no device", "the reason is kept")
+}
+
+func TestCloseJoinsErrorsButNotErrClosed(t *testing.T) {
+	b := &xpu.Backend{}
+	boom := errors.New("boom")
+	var order []int
+	b.OnClose(func() error { order = append(order, 1); return boom })
+	b.OnClose(func() error { order = append(order, 2); return fmt.Errorf("space: %w", xpu.ErrClosed) })
+	err := b.Close()
+	assert.ErrorIs(t, err, boom)
+	assert.NotErrorIs(t, err, xpu.ErrClosed, "a component already closed is not an error")
+	assert.Equal(t, []int{2, 1}, order, "closers run in reverse order")
+}
+
+func TestOpenDefaultChain(t *testing.T) {
+	down := &fakeDriver{err: fmt.Errorf("libfake.so not found: %w", xpu.ErrUnavailable)}
+	up := &fakeDriver{}
+	register(t, "t-down", down)
+	register(t, "t-up", up)
+
+	t.Setenv(xpu.EnvBackend, " t-down , t-missing,t-up ")
+	assert.Equal(t, []string{"t-down", "t-missing", "t-up"}, xpu.Chain())
+	b, skipped, err := xpu.OpenDefault(context.Background(), nil)
+	require.NoError(t, err)
+	defer b.Close()
+	assert.Equal(t, "t-up", b.Name)
+	require.Len(t, skipped, 2, "one reason per skipped candidate")
+	assert.ErrorIs(t, skipped[0], xpu.ErrUnavailable)
+	assert.Contains(t, skipped[0].Error(), "libfake.so")
+	assert.ErrorIs(t, skipped[1], xpu.ErrUnknownBackend)
+
+	t.Setenv(xpu.EnvBackend, "t-down,t-missing")
+	_, _, err = xpu.OpenDefault(context.Background(), nil)
+	var se *xpu.SkipError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, []string{"t-down", "t-missing"}, se.Chain)
+	assert.ErrorIs(t, err, xpu.ErrUnavailable, "the reasons are reachable with errors.Is")
+	msg := err.Error()
+	assert.True(t, strings.Contains(msg, "t-down: ") && strings.Contains(msg, "t-missing: "), msg)
+
+	t.Setenv(xpu.EnvBackend, "")
+	assert.Equal(t, xpu.DefaultChain, xpu.Chain())
+}
+
+func TestDescribe(t *testing.T) {
+	register(t, "t-info", &fakeDriver{err: xpu.ErrUnavailable})
+	info, err := xpu.Describe(context.Background(), "t-info")
+	require.NoError(t, err)
+	assert.Equal(t, "t-info", info.Name)
+	assert.False(t, info.Available)
+	_, err = xpu.Describe(context.Background(), "t-none")
+	assert.ErrorIs(t, err, xpu.ErrUnknownBackend)
+	var found bool
+	for _, in := range xpu.DescribeAll(context.Background()) {
+		found = found || in.Name == "t-info"
+	}
+	assert.True(t, found)
+}
+
+func TestXerrError(t *testing.T) {
+	err := &xerr.Error{Backend: "cuda", Device: 1, Op: "alloc", Err: xpu.ErrUnavailable}
+	assert.Equal(t, "cuda:1 alloc: backend unavailable", err.Error())
+	assert.ErrorIs(t, err, xpu.ErrUnavailable)
+	assert.Nil(t, xerr.Op("x", "y", nil))
+	assert.Equal(t, "x y: boom", xerr.Op("x", "y", errors.New("boom")).Error())
+	k := xerr.NewKind("sub", xerr.ErrInvalidArgument)
+	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", k), xerr.ErrInvalidArgument)
+	assert.ErrorIs(t, k, k)
+	assert.NotErrorIs(t, k, xerr.ErrClosed)
+}
