@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench conformance setup refs xpu
+.PHONY: all demo test vet bench conformance setup refs refs-mpi xpu
 
 all: test
 
@@ -35,14 +35,24 @@ test: setup
 conformance: xpu
 	./bin/xpu conformance
 
-# C references (OpenMP, memcpy) built here so ratios are measured in the
-# same run on the same machine.
+# C references built here so ratios are measured in the same run on the
+# same machine: OpenMP and memcpy with gcc; the MPI ones with mpicc, run
+# under mpirun (their figures land in .out files that xpu bench reads).
 refs: setup
 	@mkdir -p $(BENCHDIR)
-	@for src in internal/bench/ref/*.c; do \
+	@for src in internal/bench/ref/cpu_*.c; do \
 		out=$(BENCHDIR)/$$(basename $$src .c); \
 		gcc -O3 -march=native -fopenmp -o $$out $$src || exit 1; \
 	done
 
-bench: xpu refs
+MPIRUN_TCP := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
+
+refs-mpi: setup
+	@bash scripts/setup-mpi.sh
+	@mkdir -p $(BENCHDIR)
+	mpicc -O3 -o $(BENCHDIR)/mpi_tcp_ref internal/bench/ref/tcp_mpi_ref.c
+	$(MPIRUN_TCP) -np 2 $(BENCHDIR)/mpi_tcp_ref >  $(BENCHDIR)/mpi_tcp_ref.out
+	$(MPIRUN_TCP) -np 4 $(BENCHDIR)/mpi_tcp_ref >> $(BENCHDIR)/mpi_tcp_ref.out
+
+bench: xpu refs refs-mpi
 	./bin/xpu bench --ref $(BENCHDIR)

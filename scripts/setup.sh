@@ -6,6 +6,10 @@ set -euo pipefail
 
 need=()
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# Network namespaces, veth and packet filters for the TCP backend's link-cut
+# and packet-loss tests (they skip, saying why, where these are missing).
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
 # OpenMP runtime for the C references of `make bench`.
 if command -v gcc >/dev/null 2>&1 && ! echo 'int main(){return 0;}' | gcc -fopenmp -x c -o /dev/null - >/dev/null 2>&1; then
   need+=(libgomp1)

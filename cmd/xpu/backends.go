@@ -5,4 +5,5 @@ package main
 import (
 	_ "github.com/xpu-go/xpu/backends/cpu"
 	_ "github.com/xpu-go/xpu/backends/local"
+	_ "github.com/xpu-go/xpu/backends/tcp"
 )

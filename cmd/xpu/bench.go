@@ -45,6 +45,7 @@ func allCases() []bench.Case {
 	cs = append(cs, bench.CPU...)
 	cs = append(cs, bench.Pool...)
 	cs = append(cs, bench.Comm...)
+	cs = append(cs, bench.TCP...)
 	return cs
 }
 
@@ -181,7 +182,7 @@ func selectCases(cases []bench.Case, re *regexp.Regexp, short bool) []bench.Case
 }
 
 func isLarge(name string) bool {
-	return strings.Contains(name, "256MiB") || strings.Contains(name, "64MiB")
+	return strings.Contains(name, "256MiB") || strings.Contains(name, "64MiB") || strings.HasPrefix(name, "tcp.")
 }
 
 func isBaselineOfSelected(name string, selected []bench.Case, re *regexp.Regexp) bool {
@@ -215,7 +216,9 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// runRefs runs every executable in dir and collects its figures.
+// runRefs runs every executable in dir and collects its figures, and reads
+// the figures of *.out files (references that must run under a launcher,
+// such as mpirun, write their output there).
 func runRefs(ctx context.Context, dir string, stderr io.Writer) (map[string]bench.RefFigure, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -223,6 +226,16 @@ func runRefs(ctx context.Context, dir string, stderr io.Writer) (map[string]benc
 	}
 	figs := map[string]bench.RefFigure{}
 	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".out") && !e.IsDir() {
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("reference figures: %w", err)
+			}
+			for k, v := range bench.ParseRef(string(data)) {
+				figs[k] = v
+			}
+			continue
+		}
 		info, err := e.Info()
 		if err != nil || e.IsDir() || info.Mode()&0o111 == 0 || strings.HasPrefix(e.Name(), "mpi_") {
 			continue // MPI references run under mpirun, by their own target

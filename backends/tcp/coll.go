@@ -1,0 +1,426 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// Native collectives.
+//
+// Every method of comm.Collectives runs inside collective(), which numbers
+// the collectives of this rank (all ranks call them in the same order) and
+// makes a lost peer end the collective on every rank: a rank whose
+// collective fails with ErrPeerLost (or that starts one while a peer is
+// lost) sends an abort naming the collective's number to every peer it
+// still reaches, and each rank passes it on once; a rank running that
+// collective, or a later one, fails it with ErrPeerLost. The shared
+// algorithms of package comm alone would leave a survivor that waits on
+// another survivor waiting until its context ends.
+//
+// Allreduce of at least ringMin bytes runs a pipelined ring whose
+// receives fold the incoming chunk straight into the result as it is read
+// from the socket; the other collectives (and smaller allreduces) run the
+// shared algorithms over this rank's point-to-point calls.
+
+// ringMin is the smallest allreduce, in bytes, that takes the native ring.
+var ringMin = 64 << 10
+
+// ringChunk is the size of the pieces the ring pipelines.
+var ringChunk = 1 << 20
+
+// ringWindow is how many chunk receives the ring keeps posted.
+var ringWindow = 8
+
+// tagRing is the reserved tag of the ring's messages: above the range of
+// the shared algorithms, below comm.MaxReservedTag.
+const tagRing = comm.MaxReservedTag - 64
+
+type collState struct {
+	mu        sync.Mutex
+	seq       uint64 // collectives started
+	abortFrom uint64 // the earliest aborted collective; 0: none
+	abortErr  error
+	running   map[uint64]context.CancelCauseFunc
+}
+
+func (s *collState) init() { s.running = map[uint64]context.CancelCauseFunc{} }
+
+func (s *collState) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.running {
+		cancel(nil)
+	}
+}
+
+// p2p is a view of a Comm with point-to-point calls only, so that the
+// shared algorithms of package comm run over it instead of calling back
+// into the native collectives.
+type p2p struct{ c *Comm }
+
+func (v p2p) Rank() int { return v.c.rank }
+func (v p2p) Size() int { return v.c.size }
+func (v p2p) Isend(b memspace.Block, dest, tag int) (comm.Request, error) {
+	return v.c.Isend(b, dest, tag)
+}
+func (v p2p) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
+	return v.c.Irecv(b, src, tag)
+}
+func (v p2p) Close() error { return nil }
+
+// collective runs body as collective name with the abort protocol above.
+func (c *Comm) collective(ctx context.Context, name string, body func(ctx context.Context) error) error {
+	s := &c.coll
+	s.mu.Lock()
+	s.seq++
+	seq := s.seq
+	if s.abortFrom != 0 && seq >= s.abortFrom {
+		err := s.abortErr
+		s.mu.Unlock()
+		return opErr(name, err)
+	}
+	s.mu.Unlock()
+	c.mu.Lock()
+	closed := c.closed
+	var lost error
+	for _, e := range c.lost {
+		if e != nil {
+			lost = e
+			break
+		}
+	}
+	c.mu.Unlock()
+	if closed {
+		return opErr(name, c.closedErr())
+	}
+	if lost != nil {
+		c.abortColl(seq, c.rank, lost)
+		return opErr(name, fmt.Errorf("a rank of the group is lost: %w", lost))
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	s.running[seq] = cancel
+	s.mu.Unlock()
+	err := body(cctx)
+	s.mu.Lock()
+	delete(s.running, seq)
+	s.mu.Unlock()
+	cause := context.Cause(cctx)
+	cancel(nil)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil && cause != nil && errors.Is(cause, comm.ErrPeerLost) {
+		err = cause
+	}
+	if errors.Is(err, comm.ErrPeerLost) {
+		c.abortColl(seq, c.rank, err)
+	}
+	if c.isClosed() && !errors.Is(err, comm.ErrClosed) {
+		err = fmt.Errorf("%w (%w)", c.closedErr(), err)
+	}
+	return opErr(name, err)
+}
+
+// abortColl records that collective seq (and every later one) is aborted,
+// as rank by found (by == c.rank) or told, cancels those running, and
+// passes the news on to every peer the first time.
+func (c *Comm) abortColl(seq uint64, by int, cause error) {
+	if seq == 0 {
+		return
+	}
+	s := &c.coll
+	s.mu.Lock()
+	if s.abortFrom != 0 && s.abortFrom <= seq {
+		s.mu.Unlock()
+		return
+	}
+	s.abortFrom = seq
+	if by == c.rank {
+		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted: %w", c.rank, seq, cause)
+	} else {
+		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted by rank %d, which lost a peer: %w", c.rank, seq, by, comm.ErrPeerLost)
+	}
+	for k, cancel := range s.running {
+		if k >= seq {
+			cancel(s.abortErr)
+		}
+	}
+	s.mu.Unlock()
+	c.mu.Lock()
+	links := append([]*link(nil), c.links...)
+	c.mu.Unlock()
+	for _, l := range links {
+		if l != nil && l.peer != by && l.failed() == nil {
+			_ = l.sendCtl(frame{typ: frameAbort, a: seq}, false)
+		}
+	}
+}
+
+// hostBlocks reports whether every nonempty block is host-accessible.
+func hostBlocks(bs ...memspace.Block) bool {
+	for _, b := range bs {
+		if b.Len() > 0 && !b.HostAccessible() {
+			return false
+		}
+	}
+	return true
+}
+
+// Barrier returns once every rank has called it.
+func (c *Comm) Barrier(ctx context.Context) error {
+	if c.size == 1 {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "barrier", func(ctx context.Context) error { return comm.Barrier(ctx, p2p{c}) })
+}
+
+// Bcast copies buf on root to every rank.
+func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
+	if c.size == 1 || !hostBlocks(buf) {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "bcast", func(ctx context.Context) error { return comm.BcastBlock(ctx, p2p{c}, buf, root) })
+}
+
+// Reduce reduces send over every rank into recv on root.
+func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
+	if c.size == 1 || !hostBlocks(send, recv) {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "reduce", func(ctx context.Context) error {
+		return comm.ReduceBlock(ctx, p2p{c}, send, recv, dt, op, root)
+	})
+}
+
+// Allreduce reduces send over every rank into recv on every rank: the
+// pipelined ring from ringMin bytes, the shared algorithms below.
+func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+	if c.size == 1 || !hostBlocks(send, recv) {
+		return comm.ErrFallback
+	}
+	if send.Len() < ringMin || send.Len()/dt.Size() < c.size {
+		return c.collective(ctx, "allreduce", func(ctx context.Context) error {
+			return comm.AllreduceBlock(ctx, p2p{c}, send, recv, dt, op)
+		})
+	}
+	return c.collective(ctx, "allreduce", func(ctx context.Context) error {
+		return c.ringAllreduce(ctx, send, recv, dt, op)
+	})
+}
+
+// Gather concatenates send of every rank into recv on root.
+func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) error {
+	if c.size == 1 || !hostBlocks(send, recv) {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "gather", func(ctx context.Context) error { return comm.GatherBlock(ctx, p2p{c}, send, recv, root) })
+}
+
+// Scatter hands part i of send on root to rank i.
+func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int) error {
+	if c.size == 1 || !hostBlocks(send, recv) {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "scatter", func(ctx context.Context) error { return comm.ScatterBlock(ctx, p2p{c}, send, recv, root) })
+}
+
+// Allgather concatenates send of every rank into recv on every rank.
+func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
+	if c.size == 1 || !hostBlocks(send, recv) {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "allgather", func(ctx context.Context) error { return comm.AllgatherBlock(ctx, p2p{c}, send, recv) })
+}
+
+// Alltoall sends part j of send to rank j.
+func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
+	if c.size == 1 || !hostBlocks(send, recv) {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "alltoall", func(ctx context.Context) error { return comm.AlltoallBlock(ctx, p2p{c}, send, recv) })
+}
+
+// ReduceScatter reduces send over every rank and leaves block i in recv on
+// rank i.
+func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+	if c.size == 1 || !hostBlocks(send, recv) {
+		return comm.ErrFallback
+	}
+	return c.collective(ctx, "reduce-scatter", func(ctx context.Context) error {
+		return comm.ReduceScatterBlock(ctx, p2p{c}, send, recv, dt, op)
+	})
+}
+
+// ringUnit is one chunk a rank receives in the ring: bytes [off, off+n) of
+// the vector, folded into the result (reduce-scatter) or copied
+// (allgather), and forwarded to the right neighbour or not.
+type ringUnit struct {
+	off, n  int
+	fold    bool
+	forward bool
+}
+
+// ringAllreduce is the pipelined ring: a reduce-scatter, in which the
+// partial sum of block r-s-1 arrives from the left in step s and is folded
+// with this rank's contribution as it is read from the socket, then sent
+// on; then an allgather of the complete blocks. Both travel in chunks of
+// ringChunk with ringWindow receives posted ahead, so every link carries
+// data in both directions all the time. Each rank sends and receives
+// 2(p-1)/p of the vector, against log2(p) times the vector for recursive
+// doubling; every block is reduced on one rank and copied to the others,
+// so every rank ends with the bitwise-same result.
+func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+	p, r := c.size, c.rank
+	es := dt.Size()
+	n := send.Len()
+	sendB, err := hostBytes(send)
+	if err != nil {
+		return err
+	}
+	recvB, err := hostBytes(recv)
+	if err != nil {
+		return err
+	}
+	inPlace := send.Addr() == recv.Addr() && send.Space() == recv.Space()
+	offs := make([]int, p+1)
+	elems := n / es
+	for i := range p + 1 {
+		offs[i] = (elems * i / p) * es
+	}
+	chunk := max(es, ringChunk/es*es)
+	right, left := (r+1)%p, (r+p-1)%p
+	mod := func(a int) int { return ((a % p) + p) % p }
+
+	var units []ringUnit
+	addBlock := func(b int, fold, forward bool) {
+		for off := offs[b]; off < offs[b+1]; off += chunk {
+			units = append(units, ringUnit{off: off, n: min(chunk, offs[b+1]-off), fold: fold, forward: forward})
+		}
+	}
+	for s := range p - 1 {
+		addBlock(mod(r-s-1), true, true)
+	}
+	for s := range p - 1 {
+		addBlock(mod(r-s), false, s < p-2)
+	}
+
+	var live []*request // every request started, for the cleanup
+	defer func() {
+		for _, q := range live {
+			_ = q.Cancel()
+		}
+		for _, q := range live {
+			<-q.done
+		}
+	}()
+	// sendAt holds the send reading recv at an offset, which must be done
+	// before a receive writes there.
+	sendAt := map[int]*request{}
+	wait := func(q *request, want int) error {
+		st, err := q.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		if want >= 0 && st.Count != want {
+			return fmt.Errorf("ring: received %d bytes from rank %d where %d were expected (do all ranks pass the same sizes?): %w",
+				st.Count, st.Source, want, comm.ErrInvalidArgument)
+		}
+		return nil
+	}
+	isend := func(off, k int, from []byte) error {
+		q, err := c.isend(from[off:off+k], right, tagRing)
+		if err != nil {
+			return err
+		}
+		live = append(live, q)
+		if &from[0] == &recvB[0] {
+			sendAt[off] = q
+		}
+		return nil
+	}
+	// Step 0 of the reduce-scatter: this rank's own block, as it is.
+	for off := offs[r]; off < offs[r+1]; off += chunk {
+		src := sendB
+		if inPlace {
+			src = recvB
+		}
+		if err := isend(off, min(chunk, offs[r+1]-off), src); err != nil {
+			return err
+		}
+	}
+	recvs := make([]*request, len(units))
+	post := func(k int) error {
+		u := units[k]
+		if q := sendAt[u.off]; q != nil {
+			if err := wait(q, -1); err != nil {
+				return err
+			}
+			delete(sendAt, u.off)
+		}
+		q := &request{c: c, kind: kindRecv, peer: left, tag: tagRing, buf: recvB[u.off : u.off+u.n]}
+		if u.fold {
+			dst, err1 := recv.Slice(u.off, u.n)
+			own, err2 := send.Slice(u.off, u.n)
+			if err := errors.Join(err1, err2); err != nil {
+				return err
+			}
+			q.red = &reduction{dst: dst, own: own, dt: dt, op: op}
+		}
+		q, err := c.irecv(q)
+		if err != nil {
+			return err
+		}
+		live = append(live, q)
+		recvs[k] = q
+		return nil
+	}
+	for k := range min(ringWindow, len(units)) {
+		if err := post(k); err != nil {
+			return err
+		}
+	}
+	for k, u := range units {
+		if err := wait(recvs[k], u.n); err != nil {
+			return err
+		}
+		recvs[k] = nil
+		if u.forward {
+			if err := isend(u.off, u.n, recvB); err != nil {
+				return err
+			}
+		}
+		if k+ringWindow < len(units) {
+			if err := post(k + ringWindow); err != nil {
+				return err
+			}
+		}
+		if len(live) >= 256 {
+			live = pruneDone(live)
+		}
+	}
+	for _, q := range live {
+		if err := wait(q, -1); err != nil {
+			return err
+		}
+	}
+	live = nil
+	return nil
+}
+
+// pruneDone drops completed requests that succeeded.
+func pruneDone(rs []*request) []*request {
+	out := rs[:0]
+	for _, q := range rs {
+		if _, done, err := q.Test(); !done || err != nil {
+			out = append(out, q)
+		}
+	}
+	clear(rs[len(out):])
+	return out
+}

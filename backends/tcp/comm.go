@@ -1,0 +1,542 @@
+package tcp
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// Comm is one rank of a job whose ranks talk over TCP. It implements
+// comm.Comm and comm.Collectives and is safe for concurrent use by many
+// goroutines. Make one with Dial, FromEnv or NewLoopbackGroup; Close it
+// when done.
+type Comm struct {
+	cfg   Config
+	rank  int
+	size  int
+	lim   limits
+	epoch time.Time
+	links []*link // by rank; nil for this rank (and while Dial connects)
+
+	mu        sync.Mutex
+	closed    bool
+	lost      []error        // by rank: why the peer is lost; nil while it is up
+	nlost     int            // peers lost
+	posted    map[int]*queue // posted receives by source (not AnySource)
+	postedAny queue          // posted AnySource receives
+	postSeq   uint64
+	unexp     map[int]*queue // unexpected messages by source
+	arrivals  queue          // every unexpected message, in arrival order
+	selfHeld  int            // bytes of eager messages to itself held
+
+	coll collState
+
+	closeOnce sync.Once
+	stop      chan struct{} // closed by Close
+	bg        sync.WaitGroup
+	lnMu      sync.Mutex
+	ln        net.Listener
+	conns     map[net.Conn]struct{} // connections being handshaken or serving the store
+	closeErr  error
+}
+
+var (
+	_ comm.Comm        = (*Comm)(nil)
+	_ comm.Collectives = (*Comm)(nil)
+)
+
+func newComm(cfg Config) *Comm {
+	c := &Comm{
+		cfg: cfg, rank: cfg.Rank, size: cfg.Size,
+		lim:    limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
+		epoch:  time.Now(),
+		links:  make([]*link, cfg.Size),
+		lost:   make([]error, cfg.Size),
+		posted: map[int]*queue{}, unexp: map[int]*queue{},
+		stop:  make(chan struct{}),
+		conns: map[net.Conn]struct{}{},
+	}
+	c.coll.init()
+	return c
+}
+
+// now is a monotonic clock in nanoseconds.
+func (c *Comm) now() int64 { return int64(time.Since(c.epoch)) }
+
+// Rank returns this process's rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks of the job.
+func (c *Comm) Size() int { return c.size }
+
+// Timeout returns the failure-detection bound in force (Config.Timeout).
+func (c *Comm) Timeout() time.Duration { return c.cfg.Timeout }
+
+func (c *Comm) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Comm) closedErr() error {
+	return opErr("close", fmt.Errorf("rank %d: %w", c.rank, comm.ErrClosed))
+}
+
+// Isend starts sending buf to rank dest with tag (reserved tags included).
+//
+// A message of at most the peer's eager limit goes at once while the peer
+// has eager budget left for this rank: its send completes when written to
+// the socket (at once for up to 4 KiB, which are copied). A larger message
+// is announced and streamed straight from buf once the peer has matched a
+// receive; its send completes when the last byte is written. A send to this
+// rank itself is matched in memory. Isend returns ErrInvalidArgument for a
+// bad rank or tag, ErrNotSupported for a buffer the host cannot access,
+// ErrClosed after Close and ErrPeerLost once dest is lost.
+func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	if err := comm.CheckRank(dest, c.size, false); err != nil {
+		return nil, opErr("send", err)
+	}
+	if err := comm.CheckWireTag(tag, false); err != nil {
+		return nil, opErr("send", err)
+	}
+	data, err := hostBytes(buf)
+	if err != nil {
+		return nil, opErr("send", err)
+	}
+	return c.isend(data, dest, tag)
+}
+
+func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
+	r := &request{c: c, kind: kindSend, peer: dest, tag: tag, buf: data}
+	if dest == c.rank {
+		return c.sendSelf(r)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, c.closedErr()
+	}
+	if err := c.lost[dest]; err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.mu.Unlock()
+	l := c.links[dest]
+	r.done = make(chan struct{})
+	done, err := l.sendMsg(r, data, tag)
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		r.complete(sendStatus(r), nil)
+	}
+	return r, nil
+}
+
+// sendSelf matches a message to this rank in memory.
+func (c *Comm) sendSelf(r *request) (*request, error) {
+	n := len(r.buf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, c.closedErr()
+	}
+	if rr := c.takePosted(c.rank, r.tag); rr != nil {
+		rr.complete(deliverTo(c.rank, rr, r.buf, c.rank, r.tag))
+		r.done = closedCh
+		r.fin.Store(true)
+		r.st = sendStatus(r)
+		return r, nil
+	}
+	if n <= c.lim.eager && c.selfHeld+n <= c.lim.budget {
+		c.selfHeld += n
+		c.enqueue(&request{c: c, kind: kindEagerMsg, peer: c.rank, tag: r.tag, buf: append([]byte(nil), r.buf...)})
+		r.done = closedCh
+		r.fin.Store(true)
+		r.st = sendStatus(r)
+		return r, nil
+	}
+	r.kind = kindSelf
+	r.done = make(chan struct{})
+	c.enqueue(r)
+	return r, nil
+}
+
+// Irecv starts receiving into buf from source (or comm.AnySource) with tag
+// (or comm.AnyTag, which matches user tags only).
+//
+// A message longer than buf fails the receive with ErrTruncated: the first
+// len(buf) bytes are delivered, Status.Count says how many, and the rest is
+// never sent (rendezvous) or dropped (eager). Irecv returns
+// ErrInvalidArgument for a bad rank or tag, ErrNotSupported for a buffer
+// the host cannot access, ErrClosed after Close, and ErrPeerLost when no
+// message can come: source is lost and left no matching message, or, for
+// AnySource, every other rank is lost.
+func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	if err := comm.CheckRank(source, c.size, true); err != nil {
+		return nil, opErr("recv", err)
+	}
+	if err := comm.CheckWireTag(tag, true); err != nil {
+		return nil, opErr("recv", err)
+	}
+	data, err := hostBytes(buf)
+	if err != nil {
+		return nil, opErr("recv", err)
+	}
+	return c.irecv(&request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data})
+}
+
+// irecv starts the receive r (kind, peer, tag, buf and red set).
+func (c *Comm) irecv(r *request) (*request, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, c.closedErr()
+	}
+	if m := c.takeUnexpected(r.peer, r.tag); m != nil {
+		switch m.kind {
+		case kindEagerMsg:
+			if m.via != nil {
+				c.consumed(m.via, len(m.buf))
+			} else {
+				c.selfHeld -= len(m.buf)
+			}
+			c.mu.Unlock()
+			st, err := deliverMsg(r, m)
+			putBuf(m.pooled)
+			r.done, r.st, r.err = closedCh, st, err
+			r.fin.Store(true)
+			return r, nil
+		case kindSelf:
+			st, err := deliverTo(c.rank, r, m.buf, c.rank, m.tag)
+			c.mu.Unlock()
+			m.complete(sendStatus(m), nil)
+			r.done, r.st, r.err = closedCh, st, err
+			r.fin.Store(true)
+			return r, nil
+		case kindRTSMsg:
+			c.mu.Unlock()
+			r.done = make(chan struct{})
+			m.via.acceptRdv(r, m.tag, m.id, m.size, true)
+			return r, nil
+		}
+	}
+	if r.peer == comm.AnySource {
+		if c.size > 1 && c.nlost == c.size-1 {
+			c.mu.Unlock()
+			return nil, opErr("recv", fmt.Errorf("rank %d from any source: every other rank is lost: %w", c.rank, comm.ErrPeerLost))
+		}
+	} else if err := c.lost[r.peer]; err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	r.done = make(chan struct{})
+	c.post(r)
+	c.mu.Unlock()
+	return r, nil
+}
+
+// deliverMsg delivers the held message m into the receive r.
+func deliverMsg(r *request, m *request) (comm.Status, error) {
+	return deliverTo(r.c.rank, r, m.buf, m.peer, m.tag)
+}
+
+// deliverTo copies (or folds) msg from src with tag into the receive r and
+// returns the receive's outcome.
+func deliverTo(rank int, r *request, msg []byte, src, tag int) (comm.Status, error) {
+	k := min(len(msg), len(r.buf))
+	if r.red != nil && k > 0 {
+		b, _ := memspace.FromSlice(msg[:k])
+		if err := r.red.fold(0, b.Block(), k); err != nil {
+			return comm.Status{}, err
+		}
+	} else {
+		copy(r.buf, msg)
+	}
+	return recvOutcome(rank, src, tag, len(msg), k)
+}
+
+// consumed returns n eager bytes of l's budget once a receive has taken
+// them, in credit frames of at least a quarter of the budget. c.mu is held.
+func (c *Comm) consumed(l *link, n int) {
+	if n == 0 {
+		return
+	}
+	l.creditDue += n
+	if l.creditDue >= max(1, c.lim.budget/4) {
+		amt := l.creditDue
+		l.creditDue = 0
+		l.eagerIn -= amt
+		_ = l.sendCtl(frame{typ: frameCredit, a: uint64(amt)}, false)
+	}
+}
+
+// peerDown records that peer is lost and fails what waits on it: receives
+// posted for it, its unmatched announcements, and AnySource receives once
+// every peer is lost. Eager messages it sent before remain deliverable.
+func (c *Comm) peerDown(peer int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost[peer] != nil {
+		return
+	}
+	c.lost[peer] = err
+	c.nlost++
+	if c.closed {
+		return
+	}
+	if q := c.posted[peer]; q != nil {
+		for r := q.head; r != nil; r = q.head {
+			c.unpost(r)
+			r.complete(comm.Status{}, err)
+		}
+	}
+	if q := c.unexp[peer]; q != nil {
+		for m := q.head; m != nil; {
+			next := m.l[bySource].next
+			if m.kind == kindRTSMsg {
+				c.unqueue(m)
+			}
+			m = next
+		}
+	}
+	if c.nlost == c.size-1 {
+		all := opErr("recv", fmt.Errorf("rank %d from any source: every other rank is lost: %w", c.rank, comm.ErrPeerLost))
+		for r := c.postedAny.head; r != nil; r = c.postedAny.head {
+			c.unpost(r)
+			r.complete(comm.Status{}, all)
+		}
+	}
+}
+
+// Close leaves the job: pending requests of this rank fail with ErrClosed,
+// and so do later calls; peers see ErrPeerLost for operations that need
+// this rank. Frames already queued (eager sends) are flushed before the
+// goodbye. Close waits for the peers to acknowledge, at most
+// Config.CloseTimeout, then cuts the links and waits for its goroutines:
+// when it returns no buffer of this rank is in use. It is idempotent.
+func (c *Comm) Close() error {
+	c.closeOnce.Do(c.shutdown)
+	return c.closeErr
+}
+
+func (c *Comm) shutdown() {
+	c.mu.Lock()
+	c.closed = true
+	closed := c.closedErr()
+	for _, q := range c.posted {
+		for r := q.head; r != nil; r = q.head {
+			c.unpost(r)
+			r.complete(comm.Status{}, closed)
+		}
+	}
+	for r := c.postedAny.head; r != nil; r = c.postedAny.head {
+		c.unpost(r)
+		r.complete(comm.Status{}, closed)
+	}
+	for m := c.arrivals.head; m != nil; m = c.arrivals.head {
+		c.unqueue(m)
+		putBuf(m.pooled)
+		if m.kind == kindSelf {
+			m.complete(comm.Status{}, closed)
+		}
+	}
+	links := append([]*link(nil), c.links...)
+	c.mu.Unlock()
+	c.coll.closeAll()
+
+	close(c.stop)
+	c.closeListener()
+	for _, l := range links {
+		if l != nil {
+			l.bye()
+		}
+	}
+	deadline := time.NewTimer(c.cfg.CloseTimeout)
+	defer deadline.Stop()
+	for _, l := range links {
+		if l == nil {
+			continue
+		}
+		select {
+		case <-l.downCh:
+		case <-deadline.C:
+			deadline.Reset(0)
+			l.fail(fmt.Errorf("no goodbye within %v", c.cfg.CloseTimeout))
+		}
+	}
+	for _, l := range links {
+		if l != nil {
+			l.fail(errPeerClosed)
+			l.wg.Wait()
+		}
+	}
+	c.bg.Wait()
+}
+
+// closeListener stops accepting and cuts connections still in handshake.
+func (c *Comm) closeListener() {
+	c.lnMu.Lock()
+	ln := c.ln
+	c.ln = nil
+	conns := c.conns
+	c.conns = map[net.Conn]struct{}{}
+	c.lnMu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	for cn := range conns {
+		_ = cn.Close()
+	}
+}
+
+// post queues a receive. c.mu is held.
+func (c *Comm) post(r *request) {
+	c.postSeq++
+	r.seq = c.postSeq
+	r.queued = true
+	if r.peer == comm.AnySource {
+		c.postedAny.push(r, bySource)
+		return
+	}
+	q := c.posted[r.peer]
+	if q == nil {
+		q = &queue{}
+		c.posted[r.peer] = q
+	}
+	q.push(r, bySource)
+}
+
+// unpost removes a queued receive. c.mu is held.
+func (c *Comm) unpost(r *request) {
+	if r.peer == comm.AnySource {
+		c.postedAny.remove(r, bySource)
+	} else {
+		c.posted[r.peer].remove(r, bySource)
+	}
+	r.queued = false
+}
+
+// enqueue queues an unexpected message. c.mu is held.
+func (c *Comm) enqueue(m *request) {
+	m.queued = true
+	q := c.unexp[m.peer]
+	if q == nil {
+		q = &queue{}
+		c.unexp[m.peer] = q
+	}
+	q.push(m, bySource)
+	c.arrivals.push(m, byArrival)
+	if m.kind == kindRTSMsg {
+		m.via.rtsHeld++
+	}
+}
+
+// unqueue removes an unexpected message. c.mu is held.
+func (c *Comm) unqueue(m *request) {
+	c.unexp[m.peer].remove(m, bySource)
+	c.arrivals.remove(m, byArrival)
+	m.queued = false
+	if m.kind == kindRTSMsg {
+		m.via.rtsHeld--
+	}
+}
+
+// takePosted removes and returns the receive a message from src with tag
+// matches: the earliest posted of the first match among src's receives
+// and the first among AnySource receives. c.mu is held.
+func (c *Comm) takePosted(src, tag int) *request {
+	var a, b *request
+	if q := c.posted[src]; q != nil {
+		for r := q.head; r != nil; r = r.l[bySource].next {
+			if comm.MatchTag(r.tag, tag) {
+				a = r
+				break
+			}
+		}
+	}
+	for r := c.postedAny.head; r != nil; r = r.l[bySource].next {
+		if comm.MatchTag(r.tag, tag) {
+			b = r
+			break
+		}
+	}
+	if a == nil || (b != nil && b.seq < a.seq) {
+		a = b
+	}
+	if a != nil {
+		c.unpost(a)
+	}
+	return a
+}
+
+// takeUnexpected removes and returns the earliest arrived message that a
+// receive from source with tag matches. c.mu is held.
+func (c *Comm) takeUnexpected(source, tag int) *request {
+	if source == comm.AnySource {
+		for m := c.arrivals.head; m != nil; m = m.l[byArrival].next {
+			if comm.MatchTag(tag, m.tag) {
+				c.unqueue(m)
+				return m
+			}
+		}
+		return nil
+	}
+	q := c.unexp[source]
+	if q == nil {
+		return nil
+	}
+	for m := q.head; m != nil; m = m.l[bySource].next {
+		if comm.MatchTag(tag, m.tag) {
+			c.unqueue(m)
+			return m
+		}
+	}
+	return nil
+}
+
+// hostBytes returns the host view of b. The zero Block is an empty buffer.
+func hostBytes(b memspace.Block) ([]byte, error) {
+	if b.IsZero() {
+		return nil, nil
+	}
+	if !b.HostAccessible() {
+		return nil, fmt.Errorf("buffer %v is not host-accessible: %w", b, memspace.ErrNotHostAccessible)
+	}
+	return b.Bytes()
+}
+
+func opErr(op string, err error) error {
+	return &xerr.Error{Backend: Name, Device: -1, Op: op, Err: err}
+}
+
+// monitor cuts links that have been silent for the timeout.
+func (c *Comm) monitor() {
+	defer c.bg.Done()
+	tick := time.NewTicker(max(c.cfg.Heartbeat/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		links := append([]*link(nil), c.links...)
+		c.mu.Unlock()
+		now := c.now()
+		for _, l := range links {
+			if l == nil || l.failed() != nil {
+				continue
+			}
+			if idle := time.Duration(now - l.lastRecv.Load()); idle > c.cfg.Timeout {
+				l.fail(fmt.Errorf("nothing heard for %v (timeout %v)", idle.Round(time.Millisecond), c.cfg.Timeout))
+			}
+		}
+	}
+}

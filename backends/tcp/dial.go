@@ -1,0 +1,325 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// maxHandshakes bounds the connections being authenticated at once, so a
+// flood of strangers cannot exhaust a rank.
+const maxHandshakes = 256
+
+// Dial joins the job cfg describes and returns this rank once it is
+// connected to every other rank. Rank 0 listens on cfg.MasterAddr (or
+// cfg.Listener) and serves the rendezvous store there; every other rank
+// publishes its own listening address in the store and dials every lower
+// rank, so each pair of ranks shares one connection. Every connection
+// starts with a mutual HMAC challenge-response over cfg.Secret; strangers
+// are refused and the job goes on. Dial returns when every link is up, or
+// ctx's error (wrapped) when ctx ends first.
+func Dial(ctx context.Context, cfg Config) (*Comm, error) {
+	ncfg, err := cfg.normalize()
+	if err != nil {
+		if cfg.Listener != nil {
+			_ = cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	c := newComm(ncfg)
+	if ncfg.Size == 1 {
+		if ncfg.Listener != nil {
+			_ = ncfg.Listener.Close()
+		}
+		return c, nil
+	}
+	if err := c.connect(ctx); err != nil {
+		_ = c.Close()
+		return nil, opErr("dial", fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
+	}
+	return c, nil
+}
+
+// setup is the state of a Dial in progress.
+type setup struct {
+	mu       sync.Mutex
+	nlinks   int
+	linksUp  chan struct{} // closed when every link is up
+	store    *storeServer  // rank 0 only
+	fatal    chan error    // first fatal error
+}
+
+func (s *setup) fail(err error) {
+	select {
+	case s.fatal <- err:
+	default:
+	}
+}
+
+func (c *Comm) connect(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := &setup{linksUp: make(chan struct{}), fatal: make(chan error, 1)}
+	c.bg.Add(1)
+	go c.monitor()
+
+	var ln net.Listener
+	var sc *storeClient
+	if c.rank == 0 {
+		ln = c.cfg.Listener
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", c.cfg.MasterAddr); err != nil {
+				return fmt.Errorf("listen on the master address: %w", err)
+			}
+		}
+		s.store = newStoreServer(c.size)
+	} else {
+		conn, err := c.dialAuth(ctx, c.cfg.MasterAddr, 0, purposeStore)
+		if err != nil {
+			return fmt.Errorf("store at %s: %w", c.cfg.MasterAddr, err)
+		}
+		sc = &storeClient{conn: conn}
+		defer sc.conn.Close()
+		host := c.cfg.AdvertiseHost
+		if host == "" {
+			host = conn.LocalAddr().(*net.TCPAddr).IP.String()
+		}
+		if ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	c.lnMu.Lock()
+	c.ln = ln
+	c.lnMu.Unlock()
+	c.bg.Add(1)
+	go c.acceptLoop(ctx, ln, s)
+
+	if c.rank > 0 {
+		if err := sc.call(ctx, storeSet, addrKey(c.rank), ln.Addr().String()); err != nil {
+			return fmt.Errorf("publish this rank's address: %w", err)
+		}
+		var wg sync.WaitGroup
+		for j := range c.rank {
+			// One request at a time on the store connection; the links
+			// are dialed in parallel.
+			addr := c.cfg.MasterAddr
+			if j > 0 {
+				var err error
+				if addr, err = sc.get(ctx, addrKey(j)); err != nil {
+					wg.Wait()
+					return fmt.Errorf("address of rank %d: %w", j, err)
+				}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				conn, h, err := c.dialPeer(ctx, addr, j)
+				if err != nil {
+					s.fail(fmt.Errorf("link to rank %d at %s: %w", j, addr, err))
+					return
+				}
+				if !c.addLink(s, newLink(c, j, conn, h)) {
+					_ = conn.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		select {
+		case err := <-s.fatal:
+			return err
+		default:
+		}
+		if err := sc.call(ctx, storeDone, "", ""); err != nil {
+			return fmt.Errorf("leave the store: %w", err)
+		}
+	}
+	for _, ch := range []<-chan struct{}{s.linksUp, s.store.allDone()} {
+		select {
+		case <-ch:
+		case err := <-s.fatal:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the other ranks (%d of %d links up): %w", c.linkCount(s), c.size-1, ctx.Err())
+		}
+	}
+	c.closeListener()
+	return nil
+}
+
+func addrKey(rank int) string { return "addr/" + strconv.Itoa(rank) }
+
+func (c *Comm) linkCount(s *setup) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nlinks
+}
+
+// addLink installs l and starts it; false when the slot is taken or the
+// rank is closed.
+func (c *Comm) addLink(s *setup, l *link) bool {
+	c.mu.Lock()
+	if c.closed || c.links[l.peer] != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.links[l.peer] = l
+	c.mu.Unlock()
+	l.start()
+	s.mu.Lock()
+	s.nlinks++
+	if s.nlinks == c.size-1 {
+		close(s.linksUp)
+	}
+	s.mu.Unlock()
+	return true
+}
+
+// tune sets the socket options of a link or store connection.
+func (c *Comm) tune(conn net.Conn) {
+	tc, ok := conn.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	_ = tc.SetNoDelay(true)
+	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{
+		Enable: true, Idle: max(c.cfg.Timeout/2, time.Second), Interval: max(c.cfg.Timeout/8, time.Second), Count: 4,
+	})
+	setUserTimeout(tc, c.cfg.Timeout)
+}
+
+// hello returns this rank's hello for purpose.
+func (c *Comm) hello(purpose uint8) hello {
+	return hello{purpose: purpose, rank: uint32(c.rank), size: uint32(c.size),
+		eager: uint32(c.lim.eager), budget: uint64(c.lim.budget)}
+}
+
+// dialAuth connects to addr, retrying while nobody listens there yet, and
+// authenticates as a client for purpose, expecting rank want.
+func (c *Comm) dialAuth(ctx context.Context, addr string, want int, purpose uint8) (net.Conn, error) {
+	conn, _, err := c.dialHello(ctx, addr, want, purpose)
+	return conn, err
+}
+
+func (c *Comm) dialPeer(ctx context.Context, addr string, want int) (net.Conn, hello, error) {
+	return c.dialHello(ctx, addr, want, purposePeer)
+}
+
+func (c *Comm) dialHello(ctx context.Context, addr string, want int, purpose uint8) (net.Conn, hello, error) {
+	var d net.Dialer
+	backoff := 5 * time.Millisecond
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.tune(conn)
+			h, err := c.authenticate(ctx, conn, true, purpose, func(p uint8, r int) bool { return p == purpose && r == want })
+			if err != nil {
+				_ = conn.Close()
+				return nil, hello{}, err
+			}
+			return conn, h, nil
+		}
+		if ctx.Err() != nil {
+			return nil, hello{}, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, hello{}, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-c.stop:
+			return nil, hello{}, c.closedErr()
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// authenticate runs the handshake on conn under a deadline: the context's,
+// and at most the timeout.
+func (c *Comm) authenticate(ctx context.Context, conn net.Conn, dialer bool, purpose uint8, okRank func(uint8, int) bool) (hello, error) {
+	dl := time.Now().Add(c.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	_ = conn.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	h, err := handshake(conn, c.cfg.Secret, c.hello(purpose), dialer, checkHello(c.size, okRank))
+	if err != nil {
+		return hello{}, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return h, nil
+}
+
+// acceptLoop takes connections until the listener closes: peer links from
+// higher ranks and, on rank 0, store clients. Each is authenticated in its
+// own goroutine; strangers are refused and logged.
+func (c *Comm) acceptLoop(ctx context.Context, ln net.Listener, s *setup) {
+	defer c.bg.Done()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if !c.track(conn) {
+			_ = conn.Close()
+			continue
+		}
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			c.serveConn(ctx, conn, s)
+		}()
+	}
+}
+
+// track remembers a connection so that Close can cut it; false when too
+// many are in handshake or the listener is closed.
+func (c *Comm) track(conn net.Conn) bool {
+	c.lnMu.Lock()
+	defer c.lnMu.Unlock()
+	if c.ln == nil || len(c.conns) >= maxHandshakes {
+		return false
+	}
+	c.conns[conn] = struct{}{}
+	return true
+}
+
+func (c *Comm) untrack(conn net.Conn) {
+	c.lnMu.Lock()
+	delete(c.conns, conn)
+	c.lnMu.Unlock()
+}
+
+func (c *Comm) serveConn(ctx context.Context, conn net.Conn, s *setup) {
+	c.tune(conn)
+	h, err := c.authenticate(ctx, conn, false, 0, func(p uint8, r int) bool {
+		if p == purposeStore {
+			return c.rank == 0 && r > 0
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return r > c.rank && c.links[r] == nil
+	})
+	if err != nil {
+		c.untrack(conn)
+		_ = conn.Close()
+		if c.cfg.Logf != nil && !c.isClosed() {
+			c.cfg.Logf("tcp: rank %d refused a connection from %v: %v", c.rank, conn.RemoteAddr(), err)
+		}
+		return
+	}
+	if h.purpose == purposePeer {
+		c.untrack(conn)
+		if !c.addLink(s, newLink(c, int(h.rank), conn, h)) {
+			_ = conn.Close()
+		}
+		return
+	}
+	defer c.untrack(conn)
+	defer conn.Close()
+	s.store.serve(ctx, conn, int(h.rank), c.stop)
+}

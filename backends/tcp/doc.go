@@ -1,0 +1,71 @@
+// Package tcp is a multi-process communicator over TCP: one process per
+// rank, on one machine or many, in pure Go. It implements comm.Comm and
+// comm.Collectives and registers the driver "tcp" with package xpu.
+//
+//	c, err := tcp.FromEnv(ctx) // under xpu run, mpirun or srun
+//	defer c.Close()
+//	err = comm.Allreduce(ctx, c, grads, grads, comm.Sum)
+//
+// # Joining a job
+//
+// FromEnv reads the rank, the world size, the master address and the job
+// secret from the environment (XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR,
+// XPU_MASTER_PORT, XPU_JOB_SECRET; Open MPI's, PMI's and Slurm's variables
+// are understood too, see ConfigFromEnv), Dial takes them in a Config.
+// Rank 0 listens on the master address and serves a small key-value store
+// there (PyTorch's TCPStore, in miniature); every other rank listens on a
+// port of its own, publishes it in the store, and dials every lower rank,
+// so each pair of ranks shares exactly one connection. Dial returns when
+// every link is up; the listeners then close. NewLoopbackGroup makes a
+// whole job in one process over 127.0.0.1, for tests.
+//
+// Every connection, to the store or between ranks, starts with a mutual
+// HMAC-SHA256 challenge-response over the job secret, with fresh nonces on
+// both sides and the rank, world size and purpose inside the MAC: a
+// process without the secret learns nothing and is refused, and the job
+// goes on.
+//
+// # Messages
+//
+// Frames have a fixed 32-byte header (docs/adr/0008-tcp-wire.md). A
+// message of at most the eager limit (64 KiB) goes at once, within an
+// eager budget per peer (4 MiB) that the receiver gives back as its
+// receives take the messages; past the budget, or above the limit, a
+// message is announced (RTS) and sent only once the receiver has matched a
+// receive and answered with a clear-to-send naming how much fits: the
+// bytes then go from the sender's buffer straight into the receiver's,
+// with no copy in between, in data frames of Config.Chunk (1 MiB) so
+// that small messages are never stuck behind a large one. Matching follows
+// MPI: by source and tag, AnySource and AnyTag (which never matches the
+// reserved tags of the collectives), messages from one sender with one
+// tag never overtake each other, and a message longer than its receive
+// buffer fails the receive with comm.ErrTruncated after delivering what
+// fits. Each link has a reader goroutine and a writer goroutine; a sender
+// writes its frame itself when the link is idle.
+//
+// A frame that breaks the protocol — an unknown type, a length over what
+// this rank accepts, data nobody asked for — cuts the link with an error
+// matching ErrProtocol: a peer can never make a rank allocate more than
+// its eager limit for one frame, or its budget in all.
+//
+// # Failures
+//
+// When a peer dies, closes or becomes unreachable, every pending and later
+// operation that needs it fails with an error matching comm.ErrPeerLost
+// within Config.Timeout (10 s by default): a closed socket is seen at
+// once, a silent peer after the timeout (heartbeats every Timeout/4,
+// TCP_USER_TIMEOUT for unacknowledged data). A collective that cannot
+// complete fails on every rank, not only on the neighbours of the lost
+// rank: see docs/failure-semantics.md. Close always returns, within about
+// Config.CloseTimeout.
+//
+// # Collectives
+//
+// Allreduce of 64 KiB and more runs a native pipelined ring that folds
+// each incoming chunk into the result as it is read from the socket; the
+// other collectives run the shared algorithms of package comm over this
+// communicator's point-to-point calls, inside the abort protocol that
+// propagates a lost peer.
+//
+// A Comm is safe for concurrent use by many goroutines.
+package tcp

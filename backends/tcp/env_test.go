@@ -1,0 +1,100 @@
+package tcp
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/comm"
+)
+
+func clearEnv(t *testing.T) {
+	for _, v := range []string{EnvRank, EnvWorldSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret, EnvTimeout,
+		"MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+		"PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODELIST", "SLURM_LAUNCH_NODE_IPADDR",
+		"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "PMIX_NAMESPACE",
+		"OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_KVSNAME", "MPI_LOCALNRANKS"} {
+		t.Setenv(v, "")
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	clearEnv(t)
+	_, err := ConfigFromEnv()
+	require.ErrorIs(t, err, comm.ErrInvalidArgument, "no launcher")
+	require.False(t, InJob())
+
+	t.Setenv(EnvRank, "2")
+	t.Setenv(EnvWorldSize, "4")
+	t.Setenv(EnvMasterAddr, "10.0.0.1")
+	t.Setenv(EnvMasterPort, "1234")
+	t.Setenv(EnvJobSecret, "xyz")
+	t.Setenv(EnvTimeout, "3s")
+	cfg, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.True(t, InJob())
+	require.Equal(t, 2, cfg.Rank)
+	require.Equal(t, 4, cfg.Size)
+	require.Equal(t, "10.0.0.1:1234", cfg.MasterAddr)
+	require.Equal(t, []byte("xyz"), cfg.Secret)
+	require.Equal(t, "3s", cfg.Timeout.String())
+
+	t.Setenv(EnvMasterPort, "http")
+	_, err = ConfigFromEnv()
+	require.ErrorIs(t, err, comm.ErrInvalidArgument)
+	t.Setenv(EnvMasterPort, "")
+	t.Setenv(EnvTimeout, "-1s")
+	_, err = ConfigFromEnv()
+	require.ErrorIs(t, err, comm.ErrInvalidArgument)
+}
+
+func TestConfigFromMPIEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("OMPI_COMM_WORLD_RANK", "1")
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+	_, err := ConfigFromEnv()
+	require.ErrorIs(t, err, comm.ErrInvalidArgument, "no secret and no job id")
+	t.Setenv("PMIX_NAMESPACE", "prterun-host-123@1")
+	cfg, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 1, cfg.Rank)
+	require.Equal(t, "127.0.0.1:29500", cfg.MasterAddr, "all ranks local")
+	require.NotEmpty(t, cfg.Secret)
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1")
+	_, err = ConfigFromEnv()
+	require.ErrorIs(t, err, comm.ErrInvalidArgument, "ranks on several hosts and no master")
+}
+
+func TestConfigFromSlurmEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("SLURM_PROCID", "3")
+	t.Setenv("SLURM_NTASKS", "8")
+	t.Setenv("SLURM_JOB_ID", "77")
+	t.Setenv("SLURM_NODELIST", "gpu[07-10,12],cpu1")
+	cfg, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.Rank)
+	require.Equal(t, 8, cfg.Size)
+	require.Equal(t, "gpu07:29500", cfg.MasterAddr)
+	t.Setenv("SLURM_NODELIST", "weird[a-b]")
+	t.Setenv("SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3")
+	cfg, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, "10.1.2.3:29500", cfg.MasterAddr)
+}
+
+func TestFirstHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"n1":               "n1",
+		"a,b":              "a",
+		"node[01-04,07]":   "node01",
+		"node[3],x[1-2]":   "node3",
+		"rack1-n[001-100]": "rack1-n001",
+		"":                 "",
+		"bad]":             "",
+		"x[a-b]":           "",
+	} {
+		require.Equal(t, want, firstHost(in), in)
+	}
+}

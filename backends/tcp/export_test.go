@@ -1,0 +1,16 @@
+package tcp
+
+// SetRing sets the native ring's threshold and chunk for a test and
+// returns a function that restores them.
+func SetRing(min, chunk int) (restore func()) {
+	m, c := ringMin, ringChunk
+	ringMin, ringChunk = min, chunk
+	return func() { ringMin, ringChunk = m, c }
+}
+
+// SetWindow sets the ring's window for a test.
+func SetWindow(w int) (restore func()) {
+	old := ringWindow
+	ringWindow = w
+	return func() { ringWindow = old }
+}

@@ -1,0 +1,124 @@
+package tcp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/comm"
+)
+
+var fuzzLimits = limits{eager: 64 << 10, chunk: 256 << 10, budget: 4 << 20}
+
+func encoded(f frame) []byte {
+	b := make([]byte, headerSize)
+	f.encode(b)
+	return b
+}
+
+// validFrames has one well-formed frame of each type.
+var validFrames = []frame{
+	{typ: frameEager, tag: 7, a: 100},
+	{typ: frameEager, tag: comm.MaxReservedTag, a: 0},
+	{typ: frameRTS, tag: 3, a: 1 << 30, b: 9},
+	{typ: frameCTS, a: 1 << 20, b: 9, c: 4},
+	{typ: frameData, a: 4096, b: 4, c: 8192},
+	{typ: frameCancel, b: 9},
+	{typ: frameCanceled, b: 9},
+	{typ: frameCredit, a: 1 << 20},
+	{typ: frameHeartbeat},
+	{typ: frameBye},
+	{typ: frameAbort, a: 12},
+}
+
+func TestDecodeFrameRoundTrip(t *testing.T) {
+	for _, f := range validFrames {
+		got, err := decodeFrame(encoded(f), fuzzLimits)
+		require.NoError(t, err, "%+v", f)
+		require.Equal(t, f, got)
+	}
+}
+
+func TestDecodeFrameRejects(t *testing.T) {
+	flags := encoded(frame{typ: frameHeartbeat})
+	flags[2] = 1
+	bigTag := encoded(frame{typ: frameEager})
+	binary.LittleEndian.PutUint32(bigTag[4:], comm.MaxReservedTag+1)
+	for name, hdr := range map[string][]byte{
+		"short":             make([]byte, headerSize-1),
+		"type 0":            make([]byte, headerSize),
+		"type 99":           encoded(frame{typ: 99}),
+		"flags":             flags,
+		"tag out of range":  bigTag,
+		"unused field":      encoded(frame{typ: frameHeartbeat, a: 1}),
+		"tag on a cts":      encoded(frame{typ: frameCTS, tag: 1}),
+		"eager over limit":  encoded(frame{typ: frameEager, a: 64<<10 + 1}),
+		"absurd eager":      encoded(frame{typ: frameEager, a: 1 << 62}),
+		"absurd message":    encoded(frame{typ: frameRTS, a: 1 << 62}),
+		"empty data":        encoded(frame{typ: frameData, b: 1}),
+		"data over chunk":   encoded(frame{typ: frameData, a: 256<<10 + 1, b: 1}),
+		"credit over limit": encoded(frame{typ: frameCredit, a: 4<<20 + 1}),
+		"zero credit":       encoded(frame{typ: frameCredit}),
+	} {
+		_, err := decodeFrame(hdr, fuzzLimits)
+		require.ErrorIs(t, err, ErrProtocol, name)
+		require.ErrorIs(t, err, comm.ErrInvalidArgument, name)
+	}
+}
+
+// FuzzDecodeFrame feeds arbitrary headers to the decoder: it never panics,
+// what it accepts re-encodes to the same bytes (no two encodings of one
+// frame, no ignored garbage), and no accepted frame announces more payload
+// than the limits allow.
+func FuzzDecodeFrame(f *testing.F) {
+	for _, fr := range validFrames {
+		f.Add(encoded(fr))
+	}
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n....."))
+	f.Add(bytes.Repeat([]byte{0xff}, headerSize))
+	f.Add(make([]byte, headerSize))
+	f.Fuzz(func(t *testing.T, hdr []byte) {
+		fr, err := decodeFrame(hdr, fuzzLimits)
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("error %v does not match ErrProtocol", err)
+			}
+			return
+		}
+		if !bytes.Equal(encoded(fr), hdr) {
+			t.Fatalf("%x decodes to %+v, which encodes to %x", hdr, fr, encoded(fr))
+		}
+		switch fr.typ {
+		case frameEager:
+			if fr.a > uint64(fuzzLimits.eager) {
+				t.Fatalf("eager payload of %d accepted", fr.a)
+			}
+		case frameData:
+			if fr.a > uint64(fuzzLimits.chunk) {
+				t.Fatalf("data payload of %d accepted", fr.a)
+			}
+		}
+	})
+}
+
+// FuzzHello checks the hello decoder the same way.
+func FuzzHello(f *testing.F) {
+	h := hello{purpose: purposePeer, rank: 3, size: 8, eager: 1024, budget: 1 << 20}
+	f.Add(h.encode())
+	f.Add([]byte("XPUT"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeHello(b)
+		if err != nil {
+			if !errors.Is(err, ErrAuth) {
+				t.Fatalf("error %v does not match ErrAuth", err)
+			}
+			return
+		}
+		if !bytes.Equal(got.encode(), b) {
+			t.Fatalf("%x decodes to %+v, which encodes differently", b, got)
+		}
+	})
+}

@@ -1,0 +1,798 @@
+package tcp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// smallCopy is the largest eager payload copied when it cannot be written
+// at once, so that its send completes at once; larger ones are written
+// from the user's buffer and their send completes when written.
+const smallCopy = 4 << 10
+
+// maxHeldRTS bounds the unmatched rendezvous announcements a rank keeps
+// for one peer: a peer past it is cut for flooding.
+const maxHeldRTS = 1 << 20
+
+// errPeerClosed is the cause of a peer lost by its own Close.
+var errPeerClosed = errors.New("the peer closed its communicator")
+
+// outFrame is a frame queued for the writer: a header, maybe a payload, and
+// the eager send to complete once it is written.
+type outFrame struct {
+	hdr     [headerSize]byte
+	payload []byte
+	req     *request
+}
+
+// link is the connection to one peer. A reader goroutine decodes the
+// peer's frames and feeds the matching engine; a writer goroutine sends
+// queued frames and streams rendezvous payloads in chunks, small frames
+// first, and heartbeats when idle. A user goroutine writes its frame
+// itself when nothing is queued or being written (no handoff on the fast
+// path); the reader never writes, so two ranks can never block each other
+// in writes.
+type link struct {
+	c          *Comm
+	peer       int
+	conn       net.Conn
+	br         *bufio.Reader
+	peerEager  int // largest eager message the peer accepts
+	peerBudget int // eager bytes the peer holds for this rank
+
+	lastRecv atomic.Int64 // c.now() of the last byte read
+	lastSend atomic.Int64 // c.now() of the last write
+
+	// Write side, guarded by qmu.
+	qmu      sync.Mutex
+	queue    []*outFrame
+	bulk     []*request // rendezvous sends cleared to stream, in order
+	writing  bool       // a goroutine is writing to conn
+	byeReq   bool       // Close asked for the goodbye
+	wclosed  bool       // no frame may be queued any more
+	down     error      // the link failed; set once
+	eagerOut int        // eager bytes sent and not given back by the peer
+	nextID   uint64
+	outbound map[uint64]*request // rendezvous sends waiting for clear-to-send
+	iov      [][]byte            // scratch of the goroutine writing
+	chdr     [headerSize]byte    // scratch header of the data chunk written
+	wake     chan struct{}
+
+	// Read side: inbound is shared with user goroutines that match an
+	// announcement (under inMu); the reader alone completes its entries.
+	inMu      sync.Mutex
+	inbound   map[uint64]*request // matched rendezvous receives by token
+	nextToken uint64
+	inDown    error
+	stage     []byte         // reader's staging buffer for reductions
+	stageBlk  memspace.Block // its block
+
+	// Guarded by c.mu: eager bytes received and not given back yet, the
+	// part consumed but not yet returned, announcements held.
+	eagerIn, creditDue, rtsHeld int
+
+	failOnce sync.Once
+	downErr  error         // set once, before downCh closes
+	downCh   chan struct{} // closed when the link has failed
+	wg       sync.WaitGroup
+}
+
+func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
+	l := &link{
+		c: c, peer: peer, conn: conn,
+		peerEager: int(h.eager), peerBudget: int(min(h.budget, 1<<40)),
+		outbound: map[uint64]*request{},
+		inbound:  map[uint64]*request{},
+		wake:     make(chan struct{}, 1),
+		downCh:   make(chan struct{}),
+	}
+	if l.peerEager > l.peerBudget {
+		l.peerEager = l.peerBudget
+	}
+	l.br = bufio.NewReaderSize(liveReader{l}, 64<<10)
+	now := c.now()
+	l.lastRecv.Store(now)
+	l.lastSend.Store(now)
+	return l
+}
+
+// start runs the reader and writer.
+func (l *link) start() {
+	l.wg.Add(2)
+	go l.readLoop()
+	go l.writeLoop()
+}
+
+// liveReader records when bytes last arrived.
+type liveReader struct{ l *link }
+
+func (r liveReader) Read(p []byte) (int, error) {
+	n, err := r.l.conn.Read(p)
+	if n > 0 {
+		r.l.lastRecv.Store(r.l.c.now())
+	}
+	return n, err
+}
+
+func (l *link) kick() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fail marks the link down for cause, closes the connection (which ends
+// the reader and writer), fails the sends waiting for a clear-to-send and
+// tells the matching engine. Only the first call has an effect.
+func (l *link) fail(cause error) {
+	l.failOnce.Do(func() {
+		err := cause
+		if !errors.Is(err, comm.ErrPeerLost) {
+			err = opErr("link", fmt.Errorf("rank %d: link to rank %d: %w: %w", l.c.rank, l.peer, comm.ErrPeerLost, cause))
+		}
+		l.qmu.Lock()
+		l.down = err
+		l.downErr = err
+		out := l.outbound
+		l.outbound = map[uint64]*request{}
+		l.qmu.Unlock()
+		e := err
+		if l.c.isClosed() {
+			e = l.c.closedErr()
+		}
+		for _, r := range out {
+			r.complete(comm.Status{}, e)
+		}
+		_ = l.conn.Close()
+		l.kick()
+		close(l.downCh)
+		l.c.peerDown(l.peer, err)
+		if l.c.cfg.Logf != nil && !errors.Is(cause, errPeerClosed) && !l.c.isClosed() {
+			l.c.cfg.Logf("tcp: rank %d lost rank %d: %v", l.c.rank, l.peer, cause)
+		}
+	})
+}
+
+// failed returns the link's error, nil while it is up.
+func (l *link) failed() error {
+	select {
+	case <-l.downCh:
+		return l.downErr
+	default:
+		return nil
+	}
+}
+
+// ---- write side ----
+
+// sendMsg starts sending data with tag on behalf of r: eagerly when the
+// peer accepts it and has budget left, else by announcing it (rendezvous).
+// done reports that the send has completed (written, or copied).
+func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) {
+	n := len(data)
+	f := &outFrame{}
+	l.qmu.Lock()
+	if err := l.writable(); err != nil {
+		l.qmu.Unlock()
+		return false, err
+	}
+	eager := n <= l.peerEager && l.eagerOut+n <= l.peerBudget
+	if eager {
+		l.eagerOut += n
+		frame{typ: frameEager, tag: uint32(tag), a: uint64(n)}.encode(f.hdr[:])
+		f.payload = data
+	} else {
+		l.nextID++
+		r.id = l.nextID
+		r.via = l
+		l.outbound[r.id] = r
+		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id}.encode(f.hdr[:])
+	}
+	if l.idleLocked() {
+		if err := l.writeInline(f); err != nil {
+			return false, err
+		}
+		return eager, nil
+	}
+	if eager {
+		if n <= smallCopy {
+			f.payload = append([]byte(nil), data...)
+			done = true
+		} else {
+			f.req = r
+		}
+	}
+	l.queue = append(l.queue, f)
+	l.qmu.Unlock()
+	l.kick()
+	return done, nil
+}
+
+// sendCtl queues a control frame; inline lets a user goroutine write it
+// itself when the link is idle (never the reader).
+func (l *link) sendCtl(fr frame, inline bool) error {
+	f := &outFrame{}
+	fr.encode(f.hdr[:])
+	l.qmu.Lock()
+	if err := l.writable(); err != nil {
+		l.qmu.Unlock()
+		return err
+	}
+	if inline && l.idleLocked() {
+		return l.writeInline(f)
+	}
+	l.queue = append(l.queue, f)
+	l.qmu.Unlock()
+	l.kick()
+	return nil
+}
+
+// writable reports why nothing can be queued; qmu is held.
+func (l *link) writable() error {
+	if l.down != nil {
+		return l.down
+	}
+	if l.wclosed {
+		return l.c.closedErr()
+	}
+	return nil
+}
+
+// idleLocked reports whether the caller may write at once: nothing queued
+// or being written. qmu is held.
+func (l *link) idleLocked() bool {
+	return !l.writing && len(l.queue) == 0 && len(l.bulk) == 0 && !l.byeReq
+}
+
+// writeInline writes f from the calling goroutine. qmu is held on entry
+// and released.
+func (l *link) writeInline(f *outFrame) error {
+	l.writing = true
+	l.qmu.Unlock()
+	err := l.write([]*outFrame{f}, nil, 0, 0, false)
+	l.qmu.Lock()
+	l.writing = false
+	more := len(l.queue) > 0 || len(l.bulk) > 0 || l.byeReq
+	l.qmu.Unlock()
+	if more {
+		l.kick()
+	}
+	if err != nil {
+		l.fail(err)
+		return l.downErr
+	}
+	return nil
+}
+
+// write sends batch, then chunk [off, off+n) of a rendezvous send, then
+// the goodbye, in one writev. The caller holds the writing role.
+func (l *link) write(batch []*outFrame, chunk *request, off, n int, bye bool) error {
+	iov := l.iov[:0]
+	for _, f := range batch {
+		iov = append(iov, f.hdr[:])
+		if len(f.payload) > 0 {
+			iov = append(iov, f.payload)
+		}
+	}
+	if chunk != nil {
+		frame{typ: frameData, a: uint64(n), b: chunk.token, c: uint64(off)}.encode(l.chdr[:])
+		iov = append(iov, l.chdr[:], chunk.buf[off:off+n])
+	}
+	var byeHdr [headerSize]byte
+	if bye {
+		frame{typ: frameBye}.encode(byeHdr[:])
+		iov = append(iov, byeHdr[:])
+	}
+	bufs := net.Buffers(iov)
+	_, err := bufs.WriteTo(l.conn)
+	clear(iov)
+	l.iov = iov[:0]
+	l.lastSend.Store(l.c.now())
+	return err
+}
+
+// writeLoop flushes the queue whenever woken, and sends a heartbeat when
+// the link has been quiet for a heartbeat interval.
+func (l *link) writeLoop() {
+	defer l.wg.Done()
+	hb := l.c.cfg.Heartbeat
+	t := time.NewTimer(hb)
+	defer t.Stop()
+	for {
+		if !l.flush() {
+			return
+		}
+		select {
+		case <-l.wake:
+		case <-t.C:
+			if time.Duration(l.c.now()-l.lastSend.Load()) >= hb/2 {
+				_ = l.sendCtl(frame{typ: frameHeartbeat}, false)
+			}
+			t.Reset(hb)
+		}
+	}
+}
+
+// flush writes what is queued: all small frames, then one chunk of the
+// first rendezvous stream, and again, so small frames wait at most one
+// chunk. It returns false when the writer should end (the link failed or
+// the goodbye was sent).
+func (l *link) flush() bool {
+	for {
+		l.qmu.Lock()
+		if l.down != nil {
+			q, b, err := l.queue, l.bulk, l.down
+			l.queue, l.bulk = nil, nil
+			l.qmu.Unlock()
+			failFrames(q, err)
+			failReqs(b, err)
+			return false
+		}
+		if l.writing {
+			l.qmu.Unlock()
+			return true
+		}
+		bye := l.byeReq
+		if len(l.queue) == 0 && len(l.bulk) == 0 && !bye {
+			l.qmu.Unlock()
+			return true
+		}
+		batch := l.queue
+		l.queue = nil
+		var chunk *request
+		var off, n int
+		last := false
+		var dropped []*request
+		if bye {
+			dropped, l.bulk = l.bulk, nil
+		} else if len(l.bulk) > 0 {
+			chunk = l.bulk[0]
+			off = chunk.sent
+			n = min(l.c.cfg.Chunk, chunk.accept-off)
+			chunk.sent += n
+			if chunk.sent == chunk.accept {
+				l.bulk[0] = nil
+				l.bulk = l.bulk[1:]
+				last = true
+			}
+		}
+		l.writing = true
+		l.qmu.Unlock()
+		failReqs(dropped, l.c.closedErr())
+		err := l.write(batch, chunk, off, n, bye)
+		l.qmu.Lock()
+		l.writing = false
+		l.qmu.Unlock()
+		if err != nil {
+			l.fail(err)
+			failFrames(batch, l.downErr)
+			if last {
+				chunk.complete(comm.Status{}, l.downErr)
+			}
+			continue
+		}
+		for _, f := range batch {
+			if f.req != nil {
+				f.req.complete(sendStatus(f.req), nil)
+			}
+		}
+		if last {
+			chunk.complete(sendStatus(chunk), nil)
+		}
+		if bye {
+			if tc, ok := l.conn.(interface{ CloseWrite() error }); ok {
+				_ = tc.CloseWrite()
+			}
+			return false
+		}
+	}
+}
+
+func sendStatus(r *request) comm.Status {
+	return comm.Status{Source: r.peer, Tag: r.tag, Count: len(r.buf)}
+}
+
+func failFrames(fs []*outFrame, err error) {
+	for _, f := range fs {
+		if f.req != nil {
+			f.req.complete(comm.Status{}, err)
+		}
+	}
+}
+
+func failReqs(rs []*request, err error) {
+	for _, r := range rs {
+		r.complete(comm.Status{}, err)
+	}
+}
+
+// bye asks the writer to send what is queued and the goodbye, then close
+// its side. Rendezvous sends not yet streamed fail with ErrClosed.
+func (l *link) bye() {
+	l.qmu.Lock()
+	if l.wclosed {
+		l.qmu.Unlock()
+		return
+	}
+	l.wclosed = true
+	l.byeReq = true
+	out := l.outbound
+	l.outbound = map[uint64]*request{}
+	l.qmu.Unlock()
+	failReqs(mapValues(out), l.c.closedErr())
+	l.kick()
+}
+
+func mapValues(m map[uint64]*request) []*request {
+	out := make([]*request, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	return out
+}
+
+// cancelSend asks the peer to withdraw the announcement of r, if r still
+// waits for its clear-to-send.
+func (l *link) cancelSend(r *request) {
+	l.qmu.Lock()
+	if l.outbound[r.id] != r || r.cancelReq || l.writable() != nil {
+		l.qmu.Unlock()
+		return
+	}
+	r.cancelReq = true
+	f := &outFrame{}
+	frame{typ: frameCancel, b: r.id}.encode(f.hdr[:])
+	l.queue = append(l.queue, f)
+	l.qmu.Unlock()
+	l.kick()
+}
+
+// ---- read side ----
+
+// registerInbound gives r a token under which the peer streams its data.
+func (l *link) registerInbound(r *request) (uint64, error) {
+	l.inMu.Lock()
+	defer l.inMu.Unlock()
+	if l.inDown != nil {
+		return 0, l.inDown
+	}
+	l.nextToken++
+	l.inbound[l.nextToken] = r
+	return l.nextToken, nil
+}
+
+func (l *link) readLoop() {
+	defer l.wg.Done()
+	err := l.readFrames()
+	l.fail(err)
+	e := l.downErr
+	if l.c.isClosed() {
+		e = l.c.closedErr()
+	}
+	l.inMu.Lock()
+	in := l.inbound
+	l.inbound = nil
+	l.inDown = e
+	l.inMu.Unlock()
+	for _, r := range in {
+		r.complete(comm.Status{}, e)
+	}
+}
+
+// readFrames handles the peer's frames until the connection ends, the peer
+// says goodbye (errPeerClosed) or breaks the protocol.
+func (l *link) readFrames() error {
+	var hdr [headerSize]byte
+	for {
+		if _, err := io.ReadFull(l.br, hdr[:]); err != nil {
+			return err
+		}
+		f, err := decodeFrame(hdr[:], l.c.lim)
+		if err != nil {
+			return err
+		}
+		switch f.typ {
+		case frameEager:
+			err = l.onEager(int(f.tag), int(f.a))
+		case frameRTS:
+			err = l.onRTS(int(f.tag), int(f.a), f.b)
+		case frameCTS:
+			err = l.onCTS(int(f.a), f.b, f.c)
+		case frameData:
+			err = l.onData(int(f.a), f.b, int(f.c))
+		case frameCancel:
+			l.onCancel(f.b)
+		case frameCanceled:
+			err = l.onCanceled(f.b)
+		case frameCredit:
+			err = l.onCredit(int(f.a))
+		case frameHeartbeat:
+		case frameAbort:
+			l.c.abortColl(f.a, l.peer, nil)
+		case frameBye:
+			return errPeerClosed
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func protoErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
+}
+
+// onEager takes an eager message of n bytes: straight into a matching
+// posted receive, else into a private buffer on the unexpected queue.
+func (l *link) onEager(tag, n int) error {
+	c := l.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return l.discard(n)
+	}
+	if l.eagerIn+n > c.lim.budget {
+		c.mu.Unlock()
+		return protoErr("rank %d sent %d eager bytes beyond the budget of %d", l.peer, l.eagerIn+n-c.lim.budget, c.lim.budget)
+	}
+	l.eagerIn += n
+	r := c.takePosted(l.peer, tag)
+	c.mu.Unlock()
+	if r != nil {
+		k := min(n, len(r.buf))
+		if err := l.readInto(r, 0, k); err != nil {
+			r.complete(comm.Status{}, l.lostErr(err))
+			return err
+		}
+		if err := l.discard(n - k); err != nil {
+			r.complete(comm.Status{}, l.lostErr(err))
+			return err
+		}
+		c.mu.Lock()
+		c.consumed(l, n)
+		c.mu.Unlock()
+		r.complete(recvOutcome(c.rank, l.peer, tag, n, k))
+		return nil
+	}
+	buf, h := getBuf(n)
+	if _, err := io.ReadFull(l.br, buf); err != nil {
+		putBuf(h)
+		return err
+	}
+	m := &request{c: c, kind: kindEagerMsg, peer: l.peer, tag: tag, buf: buf, pooled: h, via: l}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		putBuf(h)
+		return nil
+	}
+	if r := c.takePosted(l.peer, tag); r != nil {
+		c.consumed(l, n)
+		c.mu.Unlock()
+		r.complete(deliverMsg(r, m))
+		putBuf(h)
+		return nil
+	}
+	c.enqueue(m)
+	c.mu.Unlock()
+	return nil
+}
+
+// lostErr is the error of a request the reader abandons on err.
+func (l *link) lostErr(err error) error {
+	if l.c.isClosed() {
+		return l.c.closedErr()
+	}
+	return opErr("recv", fmt.Errorf("rank %d: link to rank %d: %w: %w", l.c.rank, l.peer, comm.ErrPeerLost, err))
+}
+
+// discard reads and drops n payload bytes.
+func (l *link) discard(n int) error {
+	_, err := l.br.Discard(n)
+	return err
+}
+
+// readInto reads n payload bytes into r at offset off: a copy, or a fold
+// for a reducing receive. Long reads go in pieces so that the link stays
+// alive while a slow one lasts.
+func (l *link) readInto(r *request, off, n int) error {
+	const piece = 256 << 10
+	if r.red == nil {
+		for n > 0 {
+			k := min(n, piece)
+			if _, err := io.ReadFull(l.br, r.buf[off:off+k]); err != nil {
+				return err
+			}
+			off, n = off+k, n-k
+		}
+		return nil
+	}
+	if l.stage == nil {
+		l.stage = make([]byte, 64<<10)
+		b, _ := memspace.FromSlice(l.stage)
+		l.stageBlk = b.Block()
+	}
+	for n > 0 {
+		k := min(n, len(l.stage))
+		if _, err := io.ReadFull(l.br, l.stage[:k]); err != nil {
+			return err
+		}
+		if err := r.red.fold(off, l.stageBlk, k); err != nil {
+			return err
+		}
+		off, n = off+k, n-k
+	}
+	return nil
+}
+
+// fold computes dst[off:off+k] = in[:k] op own[off:off+k].
+func (red *reduction) fold(off int, in memspace.Block, k int) error {
+	d, err1 := red.dst.Slice(off, k)
+	o, err2 := red.own.Slice(off, k)
+	x, err3 := in.Slice(0, k)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
+	}
+	return comm.ReduceLocal(d, x, o, red.dt, red.op)
+}
+
+// onRTS takes an announcement: matched to a posted receive, it is answered
+// with a clear-to-send; else it waits on the unexpected queue.
+func (l *link) onRTS(tag, size int, id uint64) error {
+	c := l.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	if l.rtsHeld >= maxHeldRTS {
+		c.mu.Unlock()
+		return protoErr("rank %d announced over %d unmatched messages", l.peer, maxHeldRTS)
+	}
+	r := c.takePosted(l.peer, tag)
+	if r == nil {
+		c.enqueue(&request{c: c, kind: kindRTSMsg, peer: l.peer, tag: tag, id: id, size: size, via: l})
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	l.acceptRdv(r, tag, id, size, false)
+	return nil
+}
+
+// acceptRdv answers the announcement id (size bytes with tag) for the
+// receive r with a clear-to-send for what fits in r.
+func (l *link) acceptRdv(r *request, tag int, id uint64, size int, inline bool) {
+	r.peer, r.tag, r.size = l.peer, tag, size
+	r.accept = min(size, len(r.buf))
+	if r.accept == 0 {
+		_ = l.sendCtl(frame{typ: frameCTS, b: id}, inline)
+		r.complete(recvOutcome(l.c.rank, l.peer, tag, size, 0))
+		return
+	}
+	token, err := l.registerInbound(r)
+	if err != nil {
+		r.complete(comm.Status{}, err)
+		return
+	}
+	// A failure to queue means the link is down: the reader then fails r.
+	_ = l.sendCtl(frame{typ: frameCTS, a: uint64(r.accept), b: id, c: token}, inline)
+}
+
+func (l *link) onCTS(accept int, id, token uint64) error {
+	l.qmu.Lock()
+	r := l.outbound[id]
+	if r == nil {
+		l.qmu.Unlock()
+		if l.c.isClosed() {
+			return nil
+		}
+		return protoErr("clear-to-send for unknown message %d", id)
+	}
+	if accept > len(r.buf) {
+		l.qmu.Unlock()
+		return protoErr("clear-to-send for %d bytes of a %d-byte message", accept, len(r.buf))
+	}
+	delete(l.outbound, id)
+	r.token, r.accept = token, accept
+	if accept == 0 {
+		l.qmu.Unlock()
+		r.complete(sendStatus(r), nil)
+		return nil
+	}
+	l.bulk = append(l.bulk, r)
+	l.qmu.Unlock()
+	l.kick()
+	return nil
+}
+
+func (l *link) onData(n int, token uint64, off int) error {
+	l.inMu.Lock()
+	r := l.inbound[token]
+	l.inMu.Unlock()
+	if r == nil {
+		return protoErr("data for unknown token %d", token)
+	}
+	if off != r.got || n > r.accept-r.got {
+		return protoErr("data [%d, %d) of a message expecting offset %d of %d", off, off+n, r.got, r.accept)
+	}
+	if err := l.readInto(r, off, n); err != nil {
+		return err
+	}
+	r.got += n
+	if r.got == r.accept {
+		l.inMu.Lock()
+		delete(l.inbound, token)
+		l.inMu.Unlock()
+		r.complete(recvOutcome(l.c.rank, r.peer, r.tag, r.size, r.accept))
+	}
+	return nil
+}
+
+// onCancel withdraws the announcement id if no receive has matched it.
+func (l *link) onCancel(id uint64) {
+	c := l.c
+	c.mu.Lock()
+	var found *request
+	if q := c.unexp[l.peer]; q != nil {
+		for m := q.head; m != nil; m = m.l[bySource].next {
+			if m.kind == kindRTSMsg && m.id == id {
+				found = m
+				break
+			}
+		}
+	}
+	if found != nil {
+		c.unqueue(found)
+	}
+	c.mu.Unlock()
+	if found != nil {
+		_ = l.sendCtl(frame{typ: frameCanceled, b: id}, false)
+	}
+}
+
+func (l *link) onCanceled(id uint64) error {
+	l.qmu.Lock()
+	r := l.outbound[id]
+	if r == nil || !r.cancelReq {
+		l.qmu.Unlock()
+		if l.c.isClosed() {
+			return nil
+		}
+		return protoErr("cancel confirmed for message %d, which asked none", id)
+	}
+	delete(l.outbound, id)
+	l.qmu.Unlock()
+	r.complete(comm.Status{}, opErr("send", fmt.Errorf("rank %d: %w", l.c.rank, comm.ErrCanceled)))
+	return nil
+}
+
+func (l *link) onCredit(n int) error {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	if n > l.eagerOut {
+		return protoErr("credit of %d bytes where %d are outstanding", n, l.eagerOut)
+	}
+	l.eagerOut -= n
+	return nil
+}
+
+// recvOutcome is the status of a receive of a size-byte message from src
+// of which k bytes were taken, with ErrTruncated when k < size.
+func recvOutcome(rank, src, tag, size, k int) (comm.Status, error) {
+	st := comm.Status{Source: src, Tag: tag, Count: k}
+	if k < size {
+		return st, opErr("recv", fmt.Errorf("rank %d: %d-byte message from %d tag %d into a %d-byte buffer: %w",
+			rank, size, src, tag, k, comm.ErrTruncated))
+	}
+	return st, nil
+}

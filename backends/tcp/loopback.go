@@ -1,0 +1,81 @@
+package tcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/xpu-go/xpu/comm"
+)
+
+// NewLoopbackGroup returns a job of n ranks in this process whose ranks
+// talk over real TCP connections on 127.0.0.1, through the same rendezvous,
+// handshake and wire protocol as separate processes, with a fresh random
+// secret. Rank i is element i; Close every rank when done.
+func NewLoopbackGroup(ctx context.Context, n int) ([]*Comm, error) {
+	return NewLoopbackGroupConfig(ctx, n, Config{})
+}
+
+// NewLoopbackGroupConfig is NewLoopbackGroup with the tuning of tmpl
+// (Timeout, EagerLimit, …); its Rank, Size, MasterAddr, Secret and
+// Listener are ignored.
+func NewLoopbackGroupConfig(ctx context.Context, n int, tmpl Config) ([]*Comm, error) {
+	if n < 1 || n > MaxRanks {
+		return nil, opErr("loopback", fmt.Errorf("group of %d ranks outside [1, %d]: %w", n, MaxRanks, comm.ErrInvalidArgument))
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, opErr("loopback", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, opErr("loopback", fmt.Errorf("listen: %w", err))
+	}
+	out := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		cfg := tmpl
+		cfg.Rank, cfg.Size = i, n
+		cfg.MasterAddr = ln.Addr().String()
+		cfg.Secret = []byte(hex.EncodeToString(raw[:]))
+		cfg.Listener = nil
+		if i == 0 {
+			cfg.Listener = ln
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = Dial(ctx, cfg)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range out {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// GroupFunc adapts NewLoopbackGroupConfig to a comm.GroupFunc.
+func GroupFunc(tmpl Config) comm.GroupFunc {
+	return func(ctx context.Context, n int) ([]comm.Comm, error) {
+		cs, err := NewLoopbackGroupConfig(ctx, n, tmpl)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]comm.Comm, n)
+		for i, c := range cs {
+			out[i] = c
+		}
+		return out, nil
+	}
+}

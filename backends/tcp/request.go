@@ -1,0 +1,197 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// closedCh is the done channel of requests that complete when started.
+var closedCh = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// Kinds of request, and of entry in the unexpected queue.
+const (
+	kindRecv      = iota // a receive
+	kindSend             // a send to another rank
+	kindSelf             // a send to this rank waiting for its receive (rendezvous)
+	kindEagerMsg         // unexpected: an eager message (payload held in buf)
+	kindRTSMsg           // unexpected: a peer's announcement of a large message
+	kindCompleted        // a request complete when started
+)
+
+// links are one pair of list pointers.
+type links struct{ prev, next *request }
+
+const (
+	bySource  = 0 // list of one source's posted receives or unexpected messages
+	byArrival = 1 // list of every unexpected message in arrival order
+)
+
+// request is a send or receive in flight, and also an entry of the
+// unexpected queue (a message that arrived before its receive).
+//
+// The fields above the divider are set before the request is shared. The
+// queue fields are guarded by Comm.mu. A matched rendezvous receive
+// (inbound) is owned by its link's reader goroutine, a send handed to a
+// link by its writer: only they complete it, so that a buffer is never in
+// use after its request completes.
+type request struct {
+	c    *Comm
+	kind int
+	peer int    // receive: source wanted (or AnySource); send: destination; message: source
+	tag  int    // receive: tag wanted (or AnyTag); otherwise the message tag
+	buf  []byte // receive: the buffer; send: the message; eager message: its payload
+	// red, when set, makes a receive fold what arrives into buf
+	// (buf = incoming op own) instead of copying it: the ring allreduce.
+	red *reduction
+	// pooled is the pool handle of an eager message's payload.
+	pooled *[]byte
+	// ---
+	queued bool
+	seq    uint64   // posting order of a receive
+	l      [2]links // queue links
+
+	// Rendezvous state. For a send: id names it to the peer; token and
+	// accept come with the clear-to-send, sent counts bytes handed to the
+	// socket, cancelReq says a cancel was asked of the peer (guarded by
+	// the link's qmu). For a receive: size is the message length, accept
+	// what it takes, got what has arrived (reader-owned). For an RTS entry:
+	// id, size and via.
+	id        uint64
+	token     uint64
+	size      int
+	accept    int
+	sent, got int
+	cancelReq bool
+	via       *link
+
+	done chan struct{}
+	fin  atomic.Bool
+	st   comm.Status
+	err  error
+}
+
+// reduction describes how a receive folds incoming bytes into its buffer.
+type reduction struct {
+	dst memspace.Block // the receive region (buf's block)
+	own memspace.Block // this rank's operand, same length (may equal dst)
+	dt  comm.DType
+	op  comm.Op
+}
+
+var _ comm.Request = (*request)(nil)
+
+// complete records the outcome and wakes waiters. Only the first call has
+// an effect; it reports whether it was that one.
+func (r *request) complete(st comm.Status, err error) bool {
+	if !r.fin.CompareAndSwap(false, true) {
+		return false
+	}
+	r.st, r.err = st, err
+	close(r.done)
+	return true
+}
+
+// Wait blocks until the request completes and returns its status: for a
+// receive the source, tag and bytes delivered; for a send the destination,
+// tag and message length. On ctx done it returns ctx.Err() and the request
+// stays pending.
+func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	select {
+	case <-r.done:
+		return r.st, r.err
+	default:
+	}
+	if ctx == nil {
+		return comm.Status{}, opErr("wait", fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+	}
+	select {
+	case <-r.done:
+		return r.st, r.err
+	case <-ctx.Done():
+		select {
+		case <-r.done:
+			return r.st, r.err
+		default:
+		}
+		return comm.Status{}, ctx.Err()
+	}
+}
+
+// Test reports without blocking whether the request has completed.
+func (r *request) Test() (comm.Status, bool, error) {
+	select {
+	case <-r.done:
+		return r.st, true, r.err
+	default:
+		return comm.Status{}, false, nil
+	}
+}
+
+// Cancel cancels the request where no message has matched it yet, and it
+// then fails with comm.ErrCanceled: a posted receive, a send to this rank
+// no receive has taken, or a rendezvous send the peer has not matched (the
+// peer is asked, and answers within a round trip; Wait returns then). A
+// request already matched completes normally. Cancel returns nil.
+func (r *request) Cancel() error {
+	switch r.kind {
+	case kindRecv, kindSelf:
+		c := r.c
+		c.mu.Lock()
+		if !r.queued {
+			c.mu.Unlock()
+			return nil
+		}
+		if r.kind == kindRecv {
+			c.unpost(r)
+		} else {
+			c.unqueue(r)
+		}
+		c.mu.Unlock()
+		op := "send"
+		if r.kind == kindRecv {
+			op = "recv"
+		}
+		r.complete(comm.Status{}, opErr(op, fmt.Errorf("rank %d: %w", c.rank, comm.ErrCanceled)))
+	case kindSend:
+		if r.via != nil {
+			r.via.cancelSend(r)
+		}
+	}
+	return nil
+}
+
+// queue is a doubly linked list of requests through one of their link sets.
+type queue struct{ head, tail *request }
+
+func (q *queue) push(r *request, k int) {
+	r.l[k] = links{prev: q.tail}
+	if q.tail == nil {
+		q.head = r
+	} else {
+		q.tail.l[k].next = r
+	}
+	q.tail = r
+}
+
+func (q *queue) remove(r *request, k int) {
+	p, n := r.l[k].prev, r.l[k].next
+	if p == nil {
+		q.head = n
+	} else {
+		p.l[k].next = n
+	}
+	if n == nil {
+		q.tail = p
+	} else {
+		n.l[k].prev = p
+	}
+	r.l[k] = links{}
+}

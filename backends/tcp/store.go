@@ -1,0 +1,209 @@
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// The rendezvous store: a small key-value store that rank 0 serves during
+// Dial, where the other ranks publish the address they listen on and read
+// each other's. A GET waits until the key is set. Each client says DONE
+// when it no longer needs the store; rank 0 stops serving once all have.
+const (
+	storeSet  uint8 = 1
+	storeGet  uint8 = 2
+	storeDone uint8 = 3
+
+	storeOK  uint8 = 0
+	storeErr uint8 = 1
+
+	maxStoreKey   = 128
+	maxStoreValue = 1024
+)
+
+// errStore reports a request the store refused.
+var errStore = errors.New("tcp: store request refused")
+
+type storeServer struct {
+	size int
+
+	mu      sync.Mutex
+	kv      map[string]string
+	changed chan struct{} // closed and replaced on every set
+	done    map[int]bool
+	doneCh  chan struct{} // closed once every client has said DONE
+}
+
+func newStoreServer(size int) *storeServer {
+	return &storeServer{size: size, kv: map[string]string{}, changed: make(chan struct{}),
+		done: map[int]bool{}, doneCh: make(chan struct{})}
+}
+
+// allDone returns a channel closed once every client is done; for a rank
+// that serves no store it is closed already.
+func (s *storeServer) allDone() <-chan struct{} {
+	if s == nil {
+		return closedCh
+	}
+	return s.doneCh
+}
+
+// serve answers the requests of the client rank on conn until it is done,
+// hangs up or stop closes.
+func (s *storeServer) serve(ctx context.Context, conn net.Conn, rank int, stop <-chan struct{}) {
+	br := bufio.NewReader(conn)
+	for {
+		op, key, val, err := readStoreMsg(br)
+		if err != nil {
+			return
+		}
+		var reply string
+		switch op {
+		case storeSet:
+			err = s.set(key, val)
+		case storeGet:
+			reply, err = s.get(ctx, key, stop)
+		case storeDone:
+			// Answer first: rank 0 may hang up on every client once all
+			// are done.
+			if writeStoreMsg(conn, storeOK, "", "") == nil {
+				s.markDone(rank)
+			}
+			return
+		default:
+			err = fmt.Errorf("%w: unknown store operation %d", ErrProtocol, op)
+		}
+		status := storeOK
+		if err != nil {
+			status, reply = storeErr, err.Error()
+		}
+		if writeStoreMsg(conn, status, "", reply) != nil || op > storeDone {
+			return
+		}
+	}
+}
+
+func (s *storeServer) set(key, val string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.kv[key]; ok && old != val {
+		return fmt.Errorf("%w: key %q set twice (two processes with one rank?)", errStore, key)
+	}
+	if len(s.kv) >= 4*s.size+16 {
+		return fmt.Errorf("%w: store full", errStore)
+	}
+	s.kv[key] = val
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return nil
+}
+
+func (s *storeServer) get(ctx context.Context, key string, stop <-chan struct{}) (string, error) {
+	for {
+		s.mu.Lock()
+		v, ok := s.kv[key]
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
+			return v, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-stop:
+			return "", errors.New("store closed")
+		}
+	}
+}
+
+func (s *storeServer) markDone(rank int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done[rank] {
+		return
+	}
+	s.done[rank] = true
+	if len(s.done) == s.size-1 {
+		close(s.doneCh)
+	}
+}
+
+// storeClient talks to the store over an authenticated connection.
+type storeClient struct {
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+// call sends one request and returns the reply's value.
+func (sc *storeClient) call(ctx context.Context, op uint8, key, val string) error {
+	_, err := sc.roundTrip(ctx, op, key, val)
+	return err
+}
+
+func (sc *storeClient) get(ctx context.Context, key string) (string, error) {
+	return sc.roundTrip(ctx, storeGet, key, "")
+}
+
+func (sc *storeClient) roundTrip(ctx context.Context, op uint8, key, val string) (string, error) {
+	if sc.br == nil {
+		sc.br = bufio.NewReader(sc.conn)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = sc.conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := writeStoreMsg(sc.conn, op, key, val); err != nil {
+		return "", sc.ctxErr(ctx, err)
+	}
+	status, _, reply, err := readStoreMsg(sc.br)
+	if err != nil {
+		return "", sc.ctxErr(ctx, err)
+	}
+	if status != storeOK {
+		return "", fmt.Errorf("%w: %s", errStore, reply)
+	}
+	return reply, nil
+}
+
+func (sc *storeClient) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// A store message is op (or status) u8, key length u8, value length u16,
+// key, value.
+func writeStoreMsg(w io.Writer, op uint8, key, val string) error {
+	if len(key) > maxStoreKey || len(val) > maxStoreValue {
+		return fmt.Errorf("%w: store key or value too long", errStore)
+	}
+	b := make([]byte, 4, 4+len(key)+len(val))
+	b[0], b[1] = op, uint8(len(key))
+	binary.LittleEndian.PutUint16(b[2:], uint16(len(val)))
+	b = append(append(b, key...), val...)
+	_, err := w.Write(b)
+	return err
+}
+
+func readStoreMsg(r io.Reader) (op uint8, key, val string, err error) {
+	var h [4]byte
+	if _, err = io.ReadFull(r, h[:]); err != nil {
+		return
+	}
+	kl, vl := int(h[1]), int(binary.LittleEndian.Uint16(h[2:]))
+	if kl > maxStoreKey || vl > maxStoreValue {
+		return 0, "", "", fmt.Errorf("%w: store message of key %d and value %d bytes", ErrProtocol, kl, vl)
+	}
+	b := make([]byte, kl+vl)
+	if _, err = io.ReadFull(r, b); err != nil {
+		return
+	}
+	return h[0], string(b[:kl]), string(b[kl:]), nil
+}

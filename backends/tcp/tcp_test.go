@@ -1,0 +1,164 @@
+package tcp_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+func group(t *testing.T, n int, tmpl tcp.Config) []*tcp.Comm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := tcp.NewLoopbackGroupConfig(ctx, n, tmpl)
+	require.NoError(t, err)
+	t.Cleanup(func() { closeAll(cs) })
+	return cs
+}
+
+func closeAll(cs []*tcp.Comm) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// each runs f on every rank at once and fails the test on any error.
+func each(t *testing.T, cs []*tcp.Comm, f func(ctx context.Context, c *tcp.Comm) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(ctx, c)
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+}
+
+// TestRingChunks runs the native ring with small chunks, so that blocks
+// travel in many pieces through the window, in place and not, with sizes
+// that do not divide evenly.
+func TestRingChunks(t *testing.T) {
+	defer tcp.SetRing(1024, 4096)()
+	for _, n := range []int{2, 3, 5} {
+		cs := group(t, n, tcp.Config{})
+		for _, count := range []int{n, 1000, 12345} {
+			each(t, cs, func(ctx context.Context, c *tcp.Comm) error {
+				return checkedAllreduce(ctx, c, count, count%7)
+			})
+			each(t, cs, func(ctx context.Context, c *tcp.Comm) error {
+				// Not in place, float32 max.
+				send := make([]float32, count)
+				for i := range send {
+					send[i] = float32((c.Rank()*13 + i*7) % 101)
+				}
+				recv := make([]float32, count)
+				sb, _ := memspace.FromSlice(send)
+				rb, _ := memspace.FromSlice(recv)
+				if err := comm.Allreduce(ctx, c, sb, rb, comm.Max); err != nil {
+					return err
+				}
+				for i, x := range recv {
+					want := float32(0)
+					for r := range n {
+						want = max(want, float32((r*13+i*7)%101))
+					}
+					if x != want {
+						return errors.New("max differs")
+					}
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// TestCloseUnblocks checks that Close fails this rank's pending requests
+// with ErrClosed, peers' with ErrPeerLost, and returns promptly.
+func TestCloseUnblocks(t *testing.T) {
+	cs := group(t, 2, tcp.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := func(n int) memspace.Block { v, _ := memspace.FromSlice(make([]byte, n)); return v.Block() }
+	mine, err := cs[0].Irecv(b(8), 1, 1)
+	require.NoError(t, err)
+	big, err := cs[0].Isend(b(1<<20), 1, 2)
+	require.NoError(t, err)
+	theirs, err := cs[1].Irecv(b(8), 0, 3)
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, cs[0].Close())
+	require.Less(t, time.Since(start), 5*time.Second)
+	_, err = mine.Wait(ctx)
+	require.ErrorIs(t, err, comm.ErrClosed)
+	_, err = big.Wait(ctx)
+	require.ErrorIs(t, err, comm.ErrClosed)
+	_, err = theirs.Wait(ctx)
+	require.ErrorIs(t, err, comm.ErrPeerLost)
+	require.NoError(t, cs[0].Close(), "a second Close")
+}
+
+// TestDriver opens the registered driver: a Group of loopback ranks, and
+// no job communicator outside a job.
+func TestDriver(t *testing.T) {
+	t.Setenv(tcp.EnvRank, "")
+	t.Setenv(tcp.EnvWorldSize, "")
+	ctx := context.Background()
+	b, err := xpu.Open(ctx, tcp.Name, xpu.Options{tcp.OptTimeout: "2s"})
+	require.NoError(t, err)
+	defer b.Close()
+	require.Nil(t, b.Comm)
+	require.NotNil(t, b.Group)
+	g, err := b.Group(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 1, g[1].Rank())
+	info, err := xpu.Describe(ctx, tcp.Name)
+	require.NoError(t, err)
+	require.True(t, info.Available)
+	_, err = xpu.Open(ctx, tcp.Name, xpu.Options{tcp.OptTimeout: "soon"})
+	require.ErrorIs(t, err, xpu.ErrInvalidArgument)
+}
+
+// TestDialInvalid checks Dial's argument errors.
+func TestDialInvalid(t *testing.T) {
+	ctx := context.Background()
+	for name, cfg := range map[string]tcp.Config{
+		"size 0":       {Size: 0, Secret: []byte("s")},
+		"rank too big": {Rank: 2, Size: 2, MasterAddr: "127.0.0.1:1", Secret: []byte("s")},
+		"no secret":    {Rank: 0, Size: 2, MasterAddr: "127.0.0.1:1"},
+		"no master":    {Rank: 1, Size: 2, Secret: []byte("s")},
+		"bad master":   {Rank: 1, Size: 2, MasterAddr: "nowhere", Secret: []byte("s")},
+	} {
+		_, err := tcp.Dial(ctx, cfg)
+		require.ErrorIs(t, err, comm.ErrInvalidArgument, name)
+	}
+	// Nobody at the master: the context ends the wait.
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := tcp.Dial(dctx, tcp.Config{Rank: 1, Size: 2, MasterAddr: "127.0.0.1:1", Secret: []byte("s")})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// A job of one needs nobody.
+	c, err := tcp.Dial(ctx, tcp.Config{Rank: 0, Size: 1, Secret: []byte("s")})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
