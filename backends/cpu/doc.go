@@ -1,0 +1,33 @@
+// Package cpu is the host backend: the reference implementation of the
+// memory space, executor and transfer concepts, the one the conformance
+// suite's users compare against. Importing it registers the driver "cpu"
+// with package xpu and the host-to-host transfer path:
+//
+//	import _ "github.com/xpu-go/xpu/backends/cpu"
+//
+//	b, err := xpu.Open(ctx, "cpu", xpu.Options{"workers": "8"})
+//
+// The parts can also be used on their own.
+//
+// Space (NewSpace) is host memory mapped with mmap outside the Go heap:
+// stable addresses, any power-of-two alignment up to memspace.MaxAlign, a
+// ledger, address lookup, an optional byte limit. Small blocks share
+// slabs; large ones get mappings of their own. Free is explicit; a double
+// free or a foreign block is an error, never corruption. Close frees what
+// is left and reports it as a leak.
+//
+// Executor (NewExecutor) is a persistent pool of goroutines for data-
+// parallel loops (ParallelFor, ParallelRange, executor.Reduce) in which
+// the calling goroutine takes part, so loops nest without deadlock; chunks
+// are claimed dynamically; a panic in a body or a canceled context stops
+// the scheduling of new chunks and comes back as an error. Its streams
+// (NewStream) are ordered queues, each served by a goroutine of its own,
+// with events that record when they completed.
+//
+// HostPath, registered for "host" to "host", splits large copies across
+// the workers of an open backend.
+//
+// Lifetimes: Close the executor (or the backend) to stop its goroutines;
+// Close the space to unmap its memory. Everything in the package is safe
+// for concurrent use.
+package cpu

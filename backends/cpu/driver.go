@@ -1,0 +1,159 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+func init() {
+	xpu.Register("cpu", Driver{})
+	registerHostPath()
+}
+
+// Driver opens the CPU backend; it is registered as "cpu". Options:
+//
+//	workers    number of workers of the executor (1..MaxWorkers);
+//	           default GOMAXPROCS
+//	limit      cap on the bytes in use in the space: an integer with an
+//	           optional suffix K, M, G, T (powers of 1024, "KiB" etc. also
+//	           accepted); default none
+//	hugepages  "true" to back blocks of 4 MiB and more with transparent
+//	           huge pages (SpaceOptions.HugePages); default false
+//
+// A bad value is an error matching xpu.ErrInvalidArgument. Other keys are
+// ignored, so one set of options can serve a fallback chain of backends.
+type Driver struct{}
+
+// Open returns a backend with a host Space as its memory and an Executor.
+// Closing the backend closes both; a leak of blocks is reported then.
+func (Driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := parseOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if !sysHasMmap {
+		return nil, xerr.Op("cpu", "open", fmt.Errorf("%w: %s", xpu.ErrUnavailable, errNoMmapText))
+	}
+	space := NewSpace(cfg.space)
+	exec := NewExecutor(cfg.workers)
+	b := &xpu.Backend{Name: "cpu", Memory: space, Spaces: []memspace.Space{space}, Exec: exec}
+	addCopyExec(exec)
+	// A component the user closed already is not an error of the backend's
+	// Close. The space closes last, after the work that may use it.
+	b.OnClose(func() error { return ignoreClosed(space.Close()) })
+	b.OnClose(func() error {
+		removeCopyExec(exec)
+		return ignoreClosed(exec.Close())
+	})
+	return b, nil
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, xerr.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+type config struct {
+	workers int
+	space   SpaceOptions
+}
+
+func parseOptions(opts xpu.Options) (config, error) {
+	var c config
+	bad := func(key, val, why string) error {
+		return xerr.Op("cpu", "open", fmt.Errorf("option %s=%q: %s: %w", key, val, why, xpu.ErrInvalidArgument))
+	}
+	if v, ok := opts["workers"]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > MaxWorkers {
+			return c, bad("workers", v, fmt.Sprintf("want an integer in [1, %d]", MaxWorkers))
+		}
+		c.workers = n
+	}
+	if v, ok := opts["limit"]; ok {
+		n, err := parseBytes(v)
+		if err != nil || n <= 0 {
+			return c, bad("limit", v, "want a positive number of bytes such as 1073741824 or 1G")
+		}
+		c.space.Limit = n
+	}
+	if v, ok := opts["hugepages"]; ok {
+		h, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return c, bad("hugepages", v, "want true or false")
+		}
+		c.space.HugePages = h
+	}
+	return c, nil
+}
+
+// parseBytes reads "123", "64K", "1M", "2GiB", "1T" (powers of 1024).
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.ToUpper(strings.TrimSpace(s[len(num):]))
+	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	shift := 0
+	switch unit {
+	case "":
+	case "K":
+		shift = 10
+	case "M":
+		shift = 20
+	case "G":
+		shift = 30
+	case "T":
+		shift = 40
+	default:
+		return 0, fmt.Errorf("unknown unit in %q", s)
+	}
+	if n > (1<<63-1)>>shift {
+		return 0, fmt.Errorf("%q overflows", s)
+	}
+	return n << shift, nil
+}
+
+// Info describes the host: the processor, its memory, and what the backend
+// offers.
+func (Driver) Info(ctx context.Context) xpu.Info {
+	free, total, _ := memInfo()
+	info := xpu.Info{
+		Name:      "cpu",
+		Available: sysHasMmap,
+		Devices: []xpu.Device{{
+			Index:       0,
+			Name:        fmt.Sprintf("%s (%d threads)", cpuModel(), runtime.GOMAXPROCS(0)),
+			MemoryTotal: total,
+			MemoryFree:  free,
+		}},
+		Concepts: []string{"memory", "executor", "transfer"},
+		Capabilities: []string{"streams", "events.timing", "memory.stats", "memory.lookup",
+			"memory.available", "memory.limit", "parallel.nested", "parallel.dynamic"},
+		ElementTypes: append(append([]string(nil), xpu.NumericTypes...),
+			"bool", "fixed-size pointer-free structs and arrays"),
+	}
+	if hostPathCapability != "" {
+		info.Capabilities = append(info.Capabilities, hostPathCapability)
+	}
+	if !sysHasMmap {
+		info.Reason = errNoMmapText
+	}
+	return info
+}

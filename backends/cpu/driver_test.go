@@ -1,0 +1,159 @@
+package cpu_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/cpu"
+	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
+)
+
+func TestDriverRegistered(t *testing.T) {
+	assert.Contains(t, xpu.Drivers(), "cpu")
+	assert.Contains(t, transfer.Paths(), "host->host")
+}
+
+func TestOpenComposition(t *testing.T) {
+	b := openCPU(t, xpu.Options{"workers": "3", "limit": "64M", "device": "ignored"})
+	assert.Equal(t, "cpu", b.Name)
+	sp, ok := b.Memory.(*cpu.Space)
+	require.True(t, ok)
+	assert.Equal(t, int64(64<<20), sp.Limit())
+	require.Len(t, b.Spaces, 1)
+	assert.Same(t, sp, b.Spaces[0].(*cpu.Space))
+	p, ok := executor.As[executor.Parallel](b.Exec)
+	require.True(t, ok)
+	assert.Equal(t, 3, p.MaxParallelism())
+	_, ok = b.Exec.(executor.Streamer)
+	assert.True(t, ok)
+	_, err := b.Memory.Allocate(65<<20, 0)
+	assert.ErrorIs(t, err, memspace.ErrOutOfMemory, "the limit option reached the space")
+}
+
+func TestOpenBadOptions(t *testing.T) {
+	for _, opts := range []xpu.Options{
+		{"workers": "0"}, {"workers": "-2"}, {"workers": "many"}, {"workers": "100000"},
+		{"limit": "0"}, {"limit": "-1"}, {"limit": "12Q"}, {"limit": "lots"}, {"limit": "99999999999T"},
+		{"hugepages": "maybe"},
+	} {
+		_, err := xpu.Open(context.Background(), "cpu", opts)
+		assert.ErrorIs(t, err, xpu.ErrInvalidArgument, "%v", opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := xpu.Open(ctx, "cpu", nil)
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestOpenLimitUnits(t *testing.T) {
+	for in, want := range map[string]int64{
+		"4096": 4096, "1K": 1 << 10, "2KiB": 2 << 10, "3m": 3 << 20, "1G": 1 << 30, "1GB": 1 << 30, " 5 MiB ": 5 << 20, "1T": 1 << 40,
+	} {
+		b, err := xpu.Open(context.Background(), "cpu", xpu.Options{"limit": in})
+		require.NoError(t, err, in)
+		assert.Equal(t, want, b.Memory.(*cpu.Space).Limit(), in)
+		require.NoError(t, b.Close())
+	}
+}
+
+func TestBackendCloseReportsLeak(t *testing.T) {
+	b, err := xpu.Open(context.Background(), "cpu", nil)
+	require.NoError(t, err)
+	_, err = b.Memory.Allocate(100, 0)
+	require.NoError(t, err)
+	err = b.Close()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "1 blocks")
+	assert.ErrorIs(t, b.Exec.(*cpu.Executor).ParallelFor(context.Background(), 1, func(int) {}), executor.ErrClosed)
+}
+
+func TestInfo(t *testing.T) {
+	info, err := xpu.Describe(context.Background(), "cpu")
+	require.NoError(t, err)
+	assert.Equal(t, "cpu", info.Name)
+	assert.True(t, info.Available)
+	require.Len(t, info.Devices, 1)
+	assert.NotEmpty(t, info.Devices[0].Name)
+	assert.Equal(t, []string{"memory", "executor", "transfer"}, info.Concepts)
+	for _, c := range []string{"streams", "events.timing", "memory.stats", "memory.lookup", "parallel.nested"} {
+		assert.Contains(t, info.Capabilities, c)
+	}
+	for _, ty := range xpu.NumericTypes {
+		assert.Contains(t, info.ElementTypes, ty)
+	}
+	assert.Contains(t, info.ElementTypes, "bool")
+	if info.Devices[0].MemoryTotal != -1 {
+		assert.Positive(t, info.Devices[0].MemoryTotal)
+		assert.LessOrEqual(t, info.Devices[0].MemoryFree, info.Devices[0].MemoryTotal)
+	}
+}
+
+// Host copies are exact for every size around the path's thresholds,
+// whether or not a cpu backend is open, into and out of Go memory, and
+// within one block as memmove.
+func TestHostPathCopies(t *testing.T) {
+	sizes := []int{1, 100, 64 << 10, 256<<10 - 1, 256 << 10, 1<<20 + 3, 3 << 20, 16 << 20, 16<<20 + 65}
+	run := func(t *testing.T, sp memspace.Space) {
+		ctx := context.Background()
+		for _, n := range sizes {
+			src, err := sp.Allocate(n, 0)
+			require.NoError(t, err)
+			dst, err := sp.Allocate(n, 0)
+			require.NoError(t, err)
+			sb, _ := src.Bytes()
+			for i := range sb {
+				sb[i] = byte(i*7 + i>>12)
+			}
+			require.NoError(t, transfer.CopyBlock(ctx, dst, src))
+			db, _ := dst.Bytes()
+			require.True(t, bytes.Equal(db, sb), "size %d", n)
+
+			// Go memory on either side.
+			goMem := make([]byte, n)
+			gb, err := memspace.FromSlice(goMem)
+			require.NoError(t, err)
+			require.NoError(t, transfer.CopyBlock(ctx, gb.Block(), src))
+			require.True(t, bytes.Equal(goMem, sb), "to Go memory, size %d", n)
+			clear(db)
+			require.NoError(t, transfer.CopyBlock(ctx, dst, gb.Block()))
+			require.True(t, bytes.Equal(db, sb), "from Go memory, size %d", n)
+
+			// Overlapping, within one block: memmove semantics.
+			if n >= 2 {
+				want := slices.Clone(sb[:n-n/3])
+				lo, _ := src.Slice(0, n-n/3)
+				hi, _ := src.Slice(n/3, n-n/3)
+				require.NoError(t, transfer.CopyBlock(ctx, hi, lo))
+				require.True(t, bytes.Equal(sb[n/3:], want), "overlap, size %d", n)
+			}
+			require.NoError(t, sp.Free(src))
+			require.NoError(t, sp.Free(dst))
+		}
+	}
+	t.Run("no-backend", func(t *testing.T) { run(t, newSpace(t, cpu.SpaceOptions{})) })
+	t.Run("backend-open", func(t *testing.T) {
+		b := openCPU(t, xpu.Options{"workers": "3"})
+		run(t, b.Memory)
+	})
+}
+
+func TestHostPathCanceled(t *testing.T) {
+	b := openCPU(t, nil)
+	src, err := b.Memory.Allocate(4<<20, 0)
+	require.NoError(t, err)
+	dst, err := b.Memory.Allocate(4<<20, 0)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, cpu.HostPath.Copy(ctx, dst, src), context.Canceled)
+	require.NoError(t, b.Memory.Free(src))
+	require.NoError(t, b.Memory.Free(dst))
+}

@@ -1,0 +1,11 @@
+// Package bench holds the bodies of the project's benchmarks, so that
+// `go test -bench` (through thin wrappers in each package's _test files)
+// and the `xpu bench` command (through testing.Benchmark) run the same
+// code. Each table (CPU, Pool, …) lists Cases: a name, the body, the unit
+// its figure is read in, and what it is compared with — another case of
+// the same run (Baseline) or a figure of a C reference program in ref/
+// (Ref), each with the ratio it should reach.
+//
+// The C references are built with `gcc -O3 -march=native -fopenmp` and
+// print one "<name> <median> <unit>" line per figure; ParseRef reads them.
+package bench
