@@ -7,8 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"testing"
+	"time"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
@@ -17,73 +16,80 @@ import (
 // celsius is a named element type: reductions must see through the name.
 type celsius float64
 
-// collCases adds the collective cases: one group per collective, one case
-// per group size.
-func collCases(t *testing.T, r node, g groupFactory, maxRanks int) {
-	t.Helper()
-	all := make([]int, 0, maxRanks)
-	for n := 1; n <= maxRanks; n++ {
-		all = append(all, n)
-	}
-	cases := []struct {
-		name string
-		ns   []int
-		body func(ctx context.Context, me, n int, cm comm.Comm) error
-	}{
-		{"barrier", all, nil}, // needs shared state; see below
-		{"bcast", all, collBcast},
-		{"reduce", all, collReduce},
-		{"allreduce", all, collAllreduce},
-		{"gather", all, collGather},
-		{"scatter", all, collScatter},
-		{"allgather", all, collAllgather},
-		{"alltoall", all, collAlltoall},
-		{"reduce-scatter", all, collReduceScatter},
-		{"invalid", all[:min(3, len(all))], collInvalid},
-	}
-	r.group(t, "coll", func(t *testing.T, gc node) {
-		for _, cc := range cases {
-			gc.group(t, cc.name, func(t *testing.T, gn node) {
-				for _, n := range cc.ns {
-					gn.run(t, fmt.Sprintf("n=%d", n), func(c *tcase) {
-						ranks := g.open(c, n)
-						if cc.body == nil {
-							collBarrier(c, ranks)
-							return
-						}
-						runRanks(c, ranks, func(ctx context.Context, me int, cm comm.Comm) error {
-							return cc.body(ctx, me, n, cm)
-						})
-					})
-				}
-			})
-		}
-		gc.group(t, "peer-lost", func(t *testing.T, gn node) {
-			for _, n := range []int{2, 3, 4} {
-				if n <= maxRanks {
-					gn.run(t, fmt.Sprintf("n=%d", n), func(c *tcase) { collPeerLost(c, g.open(c, n)) })
-				}
-			}
-		})
-	})
-}
+// barrierTag is the first user tag of the barrier case: round k uses
+// barrierTag+k.
+const barrierTag = 60
 
-func collBarrier(c *tcase, ranks []comm.Comm) {
-	const rounds = 20
-	n := len(ranks)
-	arrived := make([]atomic.Int32, rounds)
-	runRanks(c, ranks, func(ctx context.Context, me int, cm comm.Comm) error {
-		for k := range rounds {
-			arrived[k].Add(1)
+// barrierHold is how long the late rank of a barrier round holds back
+// before it enters the Barrier, so that a rank let out early has time to
+// say so. A correct Barrier passes however long it is; a broken one is
+// caught more surely the longer it is.
+const barrierHold = 20 * time.Millisecond
+
+// collBarrier checks that no rank leaves a Barrier before every rank has
+// entered it, with messages only, so that it holds across processes. In
+// each round one rank is late: it posts a receive from every other rank,
+// holds back, and only then enters the Barrier; the others enter at once
+// and, once they leave, send the late rank an empty message. A message
+// that arrives before the late rank entered came from a rank that left the
+// Barrier early. Every rank is late in turn.
+func collBarrier(ctx context.Context, me, n int, cm comm.Comm) error {
+	rounds := max(4, n)
+	for k := range rounds {
+		late, tag := k%n, barrierTag+k
+		if me != late {
 			if err := comm.Barrier(ctx, cm); err != nil {
 				return fmt.Errorf("Barrier #%d: %w", k, err)
 			}
-			if a := arrived[k].Load(); a != int32(n) {
-				return fmt.Errorf("left Barrier #%d when %d of %d ranks had arrived", k, a, n)
+			if err := signal(ctx, cm, late, tag); err != nil {
+				return fmt.Errorf("telling rank %d that this rank left Barrier #%d: %w", late, k, err)
+			}
+			continue
+		}
+		reqs := make([]comm.Request, n)
+		for r := range n {
+			if r == me {
+				continue
+			}
+			req, err := cm.Irecv(blk(nil), r, tag)
+			if err != nil {
+				return fmt.Errorf("Irecv from %d: %w", r, err)
+			}
+			reqs[r] = req
+		}
+		if n > 1 {
+			hold := time.NewTimer(barrierHold)
+			select {
+			case <-ctx.Done():
+				hold.Stop()
+				return ctx.Err()
+			case <-hold.C:
 			}
 		}
-		return nil
-	})
+		for r, req := range reqs {
+			if req == nil {
+				continue
+			}
+			if _, done, err := req.Test(); done {
+				if err != nil {
+					return fmt.Errorf("the receive from %d, before Barrier #%d: %w", r, k, err)
+				}
+				return fmt.Errorf("rank %d left Barrier #%d before rank %d had entered it", r, k, me)
+			}
+		}
+		if err := comm.Barrier(ctx, cm); err != nil {
+			return fmt.Errorf("Barrier #%d: %w", k, err)
+		}
+		for r, req := range reqs {
+			if req == nil {
+				continue
+			}
+			if _, err := req.Wait(ctx); err != nil {
+				return fmt.Errorf("the message rank %d sends once it left Barrier #%d: %w", r, k, err)
+			}
+		}
+	}
+	return nil
 }
 
 // roots returns the roots a rooted collective is tried with.

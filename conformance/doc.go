@@ -80,4 +80,16 @@
 // signed, unsigned, floating-point, named and complex element types, each
 // compared with a sequential computation. Values are small integers so
 // that every result is exact whatever order the backend combines them in.
+//
+// TestCommRank checks the same requirements in a job with one rank per
+// process (mpirun -np N, xpu run -n N): every process calls it with its
+// own rank, and each case is the same body, run by every rank, as in
+// TestComm. Its cases are named without the group size
+// ("comm/coll/allreduce"); collectives run over the whole job, and cases
+// for a fixed number of ranks over the first ranks only. After each case
+// the ranks get back in step with a collective that also shares their
+// verdicts, and every rank stops at the first case that failed anywhere.
+// The cases that close ranks or count goroutines ("comm/close/…",
+// "comm/coll/peer-lost") need the whole group in one process: in a job
+// they are skipped with that reason.
 package conformance
