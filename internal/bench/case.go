@@ -21,7 +21,8 @@ type Case struct {
 	Name string
 	// Run is the benchmark body.
 	Run func(b *testing.B)
-	// Unit is NsPerOp, NsPerIter or GBPerSec.
+	// Unit is NsPerOp, NsPerIter or GBPerSec, or the name of another metric
+	// the body reports with b.ReportMetric (lower is better).
 	Unit string
 	// Baseline names another Case of the same table measured in the same
 	// run ("errgroup.empty"), or is empty.

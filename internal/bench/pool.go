@@ -20,12 +20,12 @@ var Pool = []Case{
 		Doc: "Allocate+Free of 4 KiB straight from the CPU space, without the pool"},
 	{Name: "pool.alloc_free_sizes", Run: PoolAllocFreeSizes, Unit: NsPerOp,
 		Doc: "Allocate+Free cycling through 8 cached sizes from 256 B to 8 MiB"},
-	{Name: "pool.alloc_free_batch", Run: PoolAllocFreeBatch, Unit: NsPerOp,
+	{Name: "pool.alloc_free_batch", Run: PoolAllocFreeBatch, Unit: "ns/block",
 		Doc: "64 mixed-size blocks allocated then freed in random order (splitting and coalescing); per block"},
 	{Name: "pool.alloc_free_parallel", Run: PoolAllocFreeParallel, Unit: NsPerOp,
 		Doc: "Allocate+Free of a cached 4 KiB block from GOMAXPROCS goroutines at once"},
-	{Name: "pool.fragmentation", Run: PoolFragmentation, Unit: NsPerOp,
-		Doc: "a fixed random workload (256 B-8 MiB log-uniform, ~128 live): reports reserved/inuse and frag/reserved"},
+	{Name: "pool.fragmentation", Run: PoolFragmentation, Unit: "peak-reserved/peak-inuse",
+		Doc: "a fixed random workload (256 B-8 MiB log-uniform, ~128 live): peak reserved over peak in use (1.0 would be no waste)"},
 }
 
 // newPoolUpstream returns the space the pool benchmarks allocate from.
