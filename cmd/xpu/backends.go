@@ -5,5 +5,6 @@ package main
 import (
 	_ "github.com/xpu-go/xpu/backends/cpu"
 	_ "github.com/xpu-go/xpu/backends/local"
+	_ "github.com/xpu-go/xpu/backends/mpi"
 	_ "github.com/xpu-go/xpu/backends/tcp"
 )

@@ -1,0 +1,525 @@
+//go:build mpi
+
+package mpi
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// The native collectives. Each has two paths:
+//
+//   - direct, when ctx can never end and MPI calls need no serialising: the
+//     blocking MPI call on the caller's buffers (MPI_Allreduce, …);
+//   - watched, otherwise: the nonblocking call (MPI_Iallreduce, …) polled
+//     with ctx. When ctx can end, MPI works on private copies of the
+//     buffers, because MPI cannot cancel a collective: on ctx done the
+//     collective is left to complete in the background, on its copies, as
+//     the other ranks join it, and ctx.Err() is returned. The collective
+//     still counts as called — do not call it again.
+//
+// Blocks the host cannot access, and counts MPI's int cannot hold, are
+// declined with comm.ErrFallback (the shared algorithms then say what they
+// can do). The generic functions of package comm have validated sizes,
+// roots and in-place forms before any method here is called.
+
+// dtypeCodes maps an element type to the C side's code (-1: none).
+var dtypeCodes = [...]int8{
+	comm.InvalidDType: -1,
+	comm.Int8:         dtInt8, comm.Int16: dtInt16, comm.Int32: dtInt32, comm.Int64: dtInt64,
+	comm.Uint8: dtUint8, comm.Uint16: dtUint16, comm.Uint32: dtUint32, comm.Uint64: dtUint64,
+	comm.Float32: dtFloat32, comm.Float64: dtFloat64,
+	comm.Complex64: dtComplex64, comm.Complex128: dtComplex128,
+}
+
+// opCodes maps a reduction to the C side's code (0: none).
+var opCodes = [...]int8{comm.Sum: opSum, comm.Prod: opProd, comm.Min: opMin, comm.Max: opMax}
+
+// usable reports whether MPI can take blocks a and b: host-accessible, and
+// counts (in units of unit bytes) that fit MPI's int.
+func usable(unit int, a, b memspace.Block) bool {
+	return (a.Len() == 0 || a.HostPointer() != nil) && (b.Len() == 0 || b.HostPointer() != nil) &&
+		a.Len()/unit <= math.MaxInt32 && b.Len()/unit <= math.MaxInt32
+}
+
+func same(a, b memspace.Block) bool {
+	return a.Addr() == b.Addr() && a.Len() == b.Len() && a.Space() == b.Space()
+}
+
+// slot returns block i of whole in blocks of n bytes, or the zero Block.
+func slot(whole memspace.Block, i, n int) memspace.Block {
+	s, err := whole.Slice(i*n, n)
+	if err != nil {
+		return memspace.Block{}
+	}
+	return s
+}
+
+// reduction validates and maps a reduction's type and op.
+func reduction(name string, dt comm.DType, op comm.Op) (int, int, error) {
+	if int(dt) < len(dtypeCodes) && int(op) < len(opCodes) {
+		d, o := dtypeCodes[dt], opCodes[op]
+		if d >= 0 && o > 0 && !((op == comm.Min || op == comm.Max) && dt.IsComplex()) {
+			return int(d), int(o), nil
+		}
+	}
+	if err := comm.CheckOp(op, dt); err != nil {
+		return 0, 0, opErr(name, err)
+	}
+	return 0, 0, opErr(name, fmt.Errorf("no MPI type for %v %v: %w", op, dt, comm.ErrInvalidArgument))
+}
+
+func check(ctx context.Context, name string) error {
+	if ctx == nil {
+		return opErr(name, fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+	}
+	if err := ctx.Err(); err != nil {
+		return opErr(name, err)
+	}
+	return nil
+}
+
+// enterColl starts a direct collective: the communicator is counted busy
+// and its collective order held; exitColl ends it.
+func (c *Comm) enterColl(name string) error {
+	if !c.enter() {
+		return errClosed(name)
+	}
+	c.coll.mu.Lock()
+	if err := c.coll.drain(context.Background()); err != nil {
+		c.coll.mu.Unlock()
+		c.exit()
+		return opErr(name, err)
+	}
+	return nil
+}
+
+func (c *Comm) exitColl() {
+	c.coll.mu.Unlock()
+	c.exit()
+}
+
+// coord orders the collectives this process issues on one MPI
+// communicator: they are issued with mu held, after the communicator
+// constructions abandoned on it (deferred) have been finished, because the
+// other ranks take part in those first.
+type coord struct {
+	mu       sync.Mutex
+	deferred atomic.Int64
+}
+
+// lock takes mu, honouring ctx.
+func (k *coord) lock(ctx context.Context) error {
+	if k.mu.TryLock() {
+		return nil
+	}
+	ch := ctx.Done()
+	if ch == nil {
+		k.mu.Lock()
+		return nil
+	}
+	var b backoff
+	for {
+		if k.mu.TryLock() {
+			return nil
+		}
+		select {
+		case <-ch:
+			return ctx.Err()
+		default:
+		}
+		b.pause()
+	}
+}
+
+// drain finishes the abandoned constructions (with mu held), honouring
+// ctx.
+func (k *coord) drain(ctx context.Context) error {
+	if k.deferred.Load() == 0 {
+		return nil
+	}
+	ch := ctx.Done()
+	var b backoff
+	for {
+		orphans.mu.Lock()
+		progressLocked()
+		orphans.mu.Unlock()
+		if k.deferred.Load() == 0 {
+			return nil
+		}
+		if ch != nil {
+			select {
+			case <-ch:
+				return ctx.Err()
+			default:
+			}
+		}
+		b.pause()
+	}
+}
+
+// cbuf is a buffer of a collective: MPI reads it (in) and/or writes it
+// (out).
+type cbuf struct {
+	b       memspace.Block
+	in, out bool
+}
+
+// watched runs a nonblocking collective polled with ctx (see the top of
+// the file). start issues it on pointers to s and r, or to their copies.
+func (c *Comm) watched(ctx context.Context, name string, s, r cbuf, start func(sp, rp unsafe.Pointer) (request, int)) error {
+	copies := ctx.Done() != nil
+	o := &orphan{op: name}
+	sp, rp := s.b.HostPointer(), r.b.HostPointer()
+	var rs *scratch
+	if copies {
+		if n := s.b.Len(); n > 0 {
+			ss := getScratch(n)
+			src, _ := s.b.Bytes()
+			copy(ss.bytes(), src)
+			sp = ss.ptr()
+			o.scratch = append(o.scratch, ss)
+		}
+		if n := r.b.Len(); n > 0 {
+			rs = getScratch(n)
+			if r.in {
+				src, _ := r.b.Bytes()
+				copy(rs.bytes(), src)
+			}
+			rp = rs.ptr()
+			o.scratch = append(o.scratch, rs)
+		}
+		o.pin()
+	} else {
+		if sp != nil {
+			o.pinner.Pin(sp)
+		}
+		if rp != nil {
+			o.pinner.Pin(rp)
+		}
+	}
+	if !c.enter() {
+		o.release()
+		return errClosed(name)
+	}
+	defer c.exit()
+	if err := c.coll.lock(ctx); err != nil {
+		o.release()
+		return opErr(name, err)
+	}
+	if err := c.coll.drain(ctx); err != nil {
+		c.coll.mu.Unlock()
+		o.release()
+		return opErr(name, err)
+	}
+	lock()
+	mr, rc := start(sp, rp)
+	unlock()
+	c.coll.mu.Unlock()
+	if rc != 0 {
+		o.release()
+		return mpiError(name, rc)
+	}
+	o.hs = []request{mr}
+	done, rc, _, err := o.await(ctx)
+	if !done {
+		// Only a context that can end gets here, so MPI works on copies.
+		adopt(o)
+		return opErr(name, err)
+	}
+	if rc == 0 && rs != nil && r.out {
+		dst, _ := r.b.Bytes()
+		copy(dst, rs.bytes())
+	}
+	o.release()
+	return mpiError(name, rc)
+}
+
+// Barrier returns once every rank has called it (MPI_Barrier, or
+// MPI_Ibarrier watched with ctx).
+func (c *Comm) Barrier(ctx context.Context) error {
+	const name = "barrier"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cBarrier(c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	return c.watched(ctx, name, cbuf{}, cbuf{}, func(_, _ unsafe.Pointer) (request, int) {
+		return cIbarrier(c.main)
+	})
+}
+
+// Bcast copies buf of rank root into buf of every rank (MPI_Bcast).
+func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
+	const name = "bcast"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	if err := comm.CheckRank(root, c.size, false); err != nil {
+		return opErr(name, err)
+	}
+	if !usable(1, buf, memspace.Block{}) {
+		return comm.ErrFallback
+	}
+	n := buf.Len()
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cBcast(buf.HostPointer(), n, root, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	isRoot := c.rank == root
+	return c.watched(ctx, name, cbuf{}, cbuf{b: buf, in: isRoot, out: !isRoot}, func(_, rp unsafe.Pointer) (request, int) {
+		return cIbcast(rp, n, root, c.main)
+	})
+}
+
+// Reduce reduces send over every rank with op into recv on rank root
+// (MPI_Reduce; MPI_IN_PLACE when send is recv at the root).
+func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
+	const name = "reduce"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	d, o, err := reduction(name, dt, op)
+	if err != nil {
+		return err
+	}
+	if err := comm.CheckRank(root, c.size, false); err != nil {
+		return opErr(name, err)
+	}
+	isRoot := c.rank == root
+	if !isRoot {
+		recv = memspace.Block{}
+	}
+	if !usable(dt.Size(), send, recv) {
+		return comm.ErrFallback
+	}
+	n := send.Len() / dt.Size()
+	inplace := isRoot && same(send, recv)
+	if inplace && quirks.reduceInPlace {
+		// Reduce from a copy of the input instead of MPI_IN_PLACE.
+		s := getScratch(send.Len())
+		defer putScratch(s)
+		src, _ := send.Bytes()
+		copy(s.bytes(), src)
+		send, inplace = memspace.NewBlock(memspace.GoHeap, memspace.Addr(uintptr(s.ptr())), s.n, s.ptr()), false
+	}
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cReduce(send.HostPointer(), recv.HostPointer(), n, d, o, root, inplace, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
+	if inplace {
+		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
+	}
+	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
+		return cIreduce(sp, rp, n, d, o, root, inplace, c.main)
+	})
+}
+
+// Allreduce reduces send over every rank with op into recv on every rank
+// (MPI_Allreduce; MPI_IN_PLACE when send is recv).
+func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+	const name = "allreduce"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	d, o, err := reduction(name, dt, op)
+	if err != nil {
+		return err
+	}
+	if !usable(dt.Size(), send, recv) {
+		return comm.ErrFallback
+	}
+	n := send.Len() / dt.Size()
+	inplace := same(send, recv)
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cAllreduce(send.HostPointer(), recv.HostPointer(), n, d, o, inplace, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
+	if inplace {
+		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
+	}
+	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
+		return cIallreduce(sp, rp, n, d, o, inplace, c.main)
+	})
+}
+
+// Gather concatenates send of every rank into recv on rank root
+// (MPI_Gather; MPI_IN_PLACE when send is the root's slot of recv).
+func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) error {
+	const name = "gather"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	if err := comm.CheckRank(root, c.size, false); err != nil {
+		return opErr(name, err)
+	}
+	isRoot := c.rank == root
+	if !isRoot {
+		recv = memspace.Block{}
+	}
+	if !usable(1, send, recv) {
+		return comm.ErrFallback
+	}
+	m := send.Len()
+	inplace := isRoot && same(send, slot(recv, root, m))
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cGather(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
+	if inplace {
+		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
+	}
+	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
+		return cIgather(sp, rp, m, root, inplace, c.main)
+	})
+}
+
+// Scatter hands part i of send on rank root to rank i in recv
+// (MPI_Scatter; MPI_IN_PLACE when recv is the root's slot of send).
+func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int) error {
+	const name = "scatter"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	if err := comm.CheckRank(root, c.size, false); err != nil {
+		return opErr(name, err)
+	}
+	isRoot := c.rank == root
+	if !isRoot {
+		send = memspace.Block{}
+	}
+	if !usable(1, send, recv) {
+		return comm.ErrFallback
+	}
+	m := recv.Len()
+	inplace := isRoot && same(recv, slot(send, root, m))
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cScatter(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
+	if inplace {
+		r = cbuf{}
+	}
+	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
+		return cIscatter(sp, rp, m, root, inplace, c.main)
+	})
+}
+
+// Allgather concatenates send of every rank into recv on every rank
+// (MPI_Allgather; MPI_IN_PLACE when send is this rank's slot of recv).
+func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
+	const name = "allgather"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	if !usable(1, send, recv) {
+		return comm.ErrFallback
+	}
+	m := send.Len()
+	inplace := same(send, slot(recv, c.rank, m))
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cAllgather(send.HostPointer(), recv.HostPointer(), m, inplace, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
+	if inplace {
+		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
+	}
+	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
+		return cIallgather(sp, rp, m, inplace, c.main)
+	})
+}
+
+// Alltoall sends part j of send to rank j, which stores it as part i of
+// recv, i being this rank (MPI_Alltoall).
+func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
+	const name = "alltoall"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	if !usable(c.size, send, recv) {
+		return comm.ErrFallback
+	}
+	m := send.Len() / c.size
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cAlltoall(send.HostPointer(), recv.HostPointer(), m, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	return c.watched(ctx, name, cbuf{b: send, in: true}, cbuf{b: recv, out: true}, func(sp, rp unsafe.Pointer) (request, int) {
+		return cIalltoall(sp, rp, m, c.main)
+	})
+}
+
+// ReduceScatter reduces send (Size() blocks of recv's length) over every
+// rank with op and leaves block i of the result in recv on rank i
+// (MPI_Reduce_scatter_block).
+func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+	const name = "reduce-scatter"
+	if err := check(ctx, name); err != nil {
+		return err
+	}
+	d, o, err := reduction(name, dt, op)
+	if err != nil {
+		return err
+	}
+	if !usable(dt.Size()*c.size, send, recv) {
+		return comm.ErrFallback
+	}
+	n := recv.Len() / dt.Size()
+	if direct(ctx) {
+		if err := c.enterColl(name); err != nil {
+			return err
+		}
+		rc := cReduceScatter(send.HostPointer(), recv.HostPointer(), n, d, o, c.main)
+		c.exitColl()
+		return mpiError(name, rc)
+	}
+	return c.watched(ctx, name, cbuf{b: send, in: true}, cbuf{b: recv, out: true}, func(sp, rp unsafe.Pointer) (request, int) {
+		return cIreduceScatter(sp, rp, n, d, o, c.main)
+	})
+}

@@ -1,0 +1,138 @@
+// Package mpi is a communicator over MPI — Open MPI or MPICH — through
+// cgo: the engine for clusters. A *Comm implements comm.Comm (point to
+// point with tags and wildcards, nonblocking requests), comm.Blocking and
+// all of comm.Collectives with MPI's own algorithms.
+//
+//	c, err := mpi.Open(ctx, mpi.Options{}) // this process's rank of the job
+//	if err != nil { … }
+//	defer c.Close()
+//	err = comm.Allreduce(ctx, c, send, recv, comm.Sum)
+//
+// The package registers the driver "mpi" with package xpu: its Backend
+// has only Comm, this process's rank of MPI_COMM_WORLD (Group is nil: MPI
+// ranks are processes), and reads the option "thread_level".
+//
+// # Building
+//
+// The cgo code is behind the build tag mpi, so that the module builds and
+// its tests run on machines without MPI:
+//
+//	go build -tags mpi ./...          // Open MPI: pkg-config ompi-c
+//	go build -tags 'mpi mpich' ./...  // MPICH: pkg-config mpich
+//
+// mpi.h and the library are found with pkg-config (PKG_CONFIG_PATH points
+// it at another installation). On Debian, scripts/setup-mpi.sh installs
+// libopenmpi-dev, openmpi-bin and pkg-config (--mpich: libmpich-dev and
+// mpich; both can be installed side by side). Built without the tag, the
+// package has the same API, the driver reports xpu.ErrUnavailable ("built
+// without MPI support: rebuild with -tags mpi") and Open fails with it.
+//
+// # Launching
+//
+// A program runs unchanged as every rank of a job:
+//
+//	mpirun -np 4 ./prog            // Open MPI (as root: --allow-run-as-root;
+//	                               // more ranks than cores: --oversubscribe)
+//	mpirun.mpich -np 4 ./prog      // MPICH's Hydra
+//	srun -n 4 ./prog               // Slurm, with MPI built for PMI/PMIx
+//
+// The launcher of the MPI the binary links with must start it. Started
+// without a launcher, the process is a one-rank job (an MPI singleton).
+// Launched reports what the launcher said through the environment without
+// initialising MPI.
+//
+// # Lifetime
+//
+// The first Open initialises MPI (MPI_Init_thread) on a goroutine locked
+// to its OS thread; Open, Dup and Split are collective. Closing the
+// process's last Comm finalises MPI (MPI_Finalize, on that same thread),
+// which waits for every process of the job to finalise: close each Comm
+// once, on every rank, at the end. MPI cannot be initialised twice: an Open
+// after that fails with an error matching xpu.ErrUnavailable. Keep one Comm
+// open for the life of the program (tests: in TestMain). When another
+// library of the process has initialised MPI already, Open adopts it and
+// leaves finalisation to that library.
+//
+// Every Comm is a duplicate (MPI_Comm_dup) of its parent, so its traffic
+// never meets other code using MPI_COMM_WORLD, plus more duplicates that
+// carry the reserved tags of package comm's shared algorithms (tags above
+// comm.MaxTag, sent on them as tag-comm.MaxTag-1): a comm.AnyTag receive
+// (MPI_ANY_TAG) can never take collective traffic. MPI_TAG_UB bounds the
+// user's tags: Open MPI carries every tag up to comm.MaxTag; MPICH only up
+// to 2^28-1, and larger user tags fail with comm.ErrInvalidArgument
+// (TagUB tells).
+//
+// # Threads
+//
+// Open asks for MPI_THREAD_MULTIPLE: goroutines call MPI concurrently, and
+// a blocking call may block inside MPI. Below it — Options.ThreadLevel
+// ThreadSerialized, or all the library grants — every MPI call is
+// serialised behind one mutex and nothing blocks inside MPI (blocking
+// operations become nonblocking ones polled with MPI_Test). The driver's
+// Info says which: capability "threads.multiple" or "threads.serialized".
+//
+// # Blocking calls and contexts
+//
+// Send, Recv and the collectives take a context. When ctx can never end
+// (ctx.Done() == nil: context.Background) and calls are not serialised, they
+// are the blocking MPI calls themselves on the caller's memory (MPI_Send,
+// MPI_Allreduce, …): the fastest path, within a cgo call of the C
+// figures. Otherwise they start the nonblocking form (MPI_Isend,
+// MPI_Iallreduce, …) and poll it with MPI_Test — a short spin, then
+// yielding, then sleeping up to half a millisecond — so a deadline or
+// cancellation is seen promptly and nothing sits in MPI_Wait with no way
+// out. On ctx done:
+//
+//   - a receive is canceled (MPI_Cancel) and ctx.Err() returned, unless a
+//     message matched it first, which is then returned;
+//   - a send is canceled where MPI can (MPICH); Open MPI never cancels a
+//     send, so it stays in flight and may still be delivered. It was
+//     started from a private copy of the buffer, taken at the call, so the
+//     caller's buffer is free when Send returns;
+//   - a collective cannot be canceled in MPI: it was started on private
+//     copies of the buffers, is left to complete in the background as the
+//     other ranks join it, and still counts as called (do not call it
+//     again). The results are then not written to the caller's buffers;
+//   - Split and Dup wait, honouring ctx, in an MPI_Ibarrier for every rank
+//     to arrive; a rank whose ctx ends first still takes its part in the
+//     background (the next collective on the parent waits for that) and
+//     frees the result.
+//
+// Requests (Isend, Irecv) work on the caller's memory; Go memory is pinned
+// (runtime.Pinner) until they complete, memory outside the Go heap needs
+// nothing. Their Wait polls like the watched calls. Their Cancel is
+// MPI_Cancel: it cancels a receive no message has matched; a send it
+// cannot cancel (Open MPI) completes when its receiver takes it.
+//
+// Blocks must be host-accessible (memory of the cpu backend, Go memory from
+// memspace.FromSlice, pinned host memory of a GPU backend). Device memory
+// is refused by Isend and Irecv with comm.ErrNotSupported, and declined by
+// the collectives with comm.ErrFallback. Messages and collective counts
+// are bounded by MPI's int (2 GiB - 1 bytes for point to point).
+//
+// # Errors
+//
+// The communicators use MPI_ERRORS_RETURN: errors come back as Go errors,
+// never as an abort. An error of MPI is an *Error (code, class and MPI's
+// own message, MPI_Error_string) inside an *xerr.Error naming the
+// operation, and matches the sentinel of its class: comm.ErrTruncated for
+// MPI_ERR_TRUNCATE (Open MPI delivers the first len(buffer) bytes and
+// Status.Count says so; MPICH over UCX delivers nothing and the count is
+// 0), comm.ErrInvalidArgument for bad ranks, tags, counts, types, ops or
+// roots. Bad arguments are refused before MPI sees them.
+//
+// # Failures
+//
+// MPI without the ULFM fault-tolerance extension cannot report a dead peer.
+// When a rank dies, Open MPI's mpirun aborts the whole job (every process
+// is killed) and MPICH's Hydra does the same; no call returns
+// comm.ErrPeerLost (an MPI with ULFM reports MPIX_ERR_PROC_FAILED, which
+// maps to it). Until the launcher acts, a call waiting on the dead rank
+// waits: with a context that can end it returns ctx.Err() at the deadline
+// (the watched path), with context.Background it blocks inside MPI. Use
+// deadlines where a hang would cost more than the copies of the watched
+// path. Close cannot tell the peers either: they see nothing until they
+// time out or the job ends; and Close cannot interrupt a blocking MPI call
+// in progress on another goroutine (it frees the communicator when that
+// call returns).
+package mpi

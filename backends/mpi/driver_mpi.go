@@ -1,0 +1,67 @@
+//go:build mpi
+
+package mpi
+
+import (
+	"context"
+
+	"github.com/xpu-go/xpu"
+)
+
+// Open opens this process's rank of MPI_COMM_WORLD (see the package
+// function Open) as a backend with only Comm; closing the backend closes
+// it. The option OptThreadLevel ("multiple" or "serialized") is read.
+func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
+	o, err := parseOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	b := &xpu.Backend{Name: Name, Comm: c}
+	b.OnClose(c.Close)
+	return b, nil
+}
+
+// Info describes the driver without initialising MPI: the library version
+// (MPI answers it before initialisation), the launch (rank and size from
+// MPI once it is initialised, from the launcher's environment before), and
+// the thread level once known.
+func (driver) Info(ctx context.Context) xpu.Info {
+	info := xpu.Info{
+		Name:         Name,
+		Available:    true,
+		Devices:      []xpu.Device{},
+		Concepts:     []string{"comm"},
+		Capabilities: append([]string(nil), baseCapabilities...),
+		ElementTypes: append([]string(nil), xpu.NumericTypes...),
+	}
+	lib.mu.Lock()
+	state, provided := lib.state, lib.provided
+	lib.mu.Unlock()
+	rank, size, fromMPI := 0, 0, false
+	switch state {
+	case libUp:
+		lock()
+		rank, size = cRank(cWorld()), cSize(cWorld())
+		unlock()
+		fromMPI = true
+		if serial {
+			info.Capabilities = append(info.Capabilities, "threads.serialized")
+		} else {
+			info.Capabilities = append(info.Capabilities, "threads.multiple")
+		}
+	case libDown:
+		info.Available = false
+		info.Reason = "MPI was finalized in this process (its last communicator closed); MPI cannot be initialised twice"
+	default:
+		info.Capabilities = append(info.Capabilities, "threads.unknown-until-open")
+	}
+	info.Library = LibraryVersion() + "; " + launchText(rank, size, fromMPI)
+	if state == libUp {
+		info.Library += "; thread level " + provided.String()
+	}
+	return info
+}

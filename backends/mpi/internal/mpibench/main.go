@@ -1,0 +1,241 @@
+//go:build mpi
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xpu-go/xpu/backends/mpi"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+func main() {
+	reps := flag.Int("reps", 11, "repetitions of each measurement (the median is printed)")
+	minDur := flag.Duration("min", 50*time.Millisecond, "least duration of one repetition")
+	threads := flag.String("threads", "multiple", "thread level: multiple or serialized")
+	ctxKind := flag.String("ctx", "background", "context of every call: background (direct MPI calls) or deadline (watched nonblocking calls)")
+	only := flag.String("only", "", "run only the measurements whose name contains this")
+	flag.Parse()
+	o := mpi.Options{ThreadLevel: mpi.ThreadMultiple}
+	if *threads == "serialized" {
+		o.ThreadLevel = mpi.ThreadSerialized
+	}
+	c, err := mpi.Open(context.Background(), o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mpibench:", err)
+		os.Exit(1)
+	}
+	b := &bench{c: c, reps: *reps, min: *minDur, ctx: context.Background(), only: *only}
+	if *ctxKind == "deadline" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		b.ctx = ctx
+	}
+	if err := b.run(); err != nil {
+		fmt.Fprintln(os.Stderr, "mpibench:", err)
+		c.Close()
+		os.Exit(1)
+	}
+	if err := c.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "mpibench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	c    *mpi.Comm
+	reps int
+	min  time.Duration
+	ctx  context.Context
+	only string
+}
+
+func (b *bench) run() error {
+	const KiB, MiB = 1 << 10, 1 << 20
+	if b.c.Size() >= 2 {
+		for _, n := range []int{8, 4 * MiB} {
+			if err := b.measure("pingpong", n, b.pingpong(n)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range []int{8, 64 * KiB, 64 * MiB} {
+		if err := b.measure("allreduce", n, b.allreduce(n)); err != nil {
+			return err
+		}
+	}
+	for _, n := range []int{8, 64 * KiB, 4 * MiB} {
+		if err := b.measure("bcast", n, b.bcast(n)); err != nil {
+			return err
+		}
+	}
+	for _, n := range []int{8, 64 * KiB} {
+		if err := b.measure("alltoall", n, b.alltoall(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hostBuf[T any](n int) (memspace.Block, []T) {
+	s := make([]T, n)
+	buf, err := memspace.FromSlice(s)
+	if err != nil {
+		panic(err)
+	}
+	return buf.Block(), s
+}
+
+// pingpong: rank 0 sends n bytes to rank 1, which sends them back; one
+// iteration is a round trip, reported halved (ranks above 1 idle).
+func (b *bench) pingpong(n int) func(iters int) error {
+	blk, _ := hostBuf[byte](n)
+	return func(iters int) error {
+		switch b.c.Rank() {
+		case 0:
+			for range iters {
+				if err := comm.Send(b.ctx, b.c, blk, 1, 1); err != nil {
+					return err
+				}
+				if _, err := comm.Recv(b.ctx, b.c, blk, 1, 1); err != nil {
+					return err
+				}
+			}
+		case 1:
+			for range iters {
+				if _, err := comm.Recv(b.ctx, b.c, blk, 0, 1); err != nil {
+					return err
+				}
+				if err := comm.Send(b.ctx, b.c, blk, 0, 1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// allreduce: a sum of n/8 float64.
+func (b *bench) allreduce(n int) func(iters int) error {
+	sb, _ := hostBuf[float64](n / 8)
+	rb, _ := hostBuf[float64](n / 8)
+	return func(iters int) error {
+		for range iters {
+			if err := comm.AllreduceBlock(b.ctx, b.c, sb, rb, comm.Float64, comm.Sum); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// bcast: n bytes from rank 0.
+func (b *bench) bcast(n int) func(iters int) error {
+	blk, _ := hostBuf[byte](n)
+	return func(iters int) error {
+		for range iters {
+			if err := comm.BcastBlock(b.ctx, b.c, blk, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// alltoall: n bytes to every rank.
+func (b *bench) alltoall(n int) func(iters int) error {
+	p := b.c.Size()
+	sb, _ := hostBuf[byte](n * p)
+	rb, _ := hostBuf[byte](n * p)
+	return func(iters int) error {
+		for range iters {
+			if err := comm.AlltoallBlock(b.ctx, b.c, sb, rb); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// measure times f: it calibrates the iteration count on rank 0 (shared
+// with every rank), then runs reps repetitions, each started by a barrier
+// and timed on every rank; a repetition's time is the slowest rank's.
+func (b *bench) measure(op string, n int, f func(iters int) error) error {
+	name := fmt.Sprintf("mpi/%s/%s", op, size(n))
+	if b.only != "" && !strings.Contains(name, b.only) {
+		return nil
+	}
+	ctx := context.Background()
+	iters := 1
+	for {
+		if err := comm.Barrier(ctx, b.c); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := f(iters); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		d := b.slowest(time.Since(t0))
+		if d >= b.min/4 || iters >= 1<<24 {
+			iters = max(1, int(float64(iters)*float64(b.min)/float64(max(d, 1))))
+			break
+		}
+		iters *= 4
+	}
+	// Every rank must run the same count: take rank 0's.
+	cnt := []int64{int64(iters)}
+	cb, _ := memspace.FromSlice(cnt)
+	if err := comm.Bcast(ctx, b.c, cb, 0); err != nil {
+		return err
+	}
+	iters = int(cnt[0])
+	times := make([]float64, 0, b.reps)
+	for range b.reps {
+		if err := comm.Barrier(ctx, b.c); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := f(iters); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		d := b.slowest(time.Since(t0))
+		per := float64(d.Nanoseconds()) / float64(iters)
+		if op == "pingpong" {
+			per /= 2
+		}
+		times = append(times, per)
+	}
+	slices.Sort(times)
+	med := times[len(times)/2]
+	if b.c.Rank() == 0 {
+		fmt.Printf("%s %.3f us\n", name, med/1e3)
+	}
+	return nil
+}
+
+// slowest returns the largest d over the ranks.
+func (b *bench) slowest(d time.Duration) time.Duration {
+	v := []int64{int64(d)}
+	vb, _ := memspace.FromSlice(v)
+	if err := comm.Allreduce(context.Background(), b.c, vb, vb, comm.Max); err != nil {
+		panic(err)
+	}
+	return time.Duration(v[0])
+}
+
+func size(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

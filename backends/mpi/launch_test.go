@@ -1,0 +1,105 @@
+//go:build mpi
+
+package mpi_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xpu-go/xpu/backends/mpi"
+)
+
+// launcher is an mpirun matching the MPI library this binary is linked
+// with, and the arguments it needs on one machine.
+type launcher struct {
+	path string
+	args func(np int) []string
+}
+
+// findLauncher looks for the mpirun of the linked MPI library (an Open MPI
+// binary must be launched by Open MPI's mpirun, an MPICH one by Hydra).
+func findLauncher() (launcher, error) {
+	lib := mpi.LibraryVersion()
+	var names []string
+	var marker string
+	var args func(np int) []string
+	switch {
+	case strings.Contains(lib, "Open MPI"):
+		names = []string{"mpirun.openmpi", "mpiexec.openmpi", "mpirun", "mpiexec"}
+		marker = "Open MPI"
+		args = func(np int) []string {
+			// --oversubscribe: more ranks than cores; --tag-output: each line
+			// names its rank; -x: pass the thread level on.
+			return []string{"--allow-run-as-root", "--oversubscribe", "--tag-output", "-x", envLevel, "-np", fmt.Sprint(np)}
+		}
+	case strings.Contains(lib, "MPICH"):
+		names = []string{"mpirun.mpich", "mpiexec.mpich", "mpiexec.hydra", "mpirun", "mpiexec"}
+		marker = "HYDRA"
+		args = func(np int) []string { return []string{"-prepend-rank", "-np", fmt.Sprint(np)} }
+	default:
+		return launcher{}, fmt.Errorf("unknown MPI library %q: no known launcher", lib)
+	}
+	for _, n := range names {
+		p, err := exec.LookPath(n)
+		if err != nil {
+			continue
+		}
+		out, _ := exec.Command(p, "--version").CombinedOutput()
+		if strings.Contains(string(out), marker) {
+			return launcher{path: p, args: args}, nil
+		}
+	}
+	return launcher{}, fmt.Errorf("no launcher of %s found in PATH (tried %s): install it (scripts/setup-mpi.sh)",
+		strings.SplitN(lib, ",", 2)[0], strings.Join(names, ", "))
+}
+
+// TestRanks runs this test binary as every rank of MPI jobs of 1 to 4
+// processes (and of 2 and 3 at the serialized thread level), each running
+// the TestSPMD tests, and fails with every rank's output when a rank
+// fails.
+func TestRanks(t *testing.T) {
+	if world != nil {
+		t.Skip("running as a rank: the launcher test runs outside mpirun")
+	}
+	l, err := findLauncher()
+	if err != nil {
+		t.Skip(err.Error())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("finding the test binary: %v", err)
+	}
+	jobs := []struct {
+		np    int
+		level string
+	}{{1, "multiple"}, {2, "multiple"}, {3, "multiple"}, {4, "multiple"}, {2, "serialized"}, {3, "serialized"}}
+	if testing.Short() {
+		jobs = jobs[1:2]
+	}
+	for _, j := range jobs {
+		t.Run(fmt.Sprintf("np=%d/%s", j.np, j.level), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			args := append(l.args(j.np), exe, "-test.run=^TestSPMD", "-test.timeout=3m", "-test.count=1")
+			cmd := exec.CommandContext(ctx, l.path, args...)
+			cmd.Env = append(os.Environ(), envLevel+"="+j.level)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			start := time.Now()
+			err := cmd.Run()
+			if err != nil {
+				t.Fatalf("%s %s: %v after %v; the ranks' output:\n%s", l.path, strings.Join(args, " "), err, time.Since(start).Round(time.Millisecond), out.String())
+			}
+			if !strings.Contains(out.String(), "PASS") {
+				t.Fatalf("no rank reported PASS; output:\n%s", out.String())
+			}
+			t.Logf("%d ranks passed in %v", j.np, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}

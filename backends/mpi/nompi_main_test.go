@@ -1,0 +1,7 @@
+//go:build !mpi
+
+package mpi_test
+
+import "testing"
+
+func testMain(m *testing.M) { verify(m) }
