@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench conformance setup refs refs-mpi xpu
+.PHONY: all demo test vet bench bench-mpi conformance setup refs refs-mpi xpu
 
 all: test
 
@@ -59,3 +59,11 @@ refs-mpi: setup
 
 bench: xpu refs refs-mpi
 	./bin/xpu bench --ref $(BENCHDIR)
+
+# The MPI backend against the same operations in C on the same MPI, in one
+# mpirun (docs/results/mpi.md).
+bench-mpi: setup
+	@bash scripts/setup-mpi.sh
+	@mkdir -p $(BENCHDIR)
+	$(GO) build -tags mpi -o $(BENCHDIR)/mpibench ./backends/mpi/internal/mpibench
+	mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core $(BENCHDIR)/mpibench

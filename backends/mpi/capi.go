@@ -89,7 +89,6 @@ typedef struct { MPI_Request req; int rc, flag; xpu_status st; } xpu_test_t;
 // ---- environment ----
 
 static int xpu_initialized(void) { int f = 0; MPI_Initialized(&f); return f; }
-static int xpu_finalized(void) { int f = 0; MPI_Finalized(&f); return f; }
 
 static int xpu_init(int required, int *provided) {
 	int rc = MPI_Init_thread(NULL, NULL, required, provided);
@@ -164,7 +163,6 @@ static int xpu_error_class(int code) { int c = code; MPI_Error_class(code, &c); 
 // ---- communicators ----
 
 static MPI_Comm xpu_world(void) { return MPI_COMM_WORLD; }
-static MPI_Comm xpu_comm_null(void) { return MPI_COMM_NULL; }
 static int xpu_is_null(MPI_Comm c) { return c == MPI_COMM_NULL; }
 static int xpu_undefined(void) { return MPI_UNDEFINED; }
 
@@ -215,12 +213,6 @@ static xpu_start xpu_isend(void *buf, int n, int dest, int tag, MPI_Comm c) {
 	return o;
 }
 
-static xpu_start xpu_irecv(void *buf, int n, int src, int tag, MPI_Comm c) {
-	xpu_start o;
-	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Irecv(buf, n, MPI_BYTE, src, tag, c, &o.req);
-	return o;
-}
 
 // xpu_test tests r once. A request that fails completes (MPI frees it).
 static xpu_test_t xpu_test(MPI_Request r) {
@@ -453,7 +445,6 @@ const (
 // ---- environment ----
 
 func cInitialized() bool { return C.xpu_initialized() != 0 }
-func cFinalized() bool   { return C.xpu_finalized() != 0 }
 
 // cInit initialises MPI asking for level and returns the level provided.
 func cInit(level ThreadLevel) (ThreadLevel, int) {
@@ -484,7 +475,6 @@ func cErrorClass(code int) int { return int(C.xpu_error_class(C.int(code))) }
 // ---- communicators ----
 
 func cWorld() handle              { return C.xpu_world() }
-func cCommNull() handle           { return C.xpu_comm_null() }
 func cIsNull(c handle) bool       { return C.xpu_is_null(c) != 0 }
 func cUndefined() int             { return int(C.xpu_undefined()) }
 func cRank(c handle) int          { return int(C.xpu_rank(c)) }
@@ -517,11 +507,6 @@ func cSend(p unsafe.Pointer, n, dest, tag int, c handle) int {
 
 func cIsend(p unsafe.Pointer, n, dest, tag int, c handle) (request, int) {
 	o := C.xpu_isend(p, C.int(n), C.int(dest), C.int(tag), c)
-	return o.req, int(o.rc)
-}
-
-func cIrecv(p unsafe.Pointer, n, src, tag int, c handle) (request, int) {
-	o := C.xpu_irecv(p, C.int(n), C.int(src), C.int(tag), c)
 	return o.req, int(o.rc)
 }
 

@@ -336,7 +336,7 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 // reused. With a context that can never end (context.Background) it is
 // one MPI_Send. Otherwise the message is copied first and sent with
 // MPI_Isend while ctx is watched: on ctx done the send is canceled where
-// MPI can (MPICH; Open MPI cannot cancel sends), and ctx.Err() is
+// MPI can (Open MPI never cancels a send, nor MPICH over UCX), and ctx.Err() is
 // returned; a send MPI could not cancel stays in flight from the copy and
 // may still be delivered.
 func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
@@ -392,10 +392,11 @@ func (c *Comm) send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 }
 
 // Recv receives into buf from source (or comm.AnySource) with tag (or
-// comm.AnyTag). With a context that can never end it is one MPI_Recv;
-// otherwise an MPI_Irecv watched with ctx, canceled on ctx done. A
-// message longer than buf fails with an error matching comm.ErrTruncated;
-// the status then says how many bytes were delivered.
+// comm.AnyTag). With a context that can never end it is MPI_Mprobe and
+// MPI_Mrecv, in one cgo call; otherwise a receive request (Irecv) watched
+// with ctx and withdrawn on ctx done if no message has matched it. A
+// message longer than buf fails with an error matching comm.ErrTruncated,
+// its first len(buf) bytes delivered (Status.Count).
 func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
 	// The fast path, one cgo call: a context that cannot end, a user tag
 	// or AnyTag, a rank, host memory.

@@ -76,19 +76,20 @@
 // Send, Recv and the collectives take a context. When ctx can never end
 // (ctx.Done() == nil: context.Background) and calls are not serialised, they
 // are the blocking MPI calls themselves on the caller's memory (MPI_Send,
-// MPI_Allreduce, …): the fastest path, within a cgo call of the C
-// figures. Otherwise they start the nonblocking form (MPI_Isend,
+// MPI_Allreduce, …; MPI_Mprobe and MPI_Mrecv for a receive, see Receives),
+// one cgo call each: the fastest path. Otherwise they start the nonblocking form (MPI_Isend,
 // MPI_Iallreduce, …) and poll it with MPI_Test — a short spin, then
 // yielding, then sleeping up to half a millisecond — so a deadline or
 // cancellation is seen promptly and nothing sits in MPI_Wait with no way
 // out. On ctx done:
 //
-//   - a receive is canceled (MPI_Cancel) and ctx.Err() returned, unless a
-//     message matched it first, which is then returned;
-//   - a send is canceled where MPI can (MPICH); Open MPI never cancels a
-//     send, so it stays in flight and may still be delivered. It was
-//     started from a private copy of the buffer, taken at the call, so the
-//     caller's buffer is free when Send returns;
+//   - a receive no message has matched yet is withdrawn and ctx.Err()
+//     returned; one matched first completes and is returned;
+//   - a send is canceled where MPI can; Open MPI (ob1) never cancels a
+//     send and MPICH over UCX does not either, so it stays in flight and
+//     may still be delivered. It was started from a private copy of the
+//     buffer, taken at the call, so the caller's buffer is free when Send
+//     returns;
 //   - a collective cannot be canceled in MPI: it was started on private
 //     copies of the buffers, is left to complete in the background as the
 //     other ranks join it, and still counts as called (do not call it
@@ -100,9 +101,34 @@
 //
 // Requests (Isend, Irecv) work on the caller's memory; Go memory is pinned
 // (runtime.Pinner) until they complete, memory outside the Go heap needs
-// nothing. Their Wait polls like the watched calls. Their Cancel is
-// MPI_Cancel: it cancels a receive no message has matched; a send it
-// cannot cancel (Open MPI) completes when its receiver takes it.
+// nothing. Their Wait polls like the watched calls.
+//
+// # Receives
+//
+// Every receive learns the length of its message before taking it: a
+// blocking one with MPI_Mprobe and MPI_Mrecv (one cgo call), a request with
+// MPI_Improbe and MPI_Imrecv. A message longer than the buffer is received
+// into memory of its own length and its first len(buffer) bytes delivered,
+// with an error matching comm.ErrTruncated and Status.Count = len(buffer).
+// Posting the caller's buffer directly is not safe: Open MPI 4.1 writes a
+// truncated message that went by rendezvous (above its eager limit, 4 KiB
+// over shared memory) past the end of the buffer, or crashes over TCP. The
+// probe costs about 80 ns per message (measured in C as well).
+//
+// Receive requests not yet matched wait in a queue of the process, in the
+// order they were started, and are matched in that order, each message to
+// the earliest waiting receive it fits, so MPI's matching rules hold
+// (non-overtaking, wildcards, reserved tags apart). Matching runs whenever
+// a goroutine tests or waits on a request or waits in a watched call;
+// while any receive waits to be matched, no call blocks inside MPI (the
+// blocking paths become watched ones), since MPI's own progress would not
+// match it. A started receive that nothing waits for is therefore matched
+// only once something waits. Cancel of a receive not yet matched takes it
+// out of the queue (Wait returns comm.ErrCanceled); a matched one
+// completes normally. Cancel of a send is MPI_Cancel: a send it cannot
+// cancel (see above) completes when its receiver takes it.
+//
+// # Memory
 //
 // Blocks must be host-accessible (memory of the cpu backend, Go memory from
 // memspace.FromSlice, pinned host memory of a GPU backend). Device memory
@@ -116,9 +142,8 @@
 // never as an abort. An error of MPI is an *Error (code, class and MPI's
 // own message, MPI_Error_string) inside an *xerr.Error naming the
 // operation, and matches the sentinel of its class: comm.ErrTruncated for
-// MPI_ERR_TRUNCATE (Open MPI delivers the first len(buffer) bytes and
-// Status.Count says so; MPICH over UCX delivers nothing and the count is
-// 0), comm.ErrInvalidArgument for bad ranks, tags, counts, types, ops or
+// MPI_ERR_TRUNCATE (receives detect truncation themselves, see Receives),
+// comm.ErrInvalidArgument for bad ranks, tags, counts, types, ops or
 // roots. Bad arguments are refused before MPI sees them.
 //
 // # Failures

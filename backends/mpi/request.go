@@ -316,10 +316,10 @@ func (r *req) wait(ctx context.Context, wrap bool) (comm.Status, error) {
 
 // Cancel cancels the request if it can. A receive no message has matched
 // leaves the queue and its Wait returns comm.ErrCanceled; a matched one
-// completes normally. A send is canceled with MPI_Cancel: Open MPI never
-// cancels a send, so its Wait returns when the receiver has taken the
-// message (MPICH cancels sends that have not left). A request that has
-// completed is left as it is.
+// completes normally. A send is canceled with MPI_Cancel, which MPI may
+// refuse: Open MPI never cancels a send, nor does MPICH over UCX, and its
+// Wait then returns when the receiver has taken the message. A request that
+// has completed is left as it is.
 func (r *req) Cancel() error {
 	if !r.send {
 		r.cancelRecv(false)

@@ -1,16 +1,20 @@
 // Command mpibench measures the MPI backend's point-to-point and
-// collective operations, run as every rank of an MPI job:
+// collective operations against the same operations written in C, run as
+// every rank of an MPI job:
 //
 //	go build -tags mpi -o mpibench ./backends/mpi/internal/mpibench
 //	mpirun -np 2 ./mpibench
 //
-// Rank 0 prints one line per measurement, "<name> <median> <unit>", the
-// same lines as the C reference internal/bench/ref/mpi_bench.c prints for
-// the same operations written against the same MPI, so that the two can be
-// compared within one machine and launch. Each figure is the median over
-// -reps repetitions of a loop timed to last at least -min; latencies are
-// per operation (half a round trip for the ping-pong), the slowest rank's
-// for collectives.
+// For each operation rank 0 prints three lines: "<name> <median> us" for the
+// Go API (the name as the standalone C reference
+// internal/bench/ref/mpi_bench.c prints it), "ref/<name> <median> us" for
+// the C loop run in the same job on the same buffers, alternating with the
+// Go repetitions, and "ratio/<name> <median> x", the median of the
+// repetitions' Go/C ratios. Each figure is the median over -reps
+// repetitions of a loop calibrated to last -min; latencies are per
+// operation (half a round trip for the ping-pong), the slowest rank's for
+// collectives. -ctx deadline measures the watched path (nonblocking calls
+// polled with a context); -threads serialized the serialised thread level.
 //
 // Built without the mpi tag the command only says so.
 package main

@@ -22,6 +22,7 @@ func main() {
 	threads := flag.String("threads", "multiple", "thread level: multiple or serialized")
 	ctxKind := flag.String("ctx", "background", "context of every call: background (direct MPI calls) or deadline (watched nonblocking calls)")
 	only := flag.String("only", "", "run only the measurements whose name contains this")
+	ref := flag.Bool("ref", true, "also time the C reference loops in process, alternating with the Go repetitions")
 	flag.Parse()
 	o := mpi.Options{ThreadLevel: mpi.ThreadMultiple}
 	if *threads == "serialized" {
@@ -32,7 +33,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mpibench:", err)
 		os.Exit(1)
 	}
-	b := &bench{c: c, reps: *reps, min: *minDur, ctx: context.Background(), only: *only}
+	b := &bench{c: c, reps: *reps, min: *minDur, ctx: context.Background(), only: *only, ref: *ref}
 	if *ctxKind == "deadline" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
@@ -55,30 +56,31 @@ type bench struct {
 	min  time.Duration
 	ctx  context.Context
 	only string
+	ref  bool
 }
 
 func (b *bench) run() error {
 	const KiB, MiB = 1 << 10, 1 << 20
-	if b.c.Size() >= 2 {
-		for _, n := range []int{8, 4 * MiB} {
-			if err := b.measure("pingpong", n, b.pingpong(n)); err != nil {
+	type fns = func(n int) (func(int) error, func(int))
+	cases := []struct {
+		op    string
+		sizes []int
+		make  fns
+	}{
+		{"pingpong", []int{8, 4 * MiB}, b.pingpong},
+		{"allreduce", []int{8, 64 * KiB, 64 * MiB}, b.allreduce},
+		{"bcast", []int{8, 64 * KiB, 4 * MiB}, b.bcast},
+		{"alltoall", []int{8, 64 * KiB}, b.alltoall},
+	}
+	for _, cs := range cases {
+		if cs.op == "pingpong" && b.c.Size() < 2 {
+			continue
+		}
+		for _, n := range cs.sizes {
+			f, ref := cs.make(n)
+			if err := b.measure(cs.op, n, f, ref); err != nil {
 				return err
 			}
-		}
-	}
-	for _, n := range []int{8, 64 * KiB, 64 * MiB} {
-		if err := b.measure("allreduce", n, b.allreduce(n)); err != nil {
-			return err
-		}
-	}
-	for _, n := range []int{8, 64 * KiB, 4 * MiB} {
-		if err := b.measure("bcast", n, b.bcast(n)); err != nil {
-			return err
-		}
-	}
-	for _, n := range []int{8, 64 * KiB} {
-		if err := b.measure("alltoall", n, b.alltoall(n)); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -95,8 +97,9 @@ func hostBuf[T any](n int) (memspace.Block, []T) {
 
 // pingpong: rank 0 sends n bytes to rank 1, which sends them back; one
 // iteration is a round trip, reported halved (ranks above 1 idle).
-func (b *bench) pingpong(n int) func(iters int) error {
+func (b *bench) pingpong(n int) (func(iters int) error, func(iters int)) {
 	blk, _ := hostBuf[byte](n)
+	ref := func(iters int) { refPingpong(blk.HostPointer(), n, iters, b.c.Rank()) }
 	return func(iters int) error {
 		switch b.c.Rank() {
 		case 0:
@@ -119,13 +122,14 @@ func (b *bench) pingpong(n int) func(iters int) error {
 			}
 		}
 		return nil
-	}
+	}, ref
 }
 
 // allreduce: a sum of n/8 float64.
-func (b *bench) allreduce(n int) func(iters int) error {
+func (b *bench) allreduce(n int) (func(iters int) error, func(iters int)) {
 	sb, _ := hostBuf[float64](n / 8)
 	rb, _ := hostBuf[float64](n / 8)
+	ref := func(iters int) { refAllreduce(sb.HostPointer(), rb.HostPointer(), n/8, iters) }
 	return func(iters int) error {
 		for range iters {
 			if err := comm.AllreduceBlock(b.ctx, b.c, sb, rb, comm.Float64, comm.Sum); err != nil {
@@ -133,12 +137,13 @@ func (b *bench) allreduce(n int) func(iters int) error {
 			}
 		}
 		return nil
-	}
+	}, ref
 }
 
 // bcast: n bytes from rank 0.
-func (b *bench) bcast(n int) func(iters int) error {
+func (b *bench) bcast(n int) (func(iters int) error, func(iters int)) {
 	blk, _ := hostBuf[byte](n)
+	ref := func(iters int) { refBcast(blk.HostPointer(), n, iters) }
 	return func(iters int) error {
 		for range iters {
 			if err := comm.BcastBlock(b.ctx, b.c, blk, 0); err != nil {
@@ -146,14 +151,15 @@ func (b *bench) bcast(n int) func(iters int) error {
 			}
 		}
 		return nil
-	}
+	}, ref
 }
 
 // alltoall: n bytes to every rank.
-func (b *bench) alltoall(n int) func(iters int) error {
+func (b *bench) alltoall(n int) (func(iters int) error, func(iters int)) {
 	p := b.c.Size()
 	sb, _ := hostBuf[byte](n * p)
 	rb, _ := hostBuf[byte](n * p)
+	ref := func(iters int) { refAlltoall(sb.HostPointer(), rb.HostPointer(), n, iters) }
 	return func(iters int) error {
 		for range iters {
 			if err := comm.AlltoallBlock(b.ctx, b.c, sb, rb); err != nil {
@@ -161,13 +167,16 @@ func (b *bench) alltoall(n int) func(iters int) error {
 			}
 		}
 		return nil
-	}
+	}, ref
 }
 
-// measure times f: it calibrates the iteration count on rank 0 (shared
-// with every rank), then runs reps repetitions, each started by a barrier
-// and timed on every rank; a repetition's time is the slowest rank's.
-func (b *bench) measure(op string, n int, f func(iters int) error) error {
+// measure times f, the Go operation, and ref, the same in C: it
+// calibrates the iteration count on rank 0 (shared with every rank), then
+// runs reps repetitions of each, alternating, each started by a barrier
+// and timed on every rank; a repetition's time is the slowest rank's. It
+// prints the medians and the median of the repetitions' ratios (Go/C), which
+// pairs each Go repetition with the C one next to it.
+func (b *bench) measure(op string, n int, f func(iters int) error, ref func(iters int)) error {
 	name := fmt.Sprintf("mpi/%s/%s", op, size(n))
 	if b.only != "" && !strings.Contains(name, b.only) {
 		return nil
@@ -196,7 +205,14 @@ func (b *bench) measure(op string, n int, f func(iters int) error) error {
 		return err
 	}
 	iters = int(cnt[0])
-	times := make([]float64, 0, b.reps)
+	per := func(d time.Duration) float64 {
+		v := float64(d.Nanoseconds()) / float64(iters)
+		if op == "pingpong" {
+			v /= 2
+		}
+		return v
+	}
+	var goT, cT, ratio []float64
 	for range b.reps {
 		if err := comm.Barrier(ctx, b.c); err != nil {
 			return err
@@ -205,19 +221,33 @@ func (b *bench) measure(op string, n int, f func(iters int) error) error {
 		if err := f(iters); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		d := b.slowest(time.Since(t0))
-		per := float64(d.Nanoseconds()) / float64(iters)
-		if op == "pingpong" {
-			per /= 2
+		g := per(b.slowest(time.Since(t0)))
+		goT = append(goT, g)
+		if !b.ref {
+			continue
 		}
-		times = append(times, per)
+		if err := comm.Barrier(ctx, b.c); err != nil {
+			return err
+		}
+		t0 = time.Now()
+		ref(iters)
+		r := per(b.slowest(time.Since(t0)))
+		cT = append(cT, r)
+		ratio = append(ratio, g/r)
 	}
-	slices.Sort(times)
-	med := times[len(times)/2]
 	if b.c.Rank() == 0 {
-		fmt.Printf("%s %.3f us\n", name, med/1e3)
+		fmt.Printf("%s %.3f us\n", name, median(goT)/1e3)
+		if b.ref {
+			fmt.Printf("ref/%s %.3f us\n", name, median(cT)/1e3)
+			fmt.Printf("ratio/%s %.3f x\n", name, median(ratio))
+		}
 	}
 	return nil
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // slowest returns the largest d over the ranks.
