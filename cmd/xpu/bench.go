@@ -105,6 +105,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := flag.CommandLine.Set("test.benchtime", benchtime.String()); err != nil {
 		return err
 	}
+	progress := io.Discard
+	if isTerminal(stderr) {
+		progress = stderr
+	}
 	results := map[string]*benchRow{}
 	for i, c := range selected {
 		row := &benchRow{Name: c.Name, Doc: c.Doc, Unit: c.Unit}
@@ -112,7 +116,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			fmt.Fprintf(stderr, "\r[%d/%d] %-32s run %d/%d", i+1, len(selected), c.Name, r+1, *count)
+			fmt.Fprintf(progress, "\r[%d/%d] %-32s run %d/%d", i+1, len(selected), c.Name, r+1, *count)
 			res := testing.Benchmark(c.Run)
 			if res.N == 0 {
 				fmt.Fprintln(stderr)
@@ -123,7 +127,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		row.Median = median(row.Runs)
 		results[c.Name] = row
 	}
-	fmt.Fprintf(stderr, "\r%-60s\r", "")
+	fmt.Fprintf(progress, "\r%-60s\r", "")
 
 	var rows []*benchRow
 	for _, c := range selected {
@@ -182,7 +186,19 @@ func selectCases(cases []bench.Case, re *regexp.Regexp, short bool) []bench.Case
 }
 
 func isLarge(name string) bool {
-	return strings.Contains(name, "256MiB") || strings.Contains(name, "64MiB") || strings.HasPrefix(name, "tcp.")
+	return strings.Contains(name, "256MiB") || strings.Contains(name, "64MiB") ||
+		strings.HasPrefix(name, "tcp.") || strings.HasPrefix(name, "rawtcp.")
+}
+
+// isTerminal reports whether w is a terminal, where progress lines that
+// rewrite themselves make sense.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func isBaselineOfSelected(name string, selected []bench.Case, re *regexp.Regexp) bool {
