@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
@@ -33,6 +34,9 @@ type Comm struct {
 	unexp     map[int]*queue // unexpected messages by source
 	arrivals  queue          // every unexpected message, in arrival order
 	selfHeld  int            // bytes of eager messages to itself held
+
+	// parked counts goroutines blocked in Wait without reading a link.
+	parked atomic.Int32
 
 	coll collState
 
@@ -112,7 +116,7 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 }
 
 func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
-	r := &request{c: c, kind: kindSend, peer: dest, tag: tag, buf: data}
+	r := &request{c: c, kind: kindSend, peer: dest, other: dest, tag: tag, buf: data}
 	if dest == c.rank {
 		return c.sendSelf(r)
 	}
@@ -193,6 +197,7 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 
 // irecv starts the receive r (kind, peer, tag, buf and red set).
 func (c *Comm) irecv(r *request) (*request, error) {
+	r.other = r.peer
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -355,6 +360,7 @@ func (c *Comm) shutdown() {
 	for _, l := range links {
 		if l != nil {
 			l.bye()
+			l.wakeReader() // to read the peer's goodbye
 		}
 	}
 	deadline := time.NewTimer(c.cfg.CloseTimeout)
@@ -374,6 +380,7 @@ func (c *Comm) shutdown() {
 		if l != nil {
 			l.fail(errPeerClosed)
 			l.wg.Wait()
+			l.rwg.Wait()
 		}
 	}
 	c.bg.Wait()

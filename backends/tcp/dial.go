@@ -45,11 +45,11 @@ func Dial(ctx context.Context, cfg Config) (*Comm, error) {
 
 // setup is the state of a Dial in progress.
 type setup struct {
-	mu       sync.Mutex
-	nlinks   int
-	linksUp  chan struct{} // closed when every link is up
-	store    *storeServer  // rank 0 only
-	fatal    chan error    // first fatal error
+	mu      sync.Mutex
+	nlinks  int
+	linksUp chan struct{} // closed when every link is up
+	store   *storeServer  // rank 0 only
+	fatal   chan error    // first fatal error
 }
 
 func (s *setup) fail(err error) {

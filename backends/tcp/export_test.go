@@ -14,3 +14,7 @@ func SetWindow(w int) (restore func()) {
 	ringWindow = w
 	return func() { ringWindow = old }
 }
+
+// DirectReads returns how many times a goroutine waiting for a receive
+// from peer took the read role of c's link to peer.
+func DirectReads(c *Comm, peer int) int64 { return c.links[peer].rTaken.Load() }

@@ -64,6 +64,7 @@ type link struct {
 	nextID   uint64
 	outbound map[uint64]*request // rendezvous sends waiting for clear-to-send
 	iov      [][]byte            // scratch of the goroutine writing
+	wbuf     []byte              // its buffer for small writes
 	chdr     [headerSize]byte    // scratch header of the data chunk written
 	wake     chan struct{}
 
@@ -75,6 +76,26 @@ type link struct {
 	inDown    error
 	stage     []byte         // reader's staging buffer for reductions
 	stageBlk  memspace.Block // its block
+
+	// The read role (readrole.go), guarded by rmu: who reads the socket,
+	// whether a waiter asked for it, whether a kick (a read deadline in
+	// the past) is set, whether the read side has ended (rDead) or must
+	// end (rClosed). rWantFlag mirrors rWant for the holder's checks;
+	// atBoundary is set by the holder while it waits for a frame header.
+	rmu        sync.Mutex
+	rOwner     int
+	rWant      bool
+	rKicked    bool
+	rDead      bool
+	rClosed    bool
+	rDeep      bool   // the reader goroutine sleeps past maxIdleCheck
+	rReleases  uint64 // releases of the role by waiters
+	rWantFlag  atomic.Bool
+	atBoundary atomic.Bool
+	rGrant     chan struct{}  // the role, handed to the waiter that asked
+	rWake      chan struct{}  // wakes the reader goroutine
+	rwg        sync.WaitGroup // waiters holding the role
+	rTaken     atomic.Int64   // times a waiter took the role
 
 	// Guarded by c.mu: eager bytes received and not given back yet, the
 	// part consumed but not yet returned, announcements held.
@@ -94,6 +115,8 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 		inbound:  map[uint64]*request{},
 		wake:     make(chan struct{}, 1),
 		downCh:   make(chan struct{}),
+		rGrant:   make(chan struct{}, 1),
+		rWake:    make(chan struct{}, 1),
 	}
 	if l.peerEager > l.peerBudget {
 		l.peerEager = l.peerBudget
@@ -112,15 +135,27 @@ func (l *link) start() {
 	go l.writeLoop()
 }
 
-// liveReader records when bytes last arrived.
+// liveReader records when bytes last arrived, and absorbs a kick (a read
+// deadline set to interrupt the holder of the read role) that lands in the
+// middle of a frame: the frame is finished, and the holder yields at the
+// next boundary.
 type liveReader struct{ l *link }
 
 func (r liveReader) Read(p []byte) (int, error) {
-	n, err := r.l.conn.Read(p)
-	if n > 0 {
-		r.l.lastRecv.Store(r.l.c.now())
+	l := r.l
+	for {
+		n, err := l.conn.Read(p)
+		if n > 0 {
+			l.lastRecv.Store(l.c.now())
+		}
+		if n == 0 && err != nil && isKicked(err) && !l.atBoundary.Load() {
+			l.rmu.Lock()
+			l.unkickLocked()
+			l.rmu.Unlock()
+			continue
+		}
+		return n, err
 	}
-	return n, err
 }
 
 func (l *link) kick() {
@@ -154,6 +189,7 @@ func (l *link) fail(cause error) {
 		}
 		_ = l.conn.Close()
 		l.kick()
+		l.closeRead()
 		close(l.downCh)
 		l.c.peerDown(l.peer, err)
 		if l.c.cfg.Logf != nil && !errors.Is(cause, errPeerClosed) && !l.c.isClosed() {
@@ -292,12 +328,35 @@ func (l *link) write(batch []*outFrame, chunk *request, off, n int, bye bool) er
 		frame{typ: frameBye}.encode(byeHdr[:])
 		iov = append(iov, byeHdr[:])
 	}
-	bufs := net.Buffers(iov)
-	_, err := bufs.WriteTo(l.conn)
+	var err error
+	if total := iovLen(iov); total <= smallWrite {
+		// One copy and a plain write cost less than a writev here.
+		buf := l.wbuf[:0]
+		for _, b := range iov {
+			buf = append(buf, b...)
+		}
+		l.wbuf = buf
+		_, err = l.conn.Write(buf)
+	} else {
+		bufs := net.Buffers(iov)
+		_, err = bufs.WriteTo(l.conn)
+	}
 	clear(iov)
 	l.iov = iov[:0]
 	l.lastSend.Store(l.c.now())
 	return err
+}
+
+// smallWrite is the largest write gathered into one buffer rather than
+// written with writev.
+const smallWrite = 4 << 10
+
+func iovLen(iov [][]byte) int {
+	n := 0
+	for _, b := range iov {
+		n += len(b)
+	}
+	return n
 }
 
 // writeLoop flushes the queue whenever woken, and sends a heartbeat when
@@ -468,63 +527,6 @@ func (l *link) registerInbound(r *request) (uint64, error) {
 	l.nextToken++
 	l.inbound[l.nextToken] = r
 	return l.nextToken, nil
-}
-
-func (l *link) readLoop() {
-	defer l.wg.Done()
-	err := l.readFrames()
-	l.fail(err)
-	e := l.downErr
-	if l.c.isClosed() {
-		e = l.c.closedErr()
-	}
-	l.inMu.Lock()
-	in := l.inbound
-	l.inbound = nil
-	l.inDown = e
-	l.inMu.Unlock()
-	for _, r := range in {
-		r.complete(comm.Status{}, e)
-	}
-}
-
-// readFrames handles the peer's frames until the connection ends, the peer
-// says goodbye (errPeerClosed) or breaks the protocol.
-func (l *link) readFrames() error {
-	var hdr [headerSize]byte
-	for {
-		if _, err := io.ReadFull(l.br, hdr[:]); err != nil {
-			return err
-		}
-		f, err := decodeFrame(hdr[:], l.c.lim)
-		if err != nil {
-			return err
-		}
-		switch f.typ {
-		case frameEager:
-			err = l.onEager(int(f.tag), int(f.a))
-		case frameRTS:
-			err = l.onRTS(int(f.tag), int(f.a), f.b)
-		case frameCTS:
-			err = l.onCTS(int(f.a), f.b, f.c)
-		case frameData:
-			err = l.onData(int(f.a), f.b, int(f.c))
-		case frameCancel:
-			l.onCancel(f.b)
-		case frameCanceled:
-			err = l.onCanceled(f.b)
-		case frameCredit:
-			err = l.onCredit(int(f.a))
-		case frameHeartbeat:
-		case frameAbort:
-			l.c.abortColl(f.a, l.peer, nil)
-		case frameBye:
-			return errPeerClosed
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 func protoErr(format string, args ...any) error {

@@ -72,6 +72,13 @@ type request struct {
 	cancelReq bool
 	via       *link
 
+	// other is the rank a request involves, set before it is shared: the
+	// source a receive was posted for (or comm.AnySource), the destination
+	// of a send. direct is the link whose read role a goroutine waiting
+	// for the request holds (readrole.go).
+	other  int
+	direct atomic.Pointer[link]
+
 	done chan struct{}
 	fin  atomic.Bool
 	st   comm.Status
@@ -96,6 +103,14 @@ func (r *request) complete(st comm.Status, err error) bool {
 	}
 	r.st, r.err = st, err
 	close(r.done)
+	if l := r.direct.Load(); l != nil && l.atBoundary.Load() {
+		// The waiter reads the socket itself and may be blocked there.
+		l.rmu.Lock()
+		if l.rOwner == roleWaiter {
+			l.kickLocked()
+		}
+		l.rmu.Unlock()
+	}
 	return true
 }
 
@@ -112,6 +127,21 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if ctx == nil {
 		return comm.Status{}, opErr("wait", fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
 	}
+	if l := r.readsFrom(); l != nil && l.waitDirect(ctx, r) {
+		select {
+		case <-r.done:
+			return r.st, r.err
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return comm.Status{}, err
+		}
+		// The link went down: r completes with its error below.
+	}
+	c := r.c
+	c.parked.Add(1)
+	defer c.parked.Add(-1)
+	r.wakeReaders()
 	select {
 	case <-r.done:
 		return r.st, r.err
@@ -131,7 +161,38 @@ func (r *request) Test() (comm.Status, bool, error) {
 	case <-r.done:
 		return r.st, true, r.err
 	default:
+		r.wakeReaders()
 		return comm.Status{}, false, nil
+	}
+}
+
+// readsFrom returns the link a goroutine waiting for r may read itself: a
+// receive posted for one other rank.
+func (r *request) readsFrom() *link {
+	if r.kind != kindRecv || r.other == comm.AnySource || r.other == r.c.rank {
+		return nil
+	}
+	return r.c.links[r.other]
+}
+
+// wakeReaders makes sure the links r needs are read while its owner waits
+// without reading: the source's link for a receive (every link for
+// AnySource), the destination's for a send (its clear-to-send).
+func (r *request) wakeReaders() {
+	c := r.c
+	switch {
+	case r.kind == kindRecv && r.other == comm.AnySource:
+		for _, l := range c.links {
+			if l != nil {
+				l.wakeReader()
+			}
+		}
+	case r.kind == kindRecv, r.kind == kindSend:
+		if r.other != c.rank {
+			if l := c.links[r.other]; l != nil {
+				l.wakeReader()
+			}
+		}
 	}
 }
 

@@ -1,0 +1,362 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/xpu-go/xpu/comm"
+)
+
+// The read role. Exactly one goroutine at a time reads a link's socket and
+// runs the frame handlers: the role's holder. Most of the time that is the
+// link's reader goroutine, but a goroutine that waits for a receive from
+// this peer takes the role and reads the socket itself, so the message it
+// waits for is read by the goroutine that wants it: a goroutine that reads
+// its own socket is woken straight by the network poller, where a handoff
+// from a reader goroutine costs one more wake-up per message, which on
+// loopback is most of the latency (ADR 10).
+//
+// The waiter gets the role at once when it is free, or by asking the reader
+// goroutine to yield: a read deadline in the past interrupts its blocked
+// read, and it hands the role over at the next frame boundary. When the
+// waiter's receive completes it frees the role without waking the reader
+// goroutine (a wake-up on every message would cost what the role saves).
+// The reader goroutine takes the free role back when asked for it (a
+// goroutine that blocks without reading, Test) and otherwise checks on its
+// own, at least every maxIdleCheck (or is woken by a release after a long
+// wait): nothing the peer sends goes unread longer than that.
+const (
+	roleFree   = iota
+	roleReader // the link's reader goroutine
+	roleWaiter // a goroutine waiting for a receive
+)
+
+// Bounds of the reader goroutine's checks for a free role while a waiter
+// holds it: it starts at minIdleCheck and doubles up to maxIdleCheck while
+// it finds the role held.
+const (
+	minIdleCheck = 100 * time.Microsecond
+	maxIdleCheck = 2 * time.Millisecond
+	// maxDeepCheck bounds the checks while one waiter holds the role
+	// throughout (a long wait): its release wakes the reader goroutine.
+	maxDeepCheck = 100 * time.Millisecond
+)
+
+// kickLocked interrupts the holder's blocked read; rmu is held.
+func (l *link) kickLocked() {
+	if !l.rKicked {
+		l.rKicked = true
+		_ = l.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// unkickLocked clears the read deadline of a kick; rmu is held.
+func (l *link) unkickLocked() {
+	if l.rKicked {
+		l.rKicked = false
+		_ = l.conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// handOverLocked frees the role, or gives it to the waiter that asked for
+// it. rmu is held.
+func (l *link) handOverLocked() {
+	l.unkickLocked()
+	l.rOwner = roleFree
+	if l.rWant && !l.rDead && !l.rClosed {
+		l.rWant = false
+		l.rWantFlag.Store(false)
+		l.rOwner = roleWaiter
+		l.rwg.Add(1)
+		l.rGrant <- struct{}{}
+	}
+}
+
+// wakeReader asks the reader goroutine to take the role if it is free:
+// for a goroutine about to block on something this link must read.
+func (l *link) wakeReader() {
+	l.rmu.Lock()
+	free := l.rOwner == roleFree
+	l.rmu.Unlock()
+	if free {
+		select {
+		case l.rWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// isKicked reports whether err is a read deadline's: a kick.
+func isKicked(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// step reads and handles one frame. It returns yield when a kick
+// interrupted the read at a frame boundary, before any byte of the frame
+// was consumed, or when the receive r the caller waits for (nil for the
+// reader goroutine) has completed; a kick in the middle of a frame is
+// absorbed (liveReader) and the frame finished.
+func (l *link) step(r *request) (yield bool, err error) {
+	// A goroutine that completes r kicks the holder if it finds it at a
+	// boundary: with the check of r after the flag is set, either the
+	// holder sees r completed or the completer sees the flag.
+	l.atBoundary.Store(true)
+	if r != nil && r.fin.Load() {
+		l.atBoundary.Store(false)
+		return true, nil
+	}
+	hdr, err := l.br.Peek(headerSize)
+	l.atBoundary.Store(false)
+	if err != nil {
+		if isKicked(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	f, err := decodeFrame(hdr, l.c.lim)
+	if err != nil {
+		return false, err
+	}
+	if _, err := l.br.Discard(headerSize); err != nil {
+		return false, err
+	}
+	switch f.typ {
+	case frameEager:
+		err = l.onEager(int(f.tag), int(f.a))
+	case frameRTS:
+		err = l.onRTS(int(f.tag), int(f.a), f.b)
+	case frameCTS:
+		err = l.onCTS(int(f.a), f.b, f.c)
+	case frameData:
+		err = l.onData(int(f.a), f.b, int(f.c))
+	case frameCancel:
+		l.onCancel(f.b)
+	case frameCanceled:
+		err = l.onCanceled(f.b)
+	case frameCredit:
+		err = l.onCredit(int(f.a))
+	case frameHeartbeat:
+	case frameAbort:
+		l.c.abortColl(f.a, l.peer, nil)
+	case frameBye:
+		return false, errPeerClosed
+	}
+	return false, err
+}
+
+// readFailed ends the read side on err (the holder of the role saw it):
+// the link fails, and the rendezvous receives it was streaming fail too.
+// Only the first call has an effect.
+func (l *link) readFailed(err error) {
+	l.fail(err)
+	l.rmu.Lock()
+	if l.rDead {
+		l.rmu.Unlock()
+		return
+	}
+	l.rDead = true
+	l.rmu.Unlock()
+	e := l.downErr
+	if l.c.isClosed() {
+		e = l.c.closedErr()
+	}
+	l.inMu.Lock()
+	in := l.inbound
+	l.inbound = nil
+	l.inDown = e
+	l.inMu.Unlock()
+	for _, r := range in {
+		r.complete(comm.Status{}, e)
+	}
+}
+
+// readLoop is the reader goroutine: it holds the role whenever no waiter
+// does, and ends once the read side has failed.
+func (l *link) readLoop() {
+	defer l.wg.Done()
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
+	check := minIdleCheck
+	for {
+		l.rmu.Lock()
+		for l.rOwner != roleFree || l.rWant {
+			if l.rDead {
+				l.rmu.Unlock()
+				return
+			}
+			// While the role changes hands (a waiter releases it now and
+			// then) the checks stay within maxIdleCheck; while one waiter
+			// holds it throughout they back off further, and that
+			// waiter's release wakes this goroutine (rDeep).
+			seen := l.rReleases
+			l.rDeep = check > maxIdleCheck
+			l.rmu.Unlock()
+			idle.Reset(check)
+			woken := false
+			select {
+			case <-l.rWake:
+				woken = true
+			case <-idle.C:
+			}
+			idle.Stop()
+			l.rmu.Lock()
+			l.rDeep = false
+			switch {
+			case woken:
+				check = minIdleCheck
+			case l.rReleases == seen && l.rOwner == roleWaiter:
+				check = min(2*check, maxDeepCheck)
+			default:
+				check = min(2*check, maxIdleCheck)
+			}
+		}
+		if l.rDead {
+			l.rmu.Unlock()
+			return
+		}
+		l.rOwner = roleReader
+		l.rmu.Unlock()
+		check = minIdleCheck
+		for {
+			if l.rWantFlag.Load() {
+				break
+			}
+			yield, err := l.step(nil)
+			if err == nil && yield && l.closing() {
+				err = l.downErr
+			}
+			if err != nil {
+				l.readFailed(err)
+				l.rmu.Lock()
+				l.handOverLocked()
+				l.rmu.Unlock()
+				return
+			}
+			if yield {
+				// A kick for a waiter that has withdrawn: clear it.
+				l.rmu.Lock()
+				if !l.rWant {
+					l.unkickLocked()
+				}
+				l.rmu.Unlock()
+			}
+		}
+		l.rmu.Lock()
+		l.handOverLocked()
+		l.rmu.Unlock()
+	}
+}
+
+// closing reports whether the link has failed.
+func (l *link) closing() bool { return l.failed() != nil }
+
+// waitDirect waits for the receive r from this link's peer by taking the
+// read role and reading the socket itself. handled is false when the role
+// was not to be had (another waiter holds it, or the read side has ended):
+// the caller then waits as usual.
+func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
+	l.rmu.Lock()
+	if l.rDead || l.rClosed || l.rWant || l.rOwner == roleWaiter {
+		l.rmu.Unlock()
+		return false
+	}
+	if l.rOwner == roleFree {
+		l.rOwner = roleWaiter
+		l.rwg.Add(1)
+		l.rmu.Unlock()
+	} else {
+		l.rWant = true
+		l.rWantFlag.Store(true)
+		l.kickLocked()
+		l.rmu.Unlock()
+		select {
+		case <-l.rGrant:
+		case <-r.done:
+			if !l.withdraw() {
+				return true
+			}
+			l.release()
+			return true
+		case <-ctx.Done():
+			if !l.withdraw() {
+				return true
+			}
+			l.release()
+			return true
+		}
+	}
+	// The role is ours.
+	l.rTaken.Add(1)
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() {
+			l.rmu.Lock()
+			if l.rOwner == roleWaiter {
+				l.kickLocked()
+			}
+			l.rmu.Unlock()
+		})
+	}
+	r.direct.Store(l)
+	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
+		if _, err := l.step(r); err != nil {
+			l.readFailed(err)
+			break
+		}
+	}
+	r.direct.Store(nil)
+	if stop != nil {
+		stop()
+	}
+	l.release()
+	return true
+}
+
+// withdraw takes back a waiter's request for the role. It returns false
+// when the request was withdrawn before the grant, true when the role was
+// granted meanwhile (the caller then holds it and must release it).
+func (l *link) withdraw() (granted bool) {
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	if l.rWant {
+		l.rWant = false
+		l.rWantFlag.Store(false)
+		return false
+	}
+	<-l.rGrant
+	return true
+}
+
+// release frees the role held by a waiter. The reader goroutine is woken
+// only when a goroutine is blocked waiting without reading, or the link is
+// going down; otherwise it finds the role free at its next check.
+func (l *link) release() {
+	l.rmu.Lock()
+	l.rReleases++
+	l.handOverLocked()
+	free := l.rOwner == roleFree
+	wake := free && (l.rClosed || l.rDeep || l.c.parked.Load() > 0)
+	l.rmu.Unlock()
+	l.rwg.Done()
+	if wake {
+		select {
+		case l.rWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// closeRead stops waiters from taking the role and wakes the reader
+// goroutine to finish the read side: called once the link has failed and
+// its connection is closed.
+func (l *link) closeRead() {
+	l.rmu.Lock()
+	l.rClosed = true
+	l.kickLocked()
+	l.rmu.Unlock()
+	select {
+	case l.rWake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,226 @@
+package tcp_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// The tests of the read role: a goroutine waiting for a receive from one
+// peer reads that link's socket itself (readrole.go).
+
+func bytesBlock(p []byte) memspace.Block {
+	b, err := memspace.FromSlice(p)
+	if err != nil {
+		panic(err)
+	}
+	return b.Block()
+}
+
+// waitDirectReads waits until a goroutine of c has taken the read role of
+// its link to peer more than n times.
+func waitDirectReads(t *testing.T, c *tcp.Comm, peer int, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return tcp.DirectReads(c, peer) > n },
+		10*time.Second, time.Millisecond, "no goroutine took the read role")
+}
+
+// pattern returns n bytes that depend on seed.
+func pattern(n, seed int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7 + seed*13 + i>>8)
+	}
+	return p
+}
+
+// TestDirectWaitCancel cancels a receive whose waiter is blocked reading
+// the socket: the waiter returns ErrCanceled and the link goes on working.
+func TestDirectWaitCancel(t *testing.T) {
+	cs := group(t, 2, tcp.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
+	require.NoError(t, err)
+	before := tcp.DirectReads(cs[0], 1)
+	res := make(chan error, 1)
+	go func() { _, err := r.Wait(ctx); res <- err }()
+	waitDirectReads(t, cs[0], 1, before)
+	time.Sleep(20 * time.Millisecond) // let it block in the read
+	require.NoError(t, r.Cancel())
+	select {
+	case err := <-res:
+		require.ErrorIs(t, err, comm.ErrCanceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter blocked in the read did not see the cancel")
+	}
+	want := pattern(8, 1)
+	go func() { _ = comm.Send(ctx, cs[1], bytesBlock(want), 0, 2) }()
+	got := make([]byte, 8)
+	st, err := comm.Recv(ctx, cs[0], bytesBlock(got), 1, 2)
+	require.NoError(t, err)
+	require.Equal(t, 8, st.Count)
+	require.Equal(t, want, got)
+}
+
+// TestDirectWaitContext ends a direct wait through its context: Wait
+// returns the context's error, the receive stays posted, and a later Wait
+// gets the message whole.
+func TestDirectWaitContext(t *testing.T) {
+	cs := group(t, 2, tcp.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make([]byte, 100<<10) // a rendezvous-sized receive
+	r, err := cs[0].Irecv(bytesBlock(got), 1, 1)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithCancel(ctx)
+	before := tcp.DirectReads(cs[0], 1)
+	res := make(chan error, 1)
+	go func() { _, err := r.Wait(wctx); res <- err }()
+	waitDirectReads(t, cs[0], 1, before)
+	time.Sleep(20 * time.Millisecond)
+	wcancel()
+	select {
+	case err := <-res:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter blocked in the read did not see its context end")
+	}
+	_, done, err := r.Test()
+	require.NoError(t, err)
+	require.False(t, done, "the receive completed without a message")
+	want := pattern(len(got), 2)
+	sent := make(chan error, 1)
+	go func() { sent <- comm.Send(ctx, cs[1], bytesBlock(want), 0, 1) }()
+	st, err := r.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(want), st.Count)
+	require.True(t, bytes.Equal(want, got), "the message arrived damaged")
+	require.NoError(t, <-sent)
+}
+
+// TestDirectWaitClose closes a rank while one of its goroutines is blocked
+// reading for a receive: Close returns, and so does the wait, with
+// ErrClosed.
+func TestDirectWaitClose(t *testing.T) {
+	cs := group(t, 2, tcp.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
+	require.NoError(t, err)
+	before := tcp.DirectReads(cs[0], 1)
+	res := make(chan error, 1)
+	go func() { _, err := r.Wait(ctx); res <- err }()
+	waitDirectReads(t, cs[0], 1, before)
+	closed := make(chan error, 1)
+	go func() { closed <- cs[0].Close() }()
+	select {
+	case err := <-res:
+		require.ErrorIs(t, err, comm.ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter blocked in the read did not return on Close")
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+}
+
+// TestProgressWithoutWaiting checks that a rank answers a peer's large
+// message while none of its goroutines waits or tests: after a direct wait
+// has left the read role free, the reader goroutine takes it back on its
+// own, so the peer's send (which needs this rank's clear-to-send)
+// completes.
+func TestProgressWithoutWaiting(t *testing.T) {
+	cs := group(t, 2, tcp.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	before := tcp.DirectReads(cs[0], 1)
+	one := make([]byte, 8)
+	res := make(chan error, 1)
+	go func() { _, err := comm.Recv(ctx, cs[0], bytesBlock(one), 1, 1); res <- err }()
+	waitDirectReads(t, cs[0], 1, before)
+	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, 3)), 0, 1))
+	require.NoError(t, <-res)
+
+	got := make([]byte, 4<<20)
+	r, err := cs[0].Irecv(bytesBlock(got), 1, 2)
+	require.NoError(t, err)
+	want := pattern(len(got), 4)
+	// Rank 0 neither waits nor tests until rank 1's send has completed.
+	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(want), 0, 2))
+	st, err := r.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(want), st.Count)
+	require.True(t, bytes.Equal(want, got), "the message arrived damaged")
+}
+
+// TestDirectWaitMany has several goroutines of one rank receive from the
+// same peer at once, eager and rendezvous messages mixed, so that the read
+// role passes between waiters and the reader goroutine, kicks land in the
+// middle of large frames, and waiters find their message read by others.
+func TestDirectWaitMany(t *testing.T) {
+	cs := group(t, 2, tcp.Config{EagerLimit: 4 << 10, Chunk: 16 << 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const workers, msgs = 4, 40
+	size := func(w, i int) int { return []int{0, 8, 3000, 5000, 70 << 10}[(w+i)%5] }
+	before := tcp.DirectReads(cs[0], 1)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+1)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range msgs {
+				got := make([]byte, size(w, i))
+				st, err := comm.Recv(ctx, cs[0], bytesBlock(got), 1, w)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if st.Count != len(got) || !bytes.Equal(got, pattern(len(got), w*1000+i)) {
+					errs <- fmt.Errorf("worker %d message %d: %d bytes, damaged or short", w, i, st.Count)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Interleave the workers' streams in a random order, keeping each
+		// worker's messages in order (they share a tag).
+		next := make([]int, workers)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for left := workers * msgs; left > 0; left-- {
+			w := rng.IntN(workers)
+			for next[w] == msgs {
+				w = (w + 1) % workers
+			}
+			i := next[w]
+			next[w]++
+			if err := comm.Send(ctx, cs[1], bytesBlock(pattern(size(w, i), w*1000+i)), 0, w); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Greater(t, tcp.DirectReads(cs[0], 1), before, "no waiter read the socket itself")
+}
