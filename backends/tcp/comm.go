@@ -21,7 +21,6 @@ type Comm struct {
 	rank  int
 	size  int
 	lim   limits
-	epoch time.Time
 	links []*link // by rank; nil for this rank (and while Dial connects)
 
 	mu        sync.Mutex
@@ -58,7 +57,6 @@ func newComm(cfg Config) *Comm {
 	c := &Comm{
 		cfg: cfg, rank: cfg.Rank, size: cfg.Size,
 		lim:    limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
-		epoch:  time.Now(),
 		links:  make([]*link, cfg.Size),
 		lost:   make([]error, cfg.Size),
 		posted: map[int]*queue{}, unexp: map[int]*queue{},
@@ -70,7 +68,6 @@ func newComm(cfg Config) *Comm {
 }
 
 // now is a monotonic clock in nanoseconds.
-func (c *Comm) now() int64 { return int64(time.Since(c.epoch)) }
 
 // Rank returns this process's rank.
 func (c *Comm) Rank() int { return c.rank }
@@ -131,13 +128,14 @@ func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
 	}
 	c.mu.Unlock()
 	l := c.links[dest]
-	r.done = make(chan struct{})
 	done, err := l.sendMsg(r, data, tag)
 	if err != nil {
 		return nil, err
 	}
 	if done {
-		r.complete(sendStatus(r), nil)
+		// Written or copied: r was never shared.
+		r.done, r.st = closedCh, sendStatus(r)
+		r.fin.Store(true)
 	}
 	return r, nil
 }
@@ -527,6 +525,11 @@ func (c *Comm) monitor() {
 	defer c.bg.Done()
 	tick := time.NewTicker(max(c.cfg.Heartbeat/2, time.Millisecond))
 	defer tick.Stop()
+	// Per rank: the link's read count at the last tick, and when it was
+	// last seen to change.
+	seen := make([]uint64, c.size)
+	since := make([]time.Time, c.size)
+	known := make([]*link, c.size)
 	for {
 		select {
 		case <-c.stop:
@@ -536,12 +539,16 @@ func (c *Comm) monitor() {
 		c.mu.Lock()
 		links := append([]*link(nil), c.links...)
 		c.mu.Unlock()
-		now := c.now()
-		for _, l := range links {
+		now := time.Now()
+		for i, l := range links {
 			if l == nil || l.failed() != nil {
 				continue
 			}
-			if idle := time.Duration(now - l.lastRecv.Load()); idle > c.cfg.Timeout {
+			if n := l.reads.Load(); known[i] != l || n != seen[i] {
+				known[i], seen[i], since[i] = l, n, now
+				continue
+			}
+			if idle := now.Sub(since[i]); idle > c.cfg.Timeout {
 				l.fail(fmt.Errorf("nothing heard for %v (timeout %v)", idle.Round(time.Millisecond), c.cfg.Timeout))
 			}
 		}

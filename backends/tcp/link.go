@@ -49,8 +49,10 @@ type link struct {
 	peerEager  int // largest eager message the peer accepts
 	peerBudget int // eager bytes the peer holds for this rank
 
-	lastRecv atomic.Int64 // c.now() of the last byte read
-	lastSend atomic.Int64 // c.now() of the last write
+	// Activity counters (cheaper than reading the clock per message): the
+	// monitor and the heartbeat compare them between their ticks.
+	reads  atomic.Uint64 // reads that returned bytes
+	writes atomic.Uint64 // writes
 
 	// Write side, guarded by qmu.
 	qmu      sync.Mutex
@@ -122,9 +124,6 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 		l.peerEager = l.peerBudget
 	}
 	l.br = bufio.NewReaderSize(liveReader{l}, 64<<10)
-	now := c.now()
-	l.lastRecv.Store(now)
-	l.lastSend.Store(now)
 	return l
 }
 
@@ -146,7 +145,7 @@ func (r liveReader) Read(p []byte) (int, error) {
 	for {
 		n, err := l.conn.Read(p)
 		if n > 0 {
-			l.lastRecv.Store(l.c.now())
+			l.reads.Add(1)
 		}
 		if n == 0 && err != nil && isKicked(err) && !l.atBoundary.Load() {
 			l.rmu.Lock()
@@ -215,35 +214,39 @@ func (l *link) failed() error {
 // done reports that the send has completed (written, or copied).
 func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) {
 	n := len(data)
-	f := &outFrame{}
+	var hdr [headerSize]byte
 	l.qmu.Lock()
 	if err := l.writable(); err != nil {
 		l.qmu.Unlock()
 		return false, err
 	}
 	eager := n <= l.peerEager && l.eagerOut+n <= l.peerBudget
+	var payload []byte
 	if eager {
 		l.eagerOut += n
-		frame{typ: frameEager, tag: uint32(tag), a: uint64(n)}.encode(f.hdr[:])
-		f.payload = data
+		frame{typ: frameEager, tag: uint32(tag), a: uint64(n)}.encode(hdr[:])
+		payload = data
 	} else {
 		l.nextID++
 		r.id = l.nextID
 		r.via = l
+		r.done = make(chan struct{}) // r is shared from here
 		l.outbound[r.id] = r
-		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id}.encode(f.hdr[:])
+		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id}.encode(hdr[:])
 	}
 	if l.idleLocked() {
-		if err := l.writeInline(f); err != nil {
+		if err := l.writeInline(hdr[:], payload); err != nil {
 			return false, err
 		}
 		return eager, nil
 	}
+	f := &outFrame{hdr: hdr, payload: payload}
 	if eager {
 		if n <= smallCopy {
 			f.payload = append([]byte(nil), data...)
 			done = true
 		} else {
+			r.done = make(chan struct{})
 			f.req = r
 		}
 	}
@@ -264,7 +267,7 @@ func (l *link) sendCtl(fr frame, inline bool) error {
 		return err
 	}
 	if inline && l.idleLocked() {
-		return l.writeInline(f)
+		return l.writeInline(f.hdr[:], nil)
 	}
 	l.queue = append(l.queue, f)
 	l.qmu.Unlock()
@@ -289,12 +292,22 @@ func (l *link) idleLocked() bool {
 	return !l.writing && len(l.queue) == 0 && len(l.bulk) == 0 && !l.byeReq
 }
 
-// writeInline writes f from the calling goroutine. qmu is held on entry
-// and released.
-func (l *link) writeInline(f *outFrame) error {
+// writeInline writes a frame (hdr and payload) from the calling
+// goroutine. qmu is held on entry and released.
+func (l *link) writeInline(hdr, payload []byte) error {
 	l.writing = true
 	l.qmu.Unlock()
-	err := l.write([]*outFrame{f}, nil, 0, 0, false)
+	var err error
+	if len(payload) <= smallWrite {
+		buf := append(append(l.wbuf[:0], hdr...), payload...)
+		l.wbuf = buf
+		_, err = l.conn.Write(buf)
+		l.writes.Add(1)
+	} else {
+		f := outFrame{payload: payload}
+		copy(f.hdr[:], hdr)
+		err = l.write([]*outFrame{&f}, nil, 0, 0, false)
+	}
 	l.qmu.Lock()
 	l.writing = false
 	more := len(l.queue) > 0 || len(l.bulk) > 0 || l.byeReq
@@ -343,7 +356,7 @@ func (l *link) write(batch []*outFrame, chunk *request, off, n int, bye bool) er
 	}
 	clear(iov)
 	l.iov = iov[:0]
-	l.lastSend.Store(l.c.now())
+	l.writes.Add(1)
 	return err
 }
 
@@ -363,9 +376,12 @@ func iovLen(iov [][]byte) int {
 // the link has been quiet for a heartbeat interval.
 func (l *link) writeLoop() {
 	defer l.wg.Done()
-	hb := l.c.cfg.Heartbeat
-	t := time.NewTimer(hb)
+	// Every half heartbeat, a heartbeat goes out if nothing did since
+	// the last tick: at most a heartbeat interval passes between writes.
+	half := max(l.c.cfg.Heartbeat/2, time.Millisecond)
+	t := time.NewTimer(half)
 	defer t.Stop()
+	seen := l.writes.Load()
 	for {
 		if !l.flush() {
 			return
@@ -373,10 +389,13 @@ func (l *link) writeLoop() {
 		select {
 		case <-l.wake:
 		case <-t.C:
-			if time.Duration(l.c.now()-l.lastSend.Load()) >= hb/2 {
+			if w := l.writes.Load(); w == seen {
 				_ = l.sendCtl(frame{typ: frameHeartbeat}, false)
+				seen = l.writes.Load()
+			} else {
+				seen = w
 			}
-			t.Reset(hb)
+			t.Reset(half)
 		}
 	}
 }
