@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/memspace"
@@ -23,8 +21,8 @@ func init() {
 //	workers    number of workers of the executor (1..MaxWorkers);
 //	           default GOMAXPROCS
 //	limit      cap on the bytes in use in the space: an integer with an
-//	           optional suffix K, M, G, T (powers of 1024, "KiB" etc. also
-//	           accepted); default none
+//	           optional suffix K, M, G, T, P (powers of 1024, "KiB" etc.
+//	           also accepted; see xpu.Options.Bytes); default none
 //	hugepages  "true" to back blocks of 4 MiB and more with transparent
 //	           huge pages (SpaceOptions.HugePages); default false
 //
@@ -73,61 +71,25 @@ type config struct {
 
 func parseOptions(opts xpu.Options) (config, error) {
 	var c config
-	bad := func(key, val, why string) error {
-		return xerr.Op("cpu", "open", fmt.Errorf("option %s=%q: %s: %w", key, val, why, xpu.ErrInvalidArgument))
+	bad := func(err error) (config, error) { return config{}, xerr.Op("cpu", "open", err) }
+	// A value that does not parse and one out of range get the same
+	// message, which gives the range.
+	_, set := opts["workers"]
+	n, err := opts.Int("workers", 0)
+	if err != nil || set && (n < 1 || n > MaxWorkers) {
+		return bad(opts.Invalid("workers", fmt.Sprintf("an integer in [1, %d]", MaxWorkers)))
 	}
-	if v, ok := opts["workers"]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 1 || n > MaxWorkers {
-			return c, bad("workers", v, fmt.Sprintf("want an integer in [1, %d]", MaxWorkers))
-		}
-		c.workers = n
+	c.workers = n
+	_, set = opts["limit"]
+	limit, err := opts.Bytes("limit", 0)
+	if err != nil || set && limit <= 0 {
+		return bad(opts.Invalid("limit", "a positive number of bytes such as 1073741824 or 1G"))
 	}
-	if v, ok := opts["limit"]; ok {
-		n, err := parseBytes(v)
-		if err != nil || n <= 0 {
-			return c, bad("limit", v, "want a positive number of bytes such as 1073741824 or 1G")
-		}
-		c.space.Limit = n
-	}
-	if v, ok := opts["hugepages"]; ok {
-		h, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			return c, bad("hugepages", v, "want true or false")
-		}
-		c.space.HugePages = h
+	c.space.Limit = limit
+	if c.space.HugePages, err = opts.Bool("hugepages", false); err != nil {
+		return bad(err)
 	}
 	return c, nil
-}
-
-// parseBytes reads "123", "64K", "1M", "2GiB", "1T" (powers of 1024).
-func parseBytes(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
-	unit := strings.ToUpper(strings.TrimSpace(s[len(num):]))
-	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	shift := 0
-	switch unit {
-	case "":
-	case "K":
-		shift = 10
-	case "M":
-		shift = 20
-	case "G":
-		shift = 30
-	case "T":
-		shift = 40
-	default:
-		return 0, fmt.Errorf("unknown unit in %q", s)
-	}
-	if n > (1<<63-1)>>shift {
-		return 0, fmt.Errorf("%q overflows", s)
-	}
-	return n << shift, nil
 }
 
 // Info describes the host: the processor, its memory, and what the backend

@@ -3,6 +3,7 @@ package cpu_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -39,13 +40,25 @@ func TestOpenComposition(t *testing.T) {
 }
 
 func TestOpenBadOptions(t *testing.T) {
-	for _, opts := range []xpu.Options{
-		{"workers": "0"}, {"workers": "-2"}, {"workers": "many"}, {"workers": "100000"},
-		{"limit": "0"}, {"limit": "-1"}, {"limit": "12Q"}, {"limit": "lots"}, {"limit": "99999999999T"},
-		{"hugepages": "maybe"},
+	for _, tc := range []struct {
+		opts xpu.Options
+		key  string // the key the error names
+	}{
+		{xpu.Options{"workers": "0"}, "workers"}, {xpu.Options{"workers": "-2"}, "workers"},
+		{xpu.Options{"workers": "many"}, "workers"}, {xpu.Options{"workers": "100000"}, "workers"},
+		{xpu.Options{"limit": "0"}, "limit"}, {xpu.Options{"limit": "-1"}, "limit"}, {xpu.Options{"limit": "12Q"}, "limit"},
+		{xpu.Options{"limit": "lots"}, "limit"}, {xpu.Options{"limit": "99999999999T"}, "limit"},
+		{xpu.Options{"hugepages": "maybe"}, "hugepages"}, {xpu.Options{"hugepages": ""}, "hugepages"},
+		{xpu.Options{"workers": "2", "limit": "1X", "hugepages": "true"}, "limit"},
 	} {
-		_, err := xpu.Open(context.Background(), "cpu", opts)
-		assert.ErrorIs(t, err, xpu.ErrInvalidArgument, "%v", opts)
+		_, err := xpu.Open(context.Background(), "cpu", tc.opts)
+		assert.ErrorIs(t, err, xpu.ErrInvalidArgument, "%v", tc.opts)
+		var oe *xpu.OptionError
+		if assert.ErrorAs(t, err, &oe, "%v", tc.opts) {
+			assert.Equal(t, tc.key, oe.Key, "%v", tc.opts)
+			assert.Equal(t, tc.opts[tc.key], oe.Value, "%v", tc.opts)
+			assert.Contains(t, err.Error(), fmt.Sprintf("%s=%q", tc.key, tc.opts[tc.key]))
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

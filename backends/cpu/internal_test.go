@@ -25,18 +25,6 @@ func TestParseCPUModel(t *testing.T) {
 	assert.NotEmpty(t, cpuModel())
 }
 
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "12": 12, "1k": 1024, "1KB": 1024, "1KiB": 1024, "7G": 7 << 30} {
-		got, err := parseBytes(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "K", "1X", "1.5G", "9223372036854775807K", "-"} {
-		_, err := parseBytes(in)
-		assert.Error(t, err, in)
-	}
-}
-
 // The index stays ordered and balanced enough under many inserts and
 // removals; floor finds the greatest key at or below.
 func TestIndex(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/xpu-go/xpu"
@@ -38,16 +36,12 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 		return nil, err
 	}
 	var o Options
-	for key, dst := range map[string]*int{OptEagerLimit: &o.EagerLimit, OptEagerBudget: &o.EagerBudget} {
-		v, ok := opts[key]
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			return nil, opErr("open", fmt.Errorf("option %s=%q is not an integer: %w", key, v, errors.Join(xpu.ErrInvalidArgument, err)))
-		}
-		*dst = n
+	var err error
+	if o.EagerLimit, err = opts.Int(OptEagerLimit, 0); err != nil {
+		return nil, opErr("open", err)
+	}
+	if o.EagerBudget, err = opts.Int(OptEagerBudget, 0); err != nil {
+		return nil, opErr("open", err)
 	}
 	t := &tracker{groups: map[*[]comm.Comm]struct{}{}}
 	b := &xpu.Backend{Name: Name, Group: t.groupFunc(o)}

@@ -61,10 +61,21 @@ func TestDriverOpen(t *testing.T) {
 
 func TestDriverBadOptions(t *testing.T) {
 	ctx := context.Background()
-	_, err := xpu.Open(ctx, local.Name, xpu.Options{local.OptEagerLimit: "lots"})
-	require.ErrorIs(t, err, xpu.ErrInvalidArgument)
-	_, err = xpu.Open(ctx, local.Name, xpu.Options{local.OptEagerBudget: "1.5"})
-	require.ErrorIs(t, err, xpu.ErrInvalidArgument)
+	for _, bad := range []xpu.Options{
+		{local.OptEagerLimit: "lots"}, {local.OptEagerBudget: "1.5"}, {local.OptEagerLimit: ""},
+		{local.OptEagerBudget: "99999999999999999999"}, {local.OptEagerLimit: "16", local.OptEagerBudget: "1K"},
+	} {
+		_, err := xpu.Open(ctx, local.Name, bad)
+		require.ErrorIs(t, err, xpu.ErrInvalidArgument, "%v", bad)
+		// The error names the bad key and its value.
+		var oe *xpu.OptionError
+		require.ErrorAs(t, err, &oe, "%v", bad)
+		require.Contains(t, bad, oe.Key)
+		require.Equal(t, bad[oe.Key], oe.Value)
+		require.NotEqual(t, "16", oe.Value, "the valid key is not the one named")
+		require.Contains(t, err.Error(), oe.Key+"=")
+	}
+	var err error
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = xpu.Open(canceled, local.Name, nil)

@@ -2,12 +2,8 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
@@ -74,23 +70,17 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 
 func optionsConfig(opts xpu.Options) (Config, error) {
 	var cfg Config
-	if v, ok := opts[OptTimeout]; ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil || d <= 0 {
-			return cfg, opErr("open", fmt.Errorf("option %s=%q is not a positive duration: %w", OptTimeout, v, xpu.ErrInvalidArgument))
-		}
-		cfg.Timeout = d
+	_, set := opts[OptTimeout]
+	d, err := opts.Duration(OptTimeout, 0)
+	if err != nil || set && d <= 0 {
+		return cfg, opErr("open", opts.Invalid(OptTimeout, `a positive duration such as "3s"`))
 	}
-	for key, dst := range map[string]*int{OptEagerLimit: &cfg.EagerLimit, OptEagerBudget: &cfg.EagerBudget} {
-		v, ok := opts[key]
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			return cfg, opErr("open", fmt.Errorf("option %s=%q is not an integer: %w", key, v, errors.Join(xpu.ErrInvalidArgument, err)))
-		}
-		*dst = n
+	cfg.Timeout = d
+	if cfg.EagerLimit, err = opts.Int(OptEagerLimit, 0); err != nil {
+		return cfg, opErr("open", err)
+	}
+	if cfg.EagerBudget, err = opts.Int(OptEagerBudget, 0); err != nil {
+		return cfg, opErr("open", err)
 	}
 	return cfg, nil
 }

@@ -2,6 +2,7 @@ package arena_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +10,7 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/conformance"
 	_ "github.com/xpu-go/xpu/examples/arena"
+	"github.com/xpu-go/xpu/memspace"
 )
 
 // TestConformance is all a backend author writes to prove a backend: the
@@ -22,7 +24,26 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestCapacity(t *testing.T) {
+	for in, want := range map[string]int64{"4096": 4096, "1MiB": 1 << 20, " 2 m ": 2 << 20} {
+		b, err := xpu.Open(context.Background(), "arena", xpu.Options{"capacity": in})
+		require.NoError(t, err, in)
+		_, total, err := b.Memory.(memspace.Availability).Available()
+		require.NoError(t, err)
+		require.Equal(t, want, total, in)
+		require.NoError(t, b.Close())
+	}
+}
+
 func TestBadCapacity(t *testing.T) {
-	_, err := xpu.Open(context.Background(), "arena", xpu.Options{"capacity": "-1"})
-	require.ErrorIs(t, err, xpu.ErrInvalidArgument)
+	for _, in := range []string{"-1", "0", "", "lots", "1.5G", "1X", "9999999999999P"} {
+		_, err := xpu.Open(context.Background(), "arena", xpu.Options{"capacity": in})
+		require.ErrorIs(t, err, xpu.ErrInvalidArgument, in)
+		// The error names the key and the bad value.
+		var oe *xpu.OptionError
+		require.ErrorAs(t, err, &oe, in)
+		require.Equal(t, "capacity", oe.Key)
+		require.Equal(t, in, oe.Value)
+		require.Contains(t, err.Error(), fmt.Sprintf("capacity=%q", in))
+	}
 }

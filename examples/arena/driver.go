@@ -3,7 +3,7 @@ package arena
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"math"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/memspace"
@@ -16,17 +16,16 @@ func init() { xpu.Register("arena", driver{}) }
 
 type driver struct{}
 
-// Open maps an arena of opts["capacity"] bytes (DefaultCapacity if unset).
+// Open maps an arena of opts["capacity"] bytes (DefaultCapacity if unset):
+// a count of bytes or a size such as "256MiB", as xpu.Options.Bytes reads
+// it. A bad capacity is an error matching xpu.ErrInvalidArgument.
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
-	capacity := DefaultCapacity
-	if v, ok := opts["capacity"]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("arena: capacity %q is not a positive integer: %w", v, xpu.ErrInvalidArgument)
-		}
-		capacity = n
+	_, set := opts["capacity"]
+	capacity, err := opts.Bytes("capacity", DefaultCapacity)
+	if err != nil || set && (capacity <= 0 || capacity > math.MaxInt) {
+		return nil, fmt.Errorf("arena: %w", opts.Invalid("capacity", `a positive size in bytes such as "268435456" or "256MiB"`))
 	}
-	s, err := NewSpace(capacity)
+	s, err := NewSpace(int(capacity))
 	if err != nil {
 		return nil, err
 	}
