@@ -28,6 +28,6 @@ func main() {
 	ranks, _ := local.NewGroup(2, local.Options{}) // two ranks in this process
 	done := make(chan error)
 	go func() { done <- comm.Allreduce(ctx, ranks[1], buf, buf, comm.Sum) }() // rank 1 (same values)
-	err := comm.Allreduce(ctx, ranks[0], buf, buf, comm.Sum)                // rank 0, in place
-	fmt.Println(x[0], err, <-done)                                          // 2 <nil> <nil>
+	err := comm.Allreduce(ctx, ranks[0], buf, buf, comm.Sum)                  // rank 0, in place
+	fmt.Println(x[0], err, <-done)                                            // 2 <nil> <nil>
 }
