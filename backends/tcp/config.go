@@ -44,6 +44,8 @@ const (
 	EnvJobSecret  = "XPU_JOB_SECRET"
 	// EnvTimeout overrides Config.Timeout: a Go duration ("3s").
 	EnvTimeout = "XPU_TCP_TIMEOUT"
+	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.
+	EnvSpin = "XPU_TCP_SPIN"
 )
 
 // Config describes this rank's place in a job. Rank, Size, MasterAddr and
@@ -88,6 +90,12 @@ type Config struct {
 	EagerBudget int
 	// Chunk is the size of data frames. Zero means DefaultChunk.
 	Chunk int
+	// Spin is how long a goroutine waiting for a receive polls the socket
+	// before it blocks (Linux; elsewhere it blocks at once). Polling
+	// trades a core for latency, as MPI libraries do by default: it pays
+	// only where every rank has a core of its own, and costs dearly where
+	// ranks share cores. Zero, the default, blocks at once.
+	Spin time.Duration
 	// Logf, when set, receives diagnostics (refused connections, lost
 	// peers).
 	Logf func(format string, args ...any)
@@ -115,8 +123,11 @@ func (cfg Config) normalize() (Config, error) {
 			return bad("master address %q: %v", cfg.MasterAddr, err)
 		}
 	}
-	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 {
-		return bad("negative timeout, budget or chunk")
+	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 || cfg.Spin < 0 {
+		return bad("negative timeout, spin, budget or chunk")
+	}
+	if cfg.Spin > maxSpin {
+		return bad("spin %v above %v", cfg.Spin, maxSpin)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
@@ -258,8 +269,19 @@ func ConfigFromEnv() (Config, error) {
 		}
 		cfg.Timeout = d
 	}
+	if t := os.Getenv(EnvSpin); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d < 0 || d > maxSpin {
+			return cfg, envErr("%s=%q is not a duration in [0, %v]", EnvSpin, t, maxSpin)
+		}
+		cfg.Spin = d
+	}
 	return cfg, nil
 }
+
+// maxSpin bounds Config.Spin: a kick (a context ending, a cancel) reaches
+// a polling waiter only when its poll ends.
+const maxSpin = 10 * time.Millisecond
 
 func envErr(format string, args ...any) error {
 	return opErr("env", fmt.Errorf(format+": %w", append(args, comm.ErrInvalidArgument)...))

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -9,7 +10,7 @@ import (
 )
 
 func clearEnv(t *testing.T) {
-	for _, v := range []string{EnvRank, EnvWorldSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret, EnvTimeout,
+	for _, v := range []string{EnvRank, EnvWorldSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret, EnvTimeout, EnvSpin,
 		"MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
 		"PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODELIST", "SLURM_LAUNCH_NODE_IPADDR",
 		"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "PMIX_NAMESPACE",
@@ -46,6 +47,16 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(EnvTimeout, "-1s")
 	_, err = ConfigFromEnv()
 	require.ErrorIs(t, err, comm.ErrInvalidArgument)
+	t.Setenv(EnvTimeout, "")
+	t.Setenv(EnvSpin, "50us")
+	cfg, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 50*time.Microsecond, cfg.Spin)
+	for _, bad := range []string{"-1us", "1s", "fast"} {
+		t.Setenv(EnvSpin, bad)
+		_, err = ConfigFromEnv()
+		require.ErrorIs(t, err, comm.ErrInvalidArgument, bad)
+	}
 }
 
 func TestConfigFromMPIEnv(t *testing.T) {

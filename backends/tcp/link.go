@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
@@ -98,6 +99,8 @@ type link struct {
 	rWake      chan struct{}  // wakes the reader goroutine
 	rwg        sync.WaitGroup // waiters holding the role
 	rTaken     atomic.Int64   // times a waiter took the role
+	spin       bool           // the holder polls before it blocks (Config.Spin)
+	raw        syscall.RawConn
 
 	// Guarded by c.mu: eager bytes received and not given back yet, the
 	// part consumed but not yet returned, announcements held.
@@ -124,6 +127,9 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 		l.peerEager = l.peerBudget
 	}
 	l.br = bufio.NewReaderSize(liveReader{l}, 64<<10)
+	if sc, ok := conn.(syscall.Conn); ok && c.cfg.Spin > 0 {
+		l.raw, _ = sc.SyscallConn()
+	}
 	return l
 }
 
@@ -143,7 +149,13 @@ type liveReader struct{ l *link }
 func (r liveReader) Read(p []byte) (int, error) {
 	l := r.l
 	for {
-		n, err := l.conn.Read(p)
+		var n int
+		var err error
+		if l.spin {
+			n, err = l.spinRead(p)
+		} else {
+			n, err = l.conn.Read(p)
+		}
 		if n > 0 {
 			l.reads.Add(1)
 		}

@@ -299,12 +299,14 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 		})
 	}
 	r.direct.Store(l)
+	l.spin = l.raw != nil
 	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
 		if _, err := l.step(r); err != nil {
 			l.readFailed(err)
 			break
 		}
 	}
+	l.spin = false
 	r.direct.Store(nil)
 	if stop != nil {
 		stop()

@@ -44,10 +44,19 @@ func pattern(n, seed int) []byte {
 	return p
 }
 
+// bothWaits runs a test with waiters that block at once and with waiters
+// that poll the socket first (Config.Spin).
+func bothWaits(t *testing.T, test func(*testing.T, tcp.Config)) {
+	t.Run("block", func(t *testing.T) { test(t, tcp.Config{}) })
+	t.Run("spin", func(t *testing.T) { test(t, tcp.Config{Spin: time.Millisecond}) })
+}
+
 // TestDirectWaitCancel cancels a receive whose waiter is blocked reading
 // the socket: the waiter returns ErrCanceled and the link goes on working.
-func TestDirectWaitCancel(t *testing.T) {
-	cs := group(t, 2, tcp.Config{})
+func TestDirectWaitCancel(t *testing.T) { bothWaits(t, testDirectWaitCancel) }
+
+func testDirectWaitCancel(t *testing.T, tmpl tcp.Config) {
+	cs := group(t, 2, tmpl)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
@@ -76,8 +85,10 @@ func TestDirectWaitCancel(t *testing.T) {
 // TestDirectWaitContext ends a direct wait through its context: Wait
 // returns the context's error, the receive stays posted, and a later Wait
 // gets the message whole.
-func TestDirectWaitContext(t *testing.T) {
-	cs := group(t, 2, tcp.Config{})
+func TestDirectWaitContext(t *testing.T) { bothWaits(t, testDirectWaitContext) }
+
+func testDirectWaitContext(t *testing.T, tmpl tcp.Config) {
+	cs := group(t, 2, tmpl)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	got := make([]byte, 100<<10) // a rendezvous-sized receive
@@ -112,8 +123,10 @@ func TestDirectWaitContext(t *testing.T) {
 // TestDirectWaitClose closes a rank while one of its goroutines is blocked
 // reading for a receive: Close returns, and so does the wait, with
 // ErrClosed.
-func TestDirectWaitClose(t *testing.T) {
-	cs := group(t, 2, tcp.Config{})
+func TestDirectWaitClose(t *testing.T) { bothWaits(t, testDirectWaitClose) }
+
+func testDirectWaitClose(t *testing.T, tmpl tcp.Config) {
+	cs := group(t, 2, tmpl)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
@@ -170,8 +183,11 @@ func TestProgressWithoutWaiting(t *testing.T) {
 // same peer at once, eager and rendezvous messages mixed, so that the read
 // role passes between waiters and the reader goroutine, kicks land in the
 // middle of large frames, and waiters find their message read by others.
-func TestDirectWaitMany(t *testing.T) {
-	cs := group(t, 2, tcp.Config{EagerLimit: 4 << 10, Chunk: 16 << 10})
+func TestDirectWaitMany(t *testing.T) { bothWaits(t, testDirectWaitMany) }
+
+func testDirectWaitMany(t *testing.T, tmpl tcp.Config) {
+	tmpl.EagerLimit, tmpl.Chunk = 4<<10, 16<<10
+	cs := group(t, 2, tmpl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const workers, msgs = 4, 40

@@ -143,11 +143,13 @@ func TestDriver(t *testing.T) {
 func TestDialInvalid(t *testing.T) {
 	ctx := context.Background()
 	for name, cfg := range map[string]tcp.Config{
-		"size 0":       {Size: 0, Secret: []byte("s")},
-		"rank too big": {Rank: 2, Size: 2, MasterAddr: "127.0.0.1:1", Secret: []byte("s")},
-		"no secret":    {Rank: 0, Size: 2, MasterAddr: "127.0.0.1:1"},
-		"no master":    {Rank: 1, Size: 2, Secret: []byte("s")},
-		"bad master":   {Rank: 1, Size: 2, MasterAddr: "nowhere", Secret: []byte("s")},
+		"size 0":        {Size: 0, Secret: []byte("s")},
+		"rank too big":  {Rank: 2, Size: 2, MasterAddr: "127.0.0.1:1", Secret: []byte("s")},
+		"no secret":     {Rank: 0, Size: 2, MasterAddr: "127.0.0.1:1"},
+		"no master":     {Rank: 1, Size: 2, Secret: []byte("s")},
+		"bad master":    {Rank: 1, Size: 2, MasterAddr: "nowhere", Secret: []byte("s")},
+		"negative spin": {Rank: 0, Size: 1, Secret: []byte("s"), Spin: -time.Microsecond},
+		"spin too long": {Rank: 0, Size: 1, Secret: []byte("s"), Spin: time.Second},
 	} {
 		_, err := tcp.Dial(ctx, cfg)
 		require.ErrorIs(t, err, comm.ErrInvalidArgument, name)

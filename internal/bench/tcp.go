@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
@@ -23,6 +24,9 @@ import (
 var TCP = []Case{
 	{Name: "tcp.pingpong.8B", Run: TCPPingPong(8), Unit: NsPerOp, Baseline: "rawtcp.pingpong.8B", BaselineGoal: 1.1,
 		Ref: "mpi.np2.pingpong.8B", Doc: "half round trip of an 8-byte message between 2 ranks over loopback TCP"},
+	{Name: "tcp.pingpong.8B.spin50us", Run: TCPPingPongConfig(8, tcp.Config{Spin: 50 * time.Microsecond}), Unit: NsPerOp,
+		Baseline: "rawtcp.pingpong.8B", Ref: "mpi.np2.pingpong.8B",
+		Doc: "tcp.pingpong.8B with waiters that poll the socket for up to 50 µs before blocking (Config.Spin), as MPI libraries poll"},
 	{Name: "rawtcp.pingpong.8B", Run: RawTCPPingPong(8), Unit: NsPerOp,
 		Doc: "half round trip of 8 bytes over one Go loopback TCP connection (net.Conn Write/Read)"},
 	{Name: "tcp.stream.4MiB", Run: TCPStream(4 << 20), Unit: GBPerSec, Baseline: "rawtcp.stream.4MiB",
@@ -49,8 +53,13 @@ var TCP = []Case{
 
 // tcpGroup makes a loopback group and a float64 buffer of n per rank.
 func tcpGroup(b *testing.B, ranks, n int) ([]*tcp.Comm, [][]float64, func()) {
+	return tcpGroupConfig(b, ranks, n, tcp.Config{})
+}
+
+// tcpGroupConfig is tcpGroup with the ranks' configuration.
+func tcpGroupConfig(b *testing.B, ranks, n int, cfg tcp.Config) ([]*tcp.Comm, [][]float64, func()) {
 	b.Helper()
-	g, err := tcp.NewLoopbackGroup(context.Background(), ranks)
+	g, err := tcp.NewLoopbackGroupConfig(context.Background(), ranks, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,8 +113,14 @@ func block[T any](s []T) memspace.Block {
 
 // TCPPingPong measures a half round trip of size bytes between 2 ranks.
 func TCPPingPong(size int) func(b *testing.B) {
+	return TCPPingPongConfig(size, tcp.Config{})
+}
+
+// TCPPingPongConfig is TCPPingPong between ranks configured by cfg (its
+// Spin, for instance).
+func TCPPingPongConfig(size int, cfg tcp.Config) func(b *testing.B) {
 	return func(b *testing.B) {
-		g, _, done := tcpGroup(b, 2, 0)
+		g, _, done := tcpGroupConfig(b, 2, 0, cfg)
 		defer done()
 		ctx := context.Background()
 		bufs := [2][]byte{make([]byte, size), make([]byte, size)}
