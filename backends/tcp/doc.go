@@ -41,7 +41,13 @@
 // tag never overtake each other, and a message longer than its receive
 // buffer fails the receive with comm.ErrTruncated after delivering what
 // fits. Each link has a reader goroutine and a writer goroutine; a sender
-// writes its frame itself when the link is idle.
+// writes its frame itself when the link is idle, and a goroutine waiting
+// for a receive from one peer reads that link's socket itself, so the
+// message it waits for costs no handoff between goroutines
+// (docs/adr/0010-tcp-waiter-reads-its-socket.md). Config.Spin (or
+// XPU_TCP_SPIN) makes such a waiter poll the socket before it blocks, as
+// MPI libraries do: lower latency where every rank has a core of its own,
+// much higher where ranks share cores; off by default.
 //
 // A frame that breaks the protocol — an unknown type, a length over what
 // this rank accepts, data nobody asked for — cuts the link with an error
