@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"unsafe"
 
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -55,7 +56,7 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error
 			return err
 		}
 	}
-	if err := checkHost(op, &buf); err != nil {
+	if err := checkHost(op, buf); err != nil {
 		return err
 	}
 	if p == 1 {
@@ -77,15 +78,18 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 	if err := checkRoot(p, root, name); err != nil {
 		return err
 	}
-	if err := checkElems(name, dt, op, send.Len()); err != nil {
+	sn := send.Len()
+	if err := checkElems(name, dt, op, sn); err != nil {
 		return err
 	}
 	if rank == root {
-		if err := checkSameLen(name, &send, &recv); err != nil {
+		if err := checkSameLen(name, sn, recv.Len()); err != nil {
 			return err
 		}
-		if err := checkInPlace(name, &send, &recv); err != nil {
-			return err
+		if maybeShared(send.Addr(), sn, send.HostPointer(), recv.Addr(), recv.Len(), recv.HostPointer()) {
+			if err := checkInPlace(name, send, recv); err != nil {
+				return err
+			}
 		}
 	} else {
 		recv = memspace.Block{}
@@ -98,7 +102,7 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 			return err
 		}
 	}
-	if err := checkHost2(name, &send, &recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	if p == 1 {
@@ -116,14 +120,17 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 	if err != nil {
 		return err
 	}
-	if err := checkElems(name, dt, op, send.Len()); err != nil {
+	sn := send.Len()
+	if err := checkElems(name, dt, op, sn); err != nil {
 		return err
 	}
-	if err := checkSameLen(name, &send, &recv); err != nil {
+	if err := checkSameLen(name, sn, recv.Len()); err != nil {
 		return err
 	}
-	if err := checkInPlace(name, &send, &recv); err != nil {
-		return err
+	if maybeShared(send.Addr(), sn, send.HostPointer(), recv.Addr(), recv.Len(), recv.HostPointer()) {
+		if err := checkInPlace(name, send, recv); err != nil {
+			return err
+		}
 	}
 	if send.Len() == 0 {
 		return nil
@@ -133,7 +140,7 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 			return err
 		}
 	}
-	if err := checkHost2(name, &send, &recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	if p == 1 {
@@ -156,11 +163,13 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 		return err
 	}
 	if rank == root {
-		if err := checkMultiple(name, "receive", &recv, &send, p); err != nil {
+		if err := checkMultiple(name, "receive", recv.Len(), send.Len(), p); err != nil {
 			return err
 		}
-		if err := checkSlot(name, &send, &recv, root); err != nil {
-			return err
+		if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+			if err := checkSlot(name, send, recv, root); err != nil {
+				return err
+			}
 		}
 	} else {
 		recv = memspace.Block{}
@@ -173,7 +182,7 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 			return err
 		}
 	}
-	if err := checkHost2(name, &send, &recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return gatherShared(ctx, c, send, recv, root)
@@ -193,11 +202,13 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 		return err
 	}
 	if rank == root {
-		if err := checkMultiple(name, "send", &send, &recv, p); err != nil {
+		if err := checkMultiple(name, "send", send.Len(), recv.Len(), p); err != nil {
 			return err
 		}
-		if err := checkSlot(name, &recv, &send, root); err != nil {
-			return err
+		if maybeOverlap(recv.Addr(), recv.Len(), send.Addr(), send.Len()) {
+			if err := checkSlot(name, recv, send, root); err != nil {
+				return err
+			}
 		}
 	} else {
 		send = memspace.Block{}
@@ -210,7 +221,7 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 			return err
 		}
 	}
-	if err := checkHost2(name, &send, &recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return scatterShared(ctx, c, send, recv, root)
@@ -225,11 +236,13 @@ func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) erro
 	if err != nil {
 		return err
 	}
-	if err := checkMultiple(name, "receive", &recv, &send, p); err != nil {
+	if err := checkMultiple(name, "receive", recv.Len(), send.Len(), p); err != nil {
 		return err
 	}
-	if err := checkSlot(name, &send, &recv, rank); err != nil {
-		return err
+	if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+		if err := checkSlot(name, send, recv, rank); err != nil {
+			return err
+		}
 	}
 	if send.Len() == 0 {
 		return nil
@@ -239,7 +252,7 @@ func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) erro
 			return err
 		}
 	}
-	if err := checkHost2(name, &send, &recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return allgatherShared(ctx, c, send, recv)
@@ -254,14 +267,17 @@ func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error
 	if err != nil {
 		return err
 	}
-	if err := checkSameLen(name, &send, &recv); err != nil {
+	n := send.Len()
+	if err := checkSameLen(name, n, recv.Len()); err != nil {
 		return err
 	}
-	if n := send.Len(); n%p != 0 {
+	if n%p != 0 {
 		return notMultipleErr(name, n, p)
 	}
-	if err := checkDisjoint(name, &send, &recv); err != nil {
-		return err
+	if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+		if err := checkDisjoint(name, send, recv); err != nil {
+			return err
+		}
 	}
 	if send.Len() == 0 {
 		return nil
@@ -271,7 +287,7 @@ func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error
 			return err
 		}
 	}
-	if err := checkHost2(name, &send, &recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return alltoallShared(ctx, c, send, recv)
@@ -289,11 +305,13 @@ func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, 
 	if err := checkElems(name, dt, op, recv.Len()); err != nil {
 		return err
 	}
-	if err := checkMultiple(name, "send", &send, &recv, p); err != nil {
+	if err := checkMultiple(name, "send", send.Len(), recv.Len(), p); err != nil {
 		return err
 	}
-	if err := checkDisjoint(name, &send, &recv); err != nil {
-		return err
+	if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+		if err := checkDisjoint(name, send, recv); err != nil {
+			return err
+		}
 	}
 	if recv.Len() == 0 {
 		return nil
@@ -303,7 +321,7 @@ func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, 
 			return err
 		}
 	}
-	if err := checkHost2(name, &send, &recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return reduceScatterShared(ctx, c, send, recv, dt, op)
@@ -509,13 +527,15 @@ func elemsErr(name string, dt DType, op Op, n int) error {
 	return fmt.Errorf("comm: %s of %d bytes, not a whole number of %v: %w", name, n, dt, ErrInvalidArgument)
 }
 
-// The checks of blocks take pointers: a Block is five words, and the
-// Block-level functions already hold more arguments than the registers of
-// the calling convention carry, so copies would cost more than the checks.
+// The checks of blocks come in two parts: a test on a block's address and
+// length, inlined where the Block-level function holds them, and the full
+// check, a call made only when the test cannot settle the case. (A Block
+// is five words: handed to a helper, even an inlined one, or addressed, it
+// is copied through memory, which costs more than the tests.)
 
-func checkSameLen(name string, send, recv *memspace.Block) error {
-	if send.Len() != recv.Len() {
-		return sameLenErr(name, send.Len(), recv.Len())
+func checkSameLen(name string, send, recv int) error {
+	if send != recv {
+		return sameLenErr(name, send, recv)
 	}
 	return nil
 }
@@ -534,10 +554,11 @@ func notMultipleErr(name string, n, p int) error {
 	return fmt.Errorf("comm: %s of %d bytes, not a multiple of %d ranks: %w", name, n, p, ErrInvalidArgument)
 }
 
-// checkMultiple checks that big (named what) is p times small.
-func checkMultiple(name, what string, big, small *memspace.Block, p int) error {
-	if big.Len() != p*small.Len() {
-		return multipleErr(name, what, big.Len(), small.Len(), p)
+// checkMultiple checks that big bytes (of the buffer named what) are p
+// times small.
+func checkMultiple(name, what string, big, small, p int) error {
+	if big != p*small {
+		return multipleErr(name, what, big, small, p)
 	}
 	return nil
 }
@@ -548,40 +569,37 @@ func multipleErr(name, what string, big, small, p int) error {
 		name, what, big, p, small, ErrInvalidArgument)
 }
 
-// apart reports whether a and b cannot share a byte, judged from their
-// addresses and lengths alone: the comparisons of memspace.Overlaps
-// without its comparison of spaces, so apart(a, b) implies
-// !memspace.Overlaps(a, b). It settles the common case, distinct buffers,
-// without a call.
-func apart(a, b *memspace.Block) bool {
-	aa, an, ba, bn := a.Addr(), a.Len(), b.Addr(), b.Len()
-	return an == 0 || bn == 0 || aa >= ba+memspace.Addr(bn) || ba >= aa+memspace.Addr(an)
+// maybeOverlap reports whether the a bytes at aa and the b bytes at ba
+// may share a byte: memspace.Overlaps without its comparison of spaces,
+// so that !maybeOverlap implies !memspace.Overlaps.
+func maybeOverlap(aa memspace.Addr, a int, ba memspace.Addr, b int) bool {
+	return a != 0 && b != 0 && aa < ba+memspace.Addr(b) && ba < aa+memspace.Addr(a)
+}
+
+// maybeShared reports whether checkInPlace has anything to say about
+// blocks a and b, given their addresses, lengths and host mappings: they
+// may share a byte and are not plainly the same block. Two blocks with the
+// same address, length and host mapping are the same block, or are in
+// different spaces and share nothing; either is allowed.
+func maybeShared(aa memspace.Addr, a int, ah unsafe.Pointer, ba memspace.Addr, b int, bh unsafe.Pointer) bool {
+	return maybeOverlap(aa, a, ba, b) && !(aa == ba && a == b && ah == bh)
 }
 
 // checkInPlace allows send and recv to be the same block or disjoint.
-func checkInPlace(name string, send, recv *memspace.Block) error {
-	if apart(send, recv) || sameBlock(*send, *recv) || !memspace.Overlaps(*send, *recv) {
-		return nil
-	}
-	return inPlaceErr(name, *send, *recv)
-}
-
+//
 //go:noinline
-func inPlaceErr(name string, send, recv memspace.Block) error {
-	return fmt.Errorf("comm: %s: send %v partially overlaps receive %v: %w", name, send, recv, ErrInvalidArgument)
+func checkInPlace(name string, send, recv memspace.Block) error {
+	if !sameBlock(send, recv) && memspace.Overlaps(send, recv) {
+		return fmt.Errorf("comm: %s: send %v partially overlaps receive %v: %w", name, send, recv, ErrInvalidArgument)
+	}
+	return nil
 }
 
 // checkSlot allows part to be slot i of whole (in place) or disjoint from
 // it; len(whole) is a multiple of len(part).
-func checkSlot(name string, part, whole *memspace.Block, i int) error {
-	if apart(part, whole) {
-		return nil
-	}
-	return checkSlotOverlap(name, *part, *whole, i)
-}
-
+//
 //go:noinline
-func checkSlotOverlap(name string, part, whole memspace.Block, i int) error {
+func checkSlot(name string, part, whole memspace.Block, i int) error {
 	if !memspace.Overlaps(part, whole) {
 		return nil
 	}
@@ -592,29 +610,25 @@ func checkSlotOverlap(name string, part, whole memspace.Block, i int) error {
 	return fmt.Errorf("comm: %s: %v overlaps %v other than as slot %d: %w", name, part, whole, i, ErrInvalidArgument)
 }
 
-func checkDisjoint(name string, send, recv *memspace.Block) error {
-	if apart(send, recv) || !memspace.Overlaps(*send, *recv) {
-		return nil
-	}
-	return disjointErr(name, *send, *recv)
-}
-
 //go:noinline
-func disjointErr(name string, send, recv memspace.Block) error {
-	return fmt.Errorf("comm: %s: send %v overlaps receive %v: %w", name, send, recv, ErrInvalidArgument)
+func checkDisjoint(name string, send, recv memspace.Block) error {
+	if memspace.Overlaps(send, recv) {
+		return fmt.Errorf("comm: %s: send %v overlaps receive %v: %w", name, send, recv, ErrInvalidArgument)
+	}
+	return nil
 }
 
 // checkHost reports ErrNotSupported for blocks the shared algorithms
 // cannot run on (device memory, when no native collective took them).
-func checkHost(name string, b *memspace.Block) error {
+func checkHost(name string, b memspace.Block) error {
 	if b.Len() > 0 && !b.HostAccessible() {
-		return hostErr(name, *b)
+		return hostErr(name, b)
 	}
 	return nil
 }
 
 // checkHost2 is checkHost of two blocks.
-func checkHost2(name string, a, b *memspace.Block) error {
+func checkHost2(name string, a, b memspace.Block) error {
 	if err := checkHost(name, a); err != nil {
 		return err
 	}

@@ -507,9 +507,9 @@ func cSplit(c handle, color, key int) (handle, int) {
 func cAddr(p unsafe.Pointer) C.uintptr_t { return C.uintptr_t(uintptr(p)) }
 
 func cSend(p unsafe.Pointer, n, dest, tag int, c handle) int {
-	rc := C.xpu_send(cAddr(p), C.int(n), C.int(dest), C.int(tag), c)
+	rc := int(C.xpu_send(cAddr(p), C.int(n), C.int(dest), C.int(tag), c))
 	runtime.KeepAlive(p)
-	return int(rc)
+	return rc
 }
 
 func cIsend(p unsafe.Pointer, n, dest, tag int, c handle) (request, int) {

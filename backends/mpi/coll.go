@@ -44,13 +44,19 @@ var opCodes = [...]int8{comm.Sum: opSum, comm.Prod: opProd, comm.Min: opMin, com
 
 // usable reports whether MPI can take blocks a and b: host-accessible, and
 // counts (in units of unit bytes) that fit MPI's int.
-func usable(unit int, a, b *memspace.Block) bool {
-	an, bn := a.Len(), b.Len()
-	return (an == 0 || a.HostPointer() != nil) && (bn == 0 || b.HostPointer() != nil) &&
-		(an <= math.MaxInt32 || an/unit <= math.MaxInt32) && (bn <= math.MaxInt32 || bn/unit <= math.MaxInt32)
+func usable(unit int, a, b memspace.Block) bool {
+	return fits(unit, a.HostPointer(), a.Len()) && fits(unit, b.HostPointer(), b.Len())
 }
 
-func same(a, b *memspace.Block) bool {
+// fits is usable of one block, given its host pointer and length. The
+// direct paths read a block's fields once and pass them on: a Block
+// handed to a helper, even an inlined one, is copied through memory, and
+// the copy costs more than the checks.
+func fits(unit int, p unsafe.Pointer, n int) bool {
+	return (n == 0 || p != nil) && (n <= math.MaxInt32 || n/unit <= math.MaxInt32)
+}
+
+func same(a, b memspace.Block) bool {
 	return a.Addr() == b.Addr() && a.Len() == b.Len() && a.Space() == b.Space()
 }
 
@@ -152,8 +158,8 @@ func (c *Comm) drainHeld(name string) error {
 }
 
 func (c *Comm) exitColl() {
-	if v := c.state.Add(-(1 + collBit)); v == closedBit && c.state.CompareAndSwap(closedBit, closedBit|freedBit) {
-		c.free()
+	if c.state.Add(-(1 + collBit)) == closedBit {
+		c.freeOnce()
 	}
 }
 
@@ -351,15 +357,15 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 	if uint(root) >= uint(c.size) {
 		return rootErr(name, root, c.size)
 	}
-	var none memspace.Block
-	if !usable(1, &buf, &none) {
+	p, n := buf.HostPointer(), buf.Len()
+	if !fits(1, p, n) {
 		return comm.ErrFallback
 	}
 	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
-		rc := cBcast(buf.HostPointer(), buf.Len(), root, c.main)
+		rc := cBcast(p, n, root, c.main)
 		c.exitColl()
 		return mpiError(name, rc)
 	}
@@ -397,11 +403,11 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 	if !isRoot {
 		recv = memspace.Block{}
 	}
-	if !usable(dt.Size(), &send, &recv) {
+	if !usable(dt.Size(), send, recv) {
 		return comm.ErrFallback
 	}
 	n := count(send.Len(), dt)
-	inplace := isRoot && same(&send, &recv)
+	inplace := isRoot && same(send, recv)
 	if inplace && quirks.reduceInPlace {
 		// Reduce from a copy of the input instead of MPI_IN_PLACE.
 		s := getScratch(send.Len())
@@ -439,16 +445,17 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 	if err != nil {
 		return err
 	}
-	if !usable(dt.Size(), &send, &recv) {
+	sp, sn, rp, rn, sz := send.HostPointer(), send.Len(), recv.HostPointer(), recv.Len(), dt.Size()
+	if !fits(sz, sp, sn) || !fits(sz, rp, rn) {
 		return comm.ErrFallback
 	}
-	n := count(send.Len(), dt)
-	inplace := same(&send, &recv)
+	n := count(sn, dt)
+	inplace := send.Addr() == recv.Addr() && sn == rn && send.Space() == recv.Space()
 	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
-		rc := cAllreduce(send.HostPointer(), recv.HostPointer(), n, d, o, inplace, c.main)
+		rc := cAllreduce(sp, rp, n, d, o, inplace, c.main)
 		c.exitColl()
 		return mpiError(name, rc)
 	}
@@ -480,14 +487,13 @@ func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) 
 	if !isRoot {
 		recv = memspace.Block{}
 	}
-	if !usable(1, &send, &recv) {
+	if !usable(1, send, recv) {
 		return comm.ErrFallback
 	}
 	m := send.Len()
 	inplace := false
 	if isRoot {
-		sl := slot(recv, root, m)
-		inplace = same(&send, &sl)
+		inplace = same(send, slot(recv, root, m))
 	}
 	if direct {
 		if err := c.enterColl(name); err != nil {
@@ -521,14 +527,13 @@ func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int)
 	if !isRoot {
 		send = memspace.Block{}
 	}
-	if !usable(1, &send, &recv) {
+	if !usable(1, send, recv) {
 		return comm.ErrFallback
 	}
 	m := recv.Len()
 	inplace := false
 	if isRoot {
-		sl := slot(send, root, m)
-		inplace = same(&recv, &sl)
+		inplace = same(recv, slot(send, root, m))
 	}
 	if direct {
 		if err := c.enterColl(name); err != nil {
@@ -555,12 +560,11 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	if err != nil {
 		return err
 	}
-	if !usable(1, &send, &recv) {
+	if !usable(1, send, recv) {
 		return comm.ErrFallback
 	}
 	m := send.Len()
-	sl := slot(recv, c.rank, m)
-	inplace := same(&send, &sl)
+	inplace := same(send, slot(recv, c.rank, m))
 	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
@@ -586,15 +590,16 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	if err != nil {
 		return err
 	}
-	if !usable(c.size, &send, &recv) {
+	sp, sn, rp, rn := send.HostPointer(), send.Len(), recv.HostPointer(), recv.Len()
+	if !fits(c.size, sp, sn) || !fits(c.size, rp, rn) {
 		return comm.ErrFallback
 	}
-	m := send.Len() / c.size
+	m := sn / c.size
 	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
-		rc := cAlltoall(send.HostPointer(), recv.HostPointer(), m, c.main)
+		rc := cAlltoall(sp, rp, m, c.main)
 		c.exitColl()
 		return mpiError(name, rc)
 	}
@@ -620,7 +625,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt 
 	if err != nil {
 		return err
 	}
-	if !usable(dt.Size()*c.size, &send, &recv) {
+	if !usable(dt.Size()*c.size, send, recv) {
 		return comm.ErrFallback
 	}
 	n := count(recv.Len(), dt)

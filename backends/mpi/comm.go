@@ -119,9 +119,11 @@ func (c *Comm) Size() int { return c.size }
 func (c *Comm) TagUB() int { return min(c.tagUB, comm.MaxTag) }
 
 // enter counts a new operation; it fails once the communicator is closed.
+// (enter, exit and exitColl stay small enough to be inlined: they run
+// around every call.)
 func (c *Comm) enter() bool {
-	if v := c.state.Add(1); v&(closedBit|freedBit) != 0 {
-		c.exit()
+	if c.state.Add(1)&(closedBit|freedBit) != 0 {
+		c.exitSlow()
 		return false
 	}
 	return true
@@ -140,7 +142,18 @@ func (c *Comm) enterAny() bool {
 
 // exit ends an operation; the last one after Close frees the communicator.
 func (c *Comm) exit() {
-	if v := c.state.Add(-1); v == closedBit && c.state.CompareAndSwap(closedBit, closedBit|freedBit) {
+	if c.state.Add(-1) == closedBit {
+		c.freeOnce()
+	}
+}
+
+//go:noinline
+func (c *Comm) exitSlow() { c.exit() }
+
+// freeOnce frees the communicator unless another goroutine got there
+// first; it is called when the state reads closed with no operation left.
+func (c *Comm) freeOnce() {
+	if c.state.CompareAndSwap(closedBit, closedBit|freedBit) {
 		c.free()
 	}
 }
