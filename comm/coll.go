@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"unsafe"
 
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -21,15 +22,16 @@ import (
 
 // Barrier returns once every rank of c has called it.
 func Barrier(ctx context.Context, c Comm) error {
-	if err := checkComm(ctx, c, "barrier"); err != nil {
+	p, _, err := checkComm(ctx, c, "barrier")
+	if err != nil {
 		return err
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Barrier(ctx); !isFallback(err) {
 			return err
 		}
 	}
-	if c.Size() == 1 {
+	if p == 1 {
 		return nil
 	}
 	return barrierShared(ctx, c)
@@ -39,16 +41,17 @@ func Barrier(ctx context.Context, c Comm) error {
 // passes a block of the same length.
 func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error {
 	const op = "bcast"
-	if err := checkComm(ctx, c, op); err != nil {
+	p, _, err := checkComm(ctx, c, op)
+	if err != nil {
 		return err
 	}
-	if err := checkRoot(c, root, op); err != nil {
+	if err := checkRoot(p, root, op); err != nil {
 		return err
 	}
 	if buf.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Bcast(ctx, buf, root); !isFallback(err) {
 			return err
 		}
@@ -56,7 +59,7 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error
 	if err := checkHost(op, buf); err != nil {
 		return err
 	}
-	if c.Size() == 1 {
+	if p == 1 {
 		return nil
 	}
 	return bcastShared(ctx, c, buf, root)
@@ -68,21 +71,25 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error
 // (pass the zero Block).
 func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) error {
 	const name = "reduce"
-	if err := checkComm(ctx, c, name); err != nil {
+	p, rank, err := checkComm(ctx, c, name)
+	if err != nil {
 		return err
 	}
-	if err := checkRoot(c, root, name); err != nil {
+	if err := checkRoot(p, root, name); err != nil {
 		return err
 	}
-	if err := checkElems(name, dt, op, send); err != nil {
+	sn := send.Len()
+	if err := checkElems(name, dt, op, sn); err != nil {
 		return err
 	}
-	if c.Rank() == root {
-		if err := checkSameLen(name, send, recv); err != nil {
+	if rank == root {
+		if err := checkSameLen(name, sn, recv.Len()); err != nil {
 			return err
 		}
-		if err := checkInPlace(name, send, recv); err != nil {
-			return err
+		if maybeShared(send.Addr(), sn, send.HostPointer(), recv.Addr(), recv.Len(), recv.HostPointer()) {
+			if err := checkInPlace(name, send, recv); err != nil {
+				return err
+			}
 		}
 	} else {
 		recv = memspace.Block{}
@@ -90,15 +97,15 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 	if send.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Reduce(ctx, send, recv, dt, op, root); !isFallback(err) {
 			return err
 		}
 	}
-	if err := checkHost(name, send, recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
-	if c.Size() == 1 {
+	if p == 1 {
 		return copyBlock(recv, send)
 	}
 	return reduceShared(ctx, c, send, recv, dt, op, root)
@@ -109,30 +116,34 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 // send itself (in place). Every rank gets the bitwise-same result.
 func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
 	const name = "allreduce"
-	if err := checkComm(ctx, c, name); err != nil {
+	p, _, err := checkComm(ctx, c, name)
+	if err != nil {
 		return err
 	}
-	if err := checkElems(name, dt, op, send); err != nil {
+	sn := send.Len()
+	if err := checkElems(name, dt, op, sn); err != nil {
 		return err
 	}
-	if err := checkSameLen(name, send, recv); err != nil {
+	if err := checkSameLen(name, sn, recv.Len()); err != nil {
 		return err
 	}
-	if err := checkInPlace(name, send, recv); err != nil {
-		return err
+	if maybeShared(send.Addr(), sn, send.HostPointer(), recv.Addr(), recv.Len(), recv.HostPointer()) {
+		if err := checkInPlace(name, send, recv); err != nil {
+			return err
+		}
 	}
 	if send.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Allreduce(ctx, send, recv, dt, op); !isFallback(err) {
 			return err
 		}
 	}
-	if err := checkHost(name, send, recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
-	if c.Size() == 1 {
+	if p == 1 {
 		return copyBlock(recv, send)
 	}
 	return allreduceShared(ctx, c, send, recv, dt, op)
@@ -144,18 +155,21 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // other ranks (pass the zero Block).
 func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
 	const name = "gather"
-	if err := checkComm(ctx, c, name); err != nil {
+	p, rank, err := checkComm(ctx, c, name)
+	if err != nil {
 		return err
 	}
-	if err := checkRoot(c, root, name); err != nil {
+	if err := checkRoot(p, root, name); err != nil {
 		return err
 	}
-	if c.Rank() == root {
-		if err := checkMultiple(name, "receive", recv, send, c.Size()); err != nil {
+	if rank == root {
+		if err := checkMultiple(name, "receive", recv.Len(), send.Len(), p); err != nil {
 			return err
 		}
-		if err := checkSlot(name, send, recv, root); err != nil {
-			return err
+		if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+			if err := checkSlot(name, send, recv, root); err != nil {
+				return err
+			}
 		}
 	} else {
 		recv = memspace.Block{}
@@ -163,12 +177,12 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 	if send.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Gather(ctx, send, recv, root); !isFallback(err) {
 			return err
 		}
 	}
-	if err := checkHost(name, send, recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return gatherShared(ctx, c, send, recv, root)
@@ -180,18 +194,21 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 // ignored on the other ranks (pass the zero Block).
 func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
 	const name = "scatter"
-	if err := checkComm(ctx, c, name); err != nil {
+	p, rank, err := checkComm(ctx, c, name)
+	if err != nil {
 		return err
 	}
-	if err := checkRoot(c, root, name); err != nil {
+	if err := checkRoot(p, root, name); err != nil {
 		return err
 	}
-	if c.Rank() == root {
-		if err := checkMultiple(name, "send", send, recv, c.Size()); err != nil {
+	if rank == root {
+		if err := checkMultiple(name, "send", send.Len(), recv.Len(), p); err != nil {
 			return err
 		}
-		if err := checkSlot(name, recv, send, root); err != nil {
-			return err
+		if maybeOverlap(recv.Addr(), recv.Len(), send.Addr(), send.Len()) {
+			if err := checkSlot(name, recv, send, root); err != nil {
+				return err
+			}
 		}
 	} else {
 		send = memspace.Block{}
@@ -199,12 +216,12 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 	if recv.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Scatter(ctx, send, recv, root); !isFallback(err) {
 			return err
 		}
 	}
-	if err := checkHost(name, send, recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return scatterShared(ctx, c, send, recv, root)
@@ -215,24 +232,27 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 // rank's own slot of recv (in place).
 func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) error {
 	const name = "allgather"
-	if err := checkComm(ctx, c, name); err != nil {
+	p, rank, err := checkComm(ctx, c, name)
+	if err != nil {
 		return err
 	}
-	if err := checkMultiple(name, "receive", recv, send, c.Size()); err != nil {
+	if err := checkMultiple(name, "receive", recv.Len(), send.Len(), p); err != nil {
 		return err
 	}
-	if err := checkSlot(name, send, recv, c.Rank()); err != nil {
-		return err
+	if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+		if err := checkSlot(name, send, recv, rank); err != nil {
+			return err
+		}
 	}
 	if send.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Allgather(ctx, send, recv); !isFallback(err) {
 			return err
 		}
 	}
-	if err := checkHost(name, send, recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return allgatherShared(ctx, c, send, recv)
@@ -243,27 +263,31 @@ func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) erro
 // recv have the same length, a multiple of Size(), and do not overlap.
 func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error {
 	const name = "alltoall"
-	if err := checkComm(ctx, c, name); err != nil {
+	p, _, err := checkComm(ctx, c, name)
+	if err != nil {
 		return err
 	}
-	if err := checkSameLen(name, send, recv); err != nil {
+	n := send.Len()
+	if err := checkSameLen(name, n, recv.Len()); err != nil {
 		return err
 	}
-	if p := c.Size(); send.Len()%p != 0 {
-		return fmt.Errorf("comm: %s of %d bytes, not a multiple of %d ranks: %w", name, send.Len(), p, ErrInvalidArgument)
+	if n%p != 0 {
+		return notMultipleErr(name, n, p)
 	}
-	if err := checkDisjoint(name, send, recv); err != nil {
-		return err
+	if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+		if err := checkDisjoint(name, send, recv); err != nil {
+			return err
+		}
 	}
 	if send.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.Alltoall(ctx, send, recv); !isFallback(err) {
 			return err
 		}
 	}
-	if err := checkHost(name, send, recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return alltoallShared(ctx, c, send, recv)
@@ -274,27 +298,30 @@ func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error
 // result in recv on rank i. send and recv do not overlap.
 func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
 	const name = "reduce-scatter"
-	if err := checkComm(ctx, c, name); err != nil {
+	p, _, err := checkComm(ctx, c, name)
+	if err != nil {
 		return err
 	}
-	if err := checkElems(name, dt, op, recv); err != nil {
+	if err := checkElems(name, dt, op, recv.Len()); err != nil {
 		return err
 	}
-	if err := checkMultiple(name, "send", send, recv, c.Size()); err != nil {
+	if err := checkMultiple(name, "send", send.Len(), recv.Len(), p); err != nil {
 		return err
 	}
-	if err := checkDisjoint(name, send, recv); err != nil {
-		return err
+	if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
+		if err := checkDisjoint(name, send, recv); err != nil {
+			return err
+		}
 	}
 	if recv.Len() == 0 {
 		return nil
 	}
-	if nc, ok := As[Collectives](c); ok {
+	if nc, ok := native(c); ok {
 		if err := nc.ReduceScatter(ctx, send, recv, dt, op); !isFallback(err) {
 			return err
 		}
 	}
-	if err := checkHost(name, send, recv); err != nil {
+	if err := checkHost2(name, send, recv); err != nil {
 		return err
 	}
 	return reduceScatterShared(ctx, c, send, recv, dt, op)
@@ -420,64 +447,147 @@ func validComm(c Comm) bool {
 // isRoot reports whether c is a valid communicator whose rank is root.
 func isRoot(c Comm, root int) bool { return validComm(c) && c.Rank() == root }
 
+// The checks below run on every call, before a native collective that may
+// take well under a microsecond (MPI's on small vectors), so each keeps
+// its success path short: plain comparisons on values already at hand
+// (addresses and lengths before spaces, which are compared through an
+// interface), and the error, with its formatting, built out of line.
+
+// native returns the native collectives of c: its own methods when it has
+// them (a type assertion that the compiler caches per call site), else
+// the first found through wrappers.
+func native(c Comm) (Collectives, bool) {
+	if nc, ok := c.(Collectives); ok {
+		return nc, true
+	}
+	return As[Collectives](c)
+}
+
 // checkComm validates the context and communicator, and fails early when
-// ctx is already done.
-func checkComm(ctx context.Context, c Comm, name string) error {
+// ctx is already done. It returns the communicator's size and this rank.
+func checkComm(ctx context.Context, c Comm, name string) (p, rank int, err error) {
+	if ctx == nil || !validComm(c) {
+		return 0, 0, commErr(ctx, c, name)
+	}
+	p, rank = c.Size(), c.Rank()
+	if p <= 0 || uint(rank) >= uint(p) {
+		return 0, 0, sizeErr(name, p, rank)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, ctxErr(name, err)
+	}
+	return p, rank, nil
+}
+
+//go:noinline
+func commErr(ctx context.Context, c Comm, name string) error {
 	if ctx == nil {
 		return fmt.Errorf("comm: %s with a nil context: %w", name, ErrInvalidArgument)
 	}
-	if !validComm(c) {
-		return fmt.Errorf("comm: %s on a nil communicator %T: %w", name, c, ErrInvalidArgument)
-	}
-	if p := c.Size(); p <= 0 || c.Rank() < 0 || c.Rank() >= p {
-		return fmt.Errorf("comm: %s on a communicator of size %d, rank %d: %w", name, p, c.Rank(), ErrInvalidArgument)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("comm: %s: %w", name, err)
-	}
-	return nil
+	return fmt.Errorf("comm: %s on a nil communicator %T: %w", name, c, ErrInvalidArgument)
 }
 
-func checkRoot(c Comm, root int, name string) error {
-	if err := CheckRank(root, c.Size(), false); err != nil {
-		return fmt.Errorf("comm: %s root: %w", name, err)
-	}
-	return nil
+//go:noinline
+func sizeErr(name string, p, rank int) error {
+	return fmt.Errorf("comm: %s on a communicator of size %d, rank %d: %w", name, p, rank, ErrInvalidArgument)
 }
 
-// checkElems validates a reduction's element type and op, and that b is a
-// whole number of elements.
-func checkElems(name string, dt DType, op Op, b memspace.Block) error {
+//go:noinline
+func ctxErr(name string, err error) error { return fmt.Errorf("comm: %s: %w", name, err) }
+
+// checkRoot validates a root rank of a group of p ranks.
+func checkRoot(p, root int, name string) error {
+	if uint(root) < uint(p) {
+		return nil
+	}
+	return rootErr(name, root, p)
+}
+
+//go:noinline
+func rootErr(name string, root, p int) error {
+	return fmt.Errorf("comm: %s root: %w", name, CheckRank(root, p, false))
+}
+
+// checkElems validates a reduction's element type and op, and that n
+// bytes are a whole number of elements.
+func checkElems(name string, dt DType, op Op, n int) error {
+	// Element sizes are powers of two (1 to 16 bytes): a mask tests the
+	// remainder.
+	if sz := dt.Size(); sz > 0 && op >= Sum && op <= Max && n&(sz-1) == 0 && ((op != Min && op != Max) || !dt.IsComplex()) {
+		return nil
+	}
+	return elemsErr(name, dt, op, n)
+}
+
+//go:noinline
+func elemsErr(name string, dt DType, op Op, n int) error {
 	if err := CheckOp(op, dt); err != nil {
 		return fmt.Errorf("comm: %s: %w", name, err)
 	}
-	if b.Len()%dt.Size() != 0 {
-		return fmt.Errorf("comm: %s of %d bytes, not a whole number of %v: %w", name, b.Len(), dt, ErrInvalidArgument)
+	return fmt.Errorf("comm: %s of %d bytes, not a whole number of %v: %w", name, n, dt, ErrInvalidArgument)
+}
+
+// The checks of blocks come in two parts: a test on a block's address and
+// length, inlined where the Block-level function holds them, and the full
+// check, a call made only when the test cannot settle the case. (A Block
+// is five words: handed to a helper, even an inlined one, or addressed, it
+// is copied through memory, which costs more than the tests.)
+
+func checkSameLen(name string, send, recv int) error {
+	if send != recv {
+		return sameLenErr(name, send, recv)
 	}
 	return nil
 }
 
-func checkSameLen(name string, send, recv memspace.Block) error {
-	if send.Len() != recv.Len() {
-		return fmt.Errorf("comm: %s from %d bytes into %d: %w", name, send.Len(), recv.Len(), ErrInvalidArgument)
-	}
-	return nil
+//go:noinline
+func sameLenErr(name string, send, recv int) error {
+	return fmt.Errorf("comm: %s from %d bytes into %d: %w", name, send, recv, ErrInvalidArgument)
 }
 
 func lenErr(name string, send, recv int) error {
 	return fmt.Errorf("comm: %s from %d elements into %d: %w", name, send, recv, ErrInvalidArgument)
 }
 
-// checkMultiple checks that big (named what) is p times small.
-func checkMultiple(name, what string, big, small memspace.Block, p int) error {
-	if big.Len() != p*small.Len() {
-		return fmt.Errorf("comm: %s: %s buffer of %d bytes, want %d ranks × %d: %w",
-			name, what, big.Len(), p, small.Len(), ErrInvalidArgument)
+//go:noinline
+func notMultipleErr(name string, n, p int) error {
+	return fmt.Errorf("comm: %s of %d bytes, not a multiple of %d ranks: %w", name, n, p, ErrInvalidArgument)
+}
+
+// checkMultiple checks that big bytes (of the buffer named what) are p
+// times small.
+func checkMultiple(name, what string, big, small, p int) error {
+	if big != p*small {
+		return multipleErr(name, what, big, small, p)
 	}
 	return nil
 }
 
+//go:noinline
+func multipleErr(name, what string, big, small, p int) error {
+	return fmt.Errorf("comm: %s: %s buffer of %d bytes, want %d ranks × %d: %w",
+		name, what, big, p, small, ErrInvalidArgument)
+}
+
+// maybeOverlap reports whether the a bytes at aa and the b bytes at ba
+// may share a byte: memspace.Overlaps without its comparison of spaces,
+// so that !maybeOverlap implies !memspace.Overlaps.
+func maybeOverlap(aa memspace.Addr, a int, ba memspace.Addr, b int) bool {
+	return a != 0 && b != 0 && aa < ba+memspace.Addr(b) && ba < aa+memspace.Addr(a)
+}
+
+// maybeShared reports whether checkInPlace has anything to say about
+// blocks a and b, given their addresses, lengths and host mappings: they
+// may share a byte and are not plainly the same block. Two blocks with the
+// same address, length and host mapping are the same block, or are in
+// different spaces and share nothing; either is allowed.
+func maybeShared(aa memspace.Addr, a int, ah unsafe.Pointer, ba memspace.Addr, b int, bh unsafe.Pointer) bool {
+	return maybeOverlap(aa, a, ba, b) && !(aa == ba && a == b && ah == bh)
+}
+
 // checkInPlace allows send and recv to be the same block or disjoint.
+//
+//go:noinline
 func checkInPlace(name string, send, recv memspace.Block) error {
 	if !sameBlock(send, recv) && memspace.Overlaps(send, recv) {
 		return fmt.Errorf("comm: %s: send %v partially overlaps receive %v: %w", name, send, recv, ErrInvalidArgument)
@@ -487,6 +597,8 @@ func checkInPlace(name string, send, recv memspace.Block) error {
 
 // checkSlot allows part to be slot i of whole (in place) or disjoint from
 // it; len(whole) is a multiple of len(part).
+//
+//go:noinline
 func checkSlot(name string, part, whole memspace.Block, i int) error {
 	if !memspace.Overlaps(part, whole) {
 		return nil
@@ -498,6 +610,7 @@ func checkSlot(name string, part, whole memspace.Block, i int) error {
 	return fmt.Errorf("comm: %s: %v overlaps %v other than as slot %d: %w", name, part, whole, i, ErrInvalidArgument)
 }
 
+//go:noinline
 func checkDisjoint(name string, send, recv memspace.Block) error {
 	if memspace.Overlaps(send, recv) {
 		return fmt.Errorf("comm: %s: send %v overlaps receive %v: %w", name, send, recv, ErrInvalidArgument)
@@ -507,14 +620,25 @@ func checkDisjoint(name string, send, recv memspace.Block) error {
 
 // checkHost reports ErrNotSupported for blocks the shared algorithms
 // cannot run on (device memory, when no native collective took them).
-func checkHost(name string, bs ...memspace.Block) error {
-	for _, b := range bs {
-		if b.Len() > 0 && !b.HostAccessible() {
-			return fmt.Errorf("comm: %s: no native collective for %v, and the shared algorithms need host-accessible memory: %w",
-				name, b, ErrNotSupported)
-		}
+func checkHost(name string, b memspace.Block) error {
+	if b.Len() > 0 && !b.HostAccessible() {
+		return hostErr(name, b)
 	}
 	return nil
+}
+
+// checkHost2 is checkHost of two blocks.
+func checkHost2(name string, a, b memspace.Block) error {
+	if err := checkHost(name, a); err != nil {
+		return err
+	}
+	return checkHost(name, b)
+}
+
+//go:noinline
+func hostErr(name string, b memspace.Block) error {
+	return fmt.Errorf("comm: %s: no native collective for %v, and the shared algorithms need host-accessible memory: %w",
+		name, b, ErrNotSupported)
 }
 
 // checkPair validates a send and a receive buffer.

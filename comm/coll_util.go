@@ -123,9 +123,14 @@ func (f *flight) waitAll(ctx context.Context) error {
 	return nil
 }
 
-// abort cancels every outstanding request and waits for each to settle.
+// abort cancels every outstanding request and waits for each to settle
+// (see cancelRest). When one did not settle in time, its backend may still
+// read or write the scratch memory: it is then left to the garbage
+// collector (the request's block keeps it alive) rather than recycled.
 func (f *flight) abort() {
-	cancelRest(f.reqs)
+	if !cancelRest(f.reqs) {
+		f.scratch = nil
+	}
 	f.reqs = nil
 }
 

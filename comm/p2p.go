@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -44,7 +45,11 @@ func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Sta
 }
 
 // Sendrecv sends sbuf to dest and receives rbuf from source at once, the
-// deadlock-free exchange of MPI_Sendrecv.
+// deadlock-free exchange of MPI_Sendrecv. On ctx done both are canceled
+// and given a short grace to settle before ctx.Err() is returned; a send
+// the backend cannot cancel (MPI) and the peer has not taken by then stays
+// in flight, still reading sbuf: keep sbuf allocated and unchanged until
+// the peer has received it or the communicator is closed.
 func Sendrecv(ctx context.Context, c Comm, sbuf memspace.Block, dest, stag int,
 	rbuf memspace.Block, source, rtag int) (Status, error) {
 	rr, err := c.Irecv(rbuf, source, rtag)
@@ -62,7 +67,9 @@ func Sendrecv(ctx context.Context, c Comm, sbuf memspace.Block, dest, stag int,
 
 // WaitAll waits for every request. It returns the first error; on ctx done
 // it cancels the requests still pending and returns ctx.Err() once they
-// have settled.
+// have settled, or after a short grace: a send the backend cannot cancel
+// (MPI) and its receiver has not taken stays pending, and Wait on it
+// reports when it completes.
 func WaitAll(ctx context.Context, reqs ...Request) error {
 	var first error
 	for i, r := range reqs {
@@ -99,19 +106,40 @@ func waitAll2(ctx context.Context, recv, send Request) (Status, error) {
 	return st, err
 }
 
-// cancelRest cancels requests and waits for each to settle. Cancel
-// guarantees that Wait returns promptly afterwards.
-func cancelRest(reqs []Request) {
+// cancelGrace bounds how long cancelRest waits, in all, for canceled
+// requests to settle. Cancel promises that Wait returns promptly
+// afterwards, but a backend may be unable to keep that promise for a send:
+// MPI cannot cancel a send its receiver has not taken (Open MPI never
+// cancels one), and such a send completes only if the peer receives it.
+// The caller's context is done by then, so the wait is bounded rather than
+// left to a peer that may never come.
+const cancelGrace = 100 * time.Millisecond
+
+// cancelRest cancels requests and waits, for up to cancelGrace in all, for
+// each to settle. It reports whether all of them did. A request that did
+// not is left to its backend, which still owns its buffer: a send may
+// still be read from it, and delivered, when its receiver takes it; the
+// buffer must then stay allocated (and unchanged, for the peer to receive
+// what was sent) until the request completes or the communicator is
+// closed.
+func cancelRest(reqs []Request) (settled bool) {
 	for _, r := range reqs {
 		if r != nil {
 			_ = r.Cancel()
 		}
 	}
+	ctx, stop := context.WithTimeout(context.Background(), cancelGrace)
+	defer stop()
+	settled = true
 	for _, r := range reqs {
-		if r != nil {
-			_, _ = r.Wait(context.Background())
+		if r == nil {
+			continue
+		}
+		if _, err := r.Wait(ctx); err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			settled = false
 		}
 	}
+	return settled
 }
 
 func waitOrCancel(ctx context.Context, r Request) (Status, error) {

@@ -14,19 +14,21 @@ package mpi
 // default, mpich with the build tag mpich (files pkgconfig_*.go).
 
 /*
-// The hot helpers neither keep their pointer arguments after they return
-// nor call back into Go.
-#cgo nocallback xpu_send
-#cgo nocallback xpu_test
-#cgo nocallback xpu_precv
-#cgo nocallback xpu_allreduce
-#cgo nocallback xpu_bcast
-#cgo nocallback xpu_alltoall
+// No helper calls back into Go, but none is annotated "#cgo nocallback":
+// the annotation makes every call of it record and clear a flag (about
+// 1 ns), and buys no speed.
 
 #include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+// Communicators cross to Go as integers (xpu_comm): an MPI_Comm is a
+// pointer in Open MPI, and cgo checks every pointer argument of a call for
+// Go pointers (about 5 ns a call); as an integer it passes unchecked. In
+// MPICH, where MPI_Comm is an int, the conversions round-trip as well.
+typedef uintptr_t xpu_comm;
+#define XC(h) ((MPI_Comm)(h))
 
 // Element types, numbered by this package (see dtypeCode).
 enum {
@@ -162,54 +164,56 @@ static int xpu_error_class(int code) { int c = code; MPI_Error_class(code, &c); 
 
 // ---- communicators ----
 
-static MPI_Comm xpu_world(void) { return MPI_COMM_WORLD; }
-static int xpu_is_null(MPI_Comm c) { return c == MPI_COMM_NULL; }
+static xpu_comm xpu_world(void) { return (xpu_comm)MPI_COMM_WORLD; }
+static int xpu_is_null(xpu_comm c) { return XC(c) == MPI_COMM_NULL; }
 static int xpu_undefined(void) { return MPI_UNDEFINED; }
 
-static int xpu_rank(MPI_Comm c) { int r = -1; MPI_Comm_rank(c, &r); return r; }
-static int xpu_size(MPI_Comm c) { int s = -1; MPI_Comm_size(c, &s); return s; }
+static int xpu_rank(xpu_comm c) { int r = -1; MPI_Comm_rank(XC(c), &r); return r; }
+static int xpu_size(xpu_comm c) { int s = -1; MPI_Comm_size(XC(c), &s); return s; }
 
-static int xpu_tag_ub(MPI_Comm c) {
+static int xpu_tag_ub(xpu_comm c) {
 	void *v = NULL;
 	int flag = 0;
-	if (MPI_Comm_get_attr(c, MPI_TAG_UB, &v, &flag) != MPI_SUCCESS || !flag || v == NULL) return 32767;
+	if (MPI_Comm_get_attr(XC(c), MPI_TAG_UB, &v, &flag) != MPI_SUCCESS || !flag || v == NULL) return 32767;
 	return *(int *)v;
 }
 
-typedef struct { MPI_Comm comm; int rc; } xpu_comm_t;
+typedef struct { xpu_comm comm; int rc; } xpu_comm_t;
 
-static xpu_comm_t xpu_dup(MPI_Comm c) {
+static xpu_comm_t xpu_dup(xpu_comm c) {
 	xpu_comm_t o;
-	o.comm = MPI_COMM_NULL;
-	o.rc = MPI_Comm_dup(c, &o.comm);
-	if (o.rc == MPI_SUCCESS) MPI_Comm_set_errhandler(o.comm, MPI_ERRORS_RETURN);
+	MPI_Comm m = MPI_COMM_NULL;
+	o.rc = MPI_Comm_dup(XC(c), &m);
+	if (o.rc == MPI_SUCCESS) MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN);
+	o.comm = (xpu_comm)m;
 	return o;
 }
 
-static xpu_comm_t xpu_split(MPI_Comm c, int color, int key) {
+static xpu_comm_t xpu_split(xpu_comm c, int color, int key) {
 	xpu_comm_t o;
-	o.comm = MPI_COMM_NULL;
-	o.rc = MPI_Comm_split(c, color, key, &o.comm);
-	if (o.rc == MPI_SUCCESS && o.comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(o.comm, MPI_ERRORS_RETURN);
+	MPI_Comm m = MPI_COMM_NULL;
+	o.rc = MPI_Comm_split(XC(c), color, key, &m);
+	if (o.rc == MPI_SUCCESS && m != MPI_COMM_NULL) MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN);
+	o.comm = (xpu_comm)m;
 	return o;
 }
 
-static int xpu_comm_free(MPI_Comm c) { return MPI_Comm_free(&c); }
+static int xpu_comm_free(xpu_comm c) { MPI_Comm m = XC(c); return MPI_Comm_free(&m); }
 
 // ---- point to point ----
 
 // The blocking helpers take addresses as integers: see cAddr.
-static int xpu_send(uintptr_t buf, int n, int dest, int tag, MPI_Comm c) {
-	return MPI_Send((void *)buf, n, MPI_BYTE, dest, tag, c);
+static int xpu_send(uintptr_t buf, int n, int dest, int tag, xpu_comm c) {
+	return MPI_Send((void *)buf, n, MPI_BYTE, dest, tag, XC(c));
 }
 
 typedef struct { int rc; xpu_status st; } xpu_recv_t;
 
 
-static xpu_start xpu_isend(void *buf, int n, int dest, int tag, MPI_Comm c) {
+static xpu_start xpu_isend(void *buf, int n, int dest, int tag, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Isend(buf, n, MPI_BYTE, dest, tag, c, &o.req);
+	o.rc = MPI_Isend(buf, n, MPI_BYTE, dest, tag, XC(c), &o.req);
 	return o;
 }
 
@@ -244,13 +248,13 @@ static int xpu_len(MPI_Status *s) {
 
 typedef struct { int rc, found, len; MPI_Message msg; xpu_status st; } xpu_probe_t;
 
-static xpu_probe_t xpu_improbe(int src, int tag, MPI_Comm c) {
+static xpu_probe_t xpu_improbe(int src, int tag, xpu_comm c) {
 	xpu_probe_t o;
 	MPI_Status s;
 	memset(&o, 0, sizeof o);
 	memset(&s, 0, sizeof s);
 	o.msg = MPI_MESSAGE_NULL;
-	o.rc = MPI_Improbe(src, tag, c, &o.found, &o.msg, &s);
+	o.rc = MPI_Improbe(src, tag, XC(c), &o.found, &o.msg, &s);
 	if (o.rc == MPI_SUCCESS && o.found) {
 		xpu_fill(&s, &o.st);
 		o.len = xpu_len(&s);
@@ -270,20 +274,22 @@ static xpu_start xpu_imrecv(void *buf, int n, MPI_Message m) {
 // caller to receive into memory of its length.
 typedef struct { int rc, fits, len; MPI_Message msg; xpu_status st; } xpu_precv_t;
 
-static xpu_precv_t xpu_precv(uintptr_t buf, int n, int src, int tag, MPI_Comm c) {
+static xpu_precv_t xpu_precv(uintptr_t buf, int n, int src, int tag, xpu_comm c) {
 	xpu_precv_t o;
 	MPI_Status s;
 	memset(&o, 0, sizeof o);
-	memset(&s, 0, sizeof s);
 	o.msg = MPI_MESSAGE_NULL;
-	o.rc = MPI_Mprobe(src, tag, c, &o.msg, &s);
+	o.rc = MPI_Mprobe(src, tag, XC(c), &o.msg, &s);
 	if (o.rc != MPI_SUCCESS) return o;
-	xpu_fill(&s, &o.st);
+	// The probe's status describes the message: the receive needs no
+	// status of its own, and the blocking receive cannot be canceled.
 	o.len = xpu_len(&s);
+	o.st.source = s.MPI_SOURCE;
+	o.st.tag = s.MPI_TAG;
+	o.st.count = o.len < 0 ? 0 : o.len;
 	if (o.len < 0 || o.len > n) return o;
 	o.fits = 1;
-	o.rc = MPI_Mrecv((void *)buf, n, MPI_BYTE, &o.msg, &s);
-	xpu_fill(&s, &o.st);
+	o.rc = MPI_Mrecv((void *)buf, n, MPI_BYTE, &o.msg, MPI_STATUS_IGNORE);
 	return o;
 }
 
@@ -298,102 +304,102 @@ static xpu_recv_t xpu_mrecv(uintptr_t buf, int n, MPI_Message m) {
 
 // ---- collectives (blocking) ----
 
-static int xpu_barrier(MPI_Comm c) { return MPI_Barrier(c); }
+static int xpu_barrier(xpu_comm c) { return MPI_Barrier(XC(c)); }
 
-static int xpu_bcast(uintptr_t buf, int n, int root, MPI_Comm c) {
-	return MPI_Bcast((void *)buf, n, MPI_BYTE, root, c);
+static int xpu_bcast(uintptr_t buf, int n, int root, xpu_comm c) {
+	return MPI_Bcast((void *)buf, n, MPI_BYTE, root, XC(c));
 }
 
-static int xpu_reduce(uintptr_t s, uintptr_t r, int n, int dt, int op, int root, int inplace, MPI_Comm c) {
-	return MPI_Reduce(xpu_sendbuf((void *)s, inplace), (void *)r, n, xpu_dtype(dt), xpu_op(op), root, c);
+static int xpu_reduce(uintptr_t s, uintptr_t r, int n, int dt, int op, int root, int inplace, xpu_comm c) {
+	return MPI_Reduce(xpu_sendbuf((void *)s, inplace), (void *)r, n, xpu_dtype(dt), xpu_op(op), root, XC(c));
 }
 
-static int xpu_allreduce(uintptr_t s, uintptr_t r, int n, int dt, int op, int inplace, MPI_Comm c) {
-	return MPI_Allreduce(xpu_sendbuf((void *)s, inplace), (void *)r, n, xpu_dtype(dt), xpu_op(op), c);
+static int xpu_allreduce(uintptr_t s, uintptr_t r, int n, int dt, int op, int inplace, xpu_comm c) {
+	return MPI_Allreduce(xpu_sendbuf((void *)s, inplace), (void *)r, n, xpu_dtype(dt), xpu_op(op), XC(c));
 }
 
-static int xpu_gather(uintptr_t s, uintptr_t r, int n, int root, int inplace, MPI_Comm c) {
-	return MPI_Gather(xpu_sendbuf((void *)s, inplace), n, MPI_BYTE, (void *)r, n, MPI_BYTE, root, c);
+static int xpu_gather(uintptr_t s, uintptr_t r, int n, int root, int inplace, xpu_comm c) {
+	return MPI_Gather(xpu_sendbuf((void *)s, inplace), n, MPI_BYTE, (void *)r, n, MPI_BYTE, root, XC(c));
 }
 
-static int xpu_scatter(uintptr_t s, uintptr_t r, int n, int root, int inplace, MPI_Comm c) {
-	return MPI_Scatter((void *)s, n, MPI_BYTE, inplace ? MPI_IN_PLACE : (void *)r, n, MPI_BYTE, root, c);
+static int xpu_scatter(uintptr_t s, uintptr_t r, int n, int root, int inplace, xpu_comm c) {
+	return MPI_Scatter((void *)s, n, MPI_BYTE, inplace ? MPI_IN_PLACE : (void *)r, n, MPI_BYTE, root, XC(c));
 }
 
-static int xpu_allgather(uintptr_t s, uintptr_t r, int n, int inplace, MPI_Comm c) {
-	return MPI_Allgather(xpu_sendbuf((void *)s, inplace), n, MPI_BYTE, (void *)r, n, MPI_BYTE, c);
+static int xpu_allgather(uintptr_t s, uintptr_t r, int n, int inplace, xpu_comm c) {
+	return MPI_Allgather(xpu_sendbuf((void *)s, inplace), n, MPI_BYTE, (void *)r, n, MPI_BYTE, XC(c));
 }
 
-static int xpu_alltoall(uintptr_t s, uintptr_t r, int n, MPI_Comm c) {
-	return MPI_Alltoall((void *)s, n, MPI_BYTE, (void *)r, n, MPI_BYTE, c);
+static int xpu_alltoall(uintptr_t s, uintptr_t r, int n, xpu_comm c) {
+	return MPI_Alltoall((void *)s, n, MPI_BYTE, (void *)r, n, MPI_BYTE, XC(c));
 }
 
-static int xpu_reduce_scatter(uintptr_t s, uintptr_t r, int n, int dt, int op, MPI_Comm c) {
-	return MPI_Reduce_scatter_block((void *)s, (void *)r, n, xpu_dtype(dt), xpu_op(op), c);
+static int xpu_reduce_scatter(uintptr_t s, uintptr_t r, int n, int dt, int op, xpu_comm c) {
+	return MPI_Reduce_scatter_block((void *)s, (void *)r, n, xpu_dtype(dt), xpu_op(op), XC(c));
 }
 
 // ---- collectives (nonblocking) ----
 
-static xpu_start xpu_ibarrier(MPI_Comm c) {
+static xpu_start xpu_ibarrier(xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Ibarrier(c, &o.req);
+	o.rc = MPI_Ibarrier(XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_ibcast(void *buf, int n, int root, MPI_Comm c) {
+static xpu_start xpu_ibcast(void *buf, int n, int root, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Ibcast(buf, n, MPI_BYTE, root, c, &o.req);
+	o.rc = MPI_Ibcast(buf, n, MPI_BYTE, root, XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_ireduce(void *s, void *r, int n, int dt, int op, int root, int inplace, MPI_Comm c) {
+static xpu_start xpu_ireduce(void *s, void *r, int n, int dt, int op, int root, int inplace, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Ireduce(xpu_sendbuf(s, inplace), r, n, xpu_dtype(dt), xpu_op(op), root, c, &o.req);
+	o.rc = MPI_Ireduce(xpu_sendbuf(s, inplace), r, n, xpu_dtype(dt), xpu_op(op), root, XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_iallreduce(void *s, void *r, int n, int dt, int op, int inplace, MPI_Comm c) {
+static xpu_start xpu_iallreduce(void *s, void *r, int n, int dt, int op, int inplace, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Iallreduce(xpu_sendbuf(s, inplace), r, n, xpu_dtype(dt), xpu_op(op), c, &o.req);
+	o.rc = MPI_Iallreduce(xpu_sendbuf(s, inplace), r, n, xpu_dtype(dt), xpu_op(op), XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_igather(void *s, void *r, int n, int root, int inplace, MPI_Comm c) {
+static xpu_start xpu_igather(void *s, void *r, int n, int root, int inplace, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Igather(xpu_sendbuf(s, inplace), n, MPI_BYTE, r, n, MPI_BYTE, root, c, &o.req);
+	o.rc = MPI_Igather(xpu_sendbuf(s, inplace), n, MPI_BYTE, r, n, MPI_BYTE, root, XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_iscatter(void *s, void *r, int n, int root, int inplace, MPI_Comm c) {
+static xpu_start xpu_iscatter(void *s, void *r, int n, int root, int inplace, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Iscatter(s, n, MPI_BYTE, inplace ? MPI_IN_PLACE : r, n, MPI_BYTE, root, c, &o.req);
+	o.rc = MPI_Iscatter(s, n, MPI_BYTE, inplace ? MPI_IN_PLACE : r, n, MPI_BYTE, root, XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_iallgather(void *s, void *r, int n, int inplace, MPI_Comm c) {
+static xpu_start xpu_iallgather(void *s, void *r, int n, int inplace, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Iallgather(xpu_sendbuf(s, inplace), n, MPI_BYTE, r, n, MPI_BYTE, c, &o.req);
+	o.rc = MPI_Iallgather(xpu_sendbuf(s, inplace), n, MPI_BYTE, r, n, MPI_BYTE, XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_ialltoall(void *s, void *r, int n, MPI_Comm c) {
+static xpu_start xpu_ialltoall(void *s, void *r, int n, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Ialltoall(s, n, MPI_BYTE, r, n, MPI_BYTE, c, &o.req);
+	o.rc = MPI_Ialltoall(s, n, MPI_BYTE, r, n, MPI_BYTE, XC(c), &o.req);
 	return o;
 }
 
-static xpu_start xpu_ireduce_scatter(void *s, void *r, int n, int dt, int op, MPI_Comm c) {
+static xpu_start xpu_ireduce_scatter(void *s, void *r, int n, int dt, int op, xpu_comm c) {
 	xpu_start o;
 	o.req = MPI_REQUEST_NULL;
-	o.rc = MPI_Ireduce_scatter_block(s, r, n, xpu_dtype(dt), xpu_op(op), c, &o.req);
+	o.rc = MPI_Ireduce_scatter_block(s, r, n, xpu_dtype(dt), xpu_op(op), XC(c), &o.req);
 	return o;
 }
 */
@@ -405,9 +411,10 @@ import (
 	"unsafe"
 )
 
-// handle is an MPI communicator; request an MPI request.
+// handle is an MPI communicator (as an integer: see xpu_comm); request an
+// MPI request.
 type (
-	handle  = C.MPI_Comm
+	handle  = C.xpu_comm
 	request = C.MPI_Request
 )
 
@@ -500,9 +507,9 @@ func cSplit(c handle, color, key int) (handle, int) {
 func cAddr(p unsafe.Pointer) C.uintptr_t { return C.uintptr_t(uintptr(p)) }
 
 func cSend(p unsafe.Pointer, n, dest, tag int, c handle) int {
-	rc := C.xpu_send(cAddr(p), C.int(n), C.int(dest), C.int(tag), c)
+	rc := int(C.xpu_send(cAddr(p), C.int(n), C.int(dest), C.int(tag), c))
 	runtime.KeepAlive(p)
-	return int(rc)
+	return rc
 }
 
 func cIsend(p unsafe.Pointer, n, dest, tag int, c handle) (request, int) {

@@ -6,7 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
+	"math/bits"
 	"sync/atomic"
 	"unsafe"
 
@@ -45,13 +45,24 @@ var opCodes = [...]int8{comm.Sum: opSum, comm.Prod: opProd, comm.Min: opMin, com
 // usable reports whether MPI can take blocks a and b: host-accessible, and
 // counts (in units of unit bytes) that fit MPI's int.
 func usable(unit int, a, b memspace.Block) bool {
-	return (a.Len() == 0 || a.HostPointer() != nil) && (b.Len() == 0 || b.HostPointer() != nil) &&
-		a.Len()/unit <= math.MaxInt32 && b.Len()/unit <= math.MaxInt32
+	return fits(unit, a.HostPointer(), a.Len()) && fits(unit, b.HostPointer(), b.Len())
+}
+
+// fits is usable of one block, given its host pointer and length. The
+// direct paths read a block's fields once and pass them on: a Block
+// handed to a helper, even an inlined one, is copied through memory, and
+// the copy costs more than the checks.
+func fits(unit int, p unsafe.Pointer, n int) bool {
+	return (n == 0 || p != nil) && (n <= math.MaxInt32 || n/unit <= math.MaxInt32)
 }
 
 func same(a, b memspace.Block) bool {
 	return a.Addr() == b.Addr() && a.Len() == b.Len() && a.Space() == b.Space()
 }
+
+// count is the number of elements of dt in n bytes (element sizes are
+// powers of two).
+func count(n int, dt comm.DType) int { return n >> bits.TrailingZeros(uint(dt.Size())) }
 
 // slot returns block i of whole in blocks of n bytes, or the zero Block.
 func slot(whole memspace.Block, i, n int) memspace.Block {
@@ -70,15 +81,20 @@ func reduction(name string, dt comm.DType, op comm.Op) (int, int, error) {
 			return int(d), int(o), nil
 		}
 	}
+	return 0, 0, reductionErr(name, dt, op)
+}
+
+//go:noinline
+func reductionErr(name string, dt comm.DType, op comm.Op) error {
 	if err := comm.CheckOp(op, dt); err != nil {
-		return 0, 0, opErr(name, err)
+		return opErr(name, err)
 	}
-	return 0, 0, opErr(name, fmt.Errorf("no MPI type for %v %v: %w", op, dt, comm.ErrInvalidArgument))
+	return opErr(name, fmt.Errorf("no MPI type for %v %v: %w", op, dt, comm.ErrInvalidArgument))
 }
 
 func check(ctx context.Context, name string) error {
 	if ctx == nil {
-		return opErr(name, fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+		return nilCtx(name)
 	}
 	if err := ctx.Err(); err != nil {
 		return opErr(name, err)
@@ -86,61 +102,125 @@ func check(ctx context.Context, name string) error {
 	return nil
 }
 
+//go:noinline
+func nilCtx(name string) error {
+	return opErr(name, fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+}
+
+// directColl reports whether a collective may run as the blocking MPI
+// call (see direct) and otherwise checks ctx: a context that can never end
+// (ctx.Done() == nil) is never done either.
+func directColl(ctx context.Context, name string) (bool, error) {
+	if ctx == nil {
+		return false, nilCtx(name)
+	}
+	if ctx.Done() == nil {
+		return !serial && recvq.n.Load() == 0, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, opErr(name, err)
+	}
+	return false, nil
+}
+
 // enterColl starts a direct collective: the communicator is counted busy
-// and its collective order held; exitColl ends it.
+// and its collective order held, with one atomic operation on c.state
+// (collBit is the order's lock: see coord); exitColl ends both with
+// another.
 func (c *Comm) enterColl(name string) error {
+	if v := c.state.Load(); v&(closedBit|freedBit|collBit) == 0 && c.state.CompareAndSwap(v, v+1+collBit) {
+		if c.coll.deferred.Load() == 0 {
+			return nil
+		}
+		return c.drainHeld(name)
+	}
+	return c.enterCollSlow(name)
+}
+
+// enterCollSlow is enterColl when the communicator is closed, another
+// operation changed its state in the meantime, or the order is held.
+func (c *Comm) enterCollSlow(name string) error {
 	if !c.enter() {
 		return errClosed(name)
 	}
-	c.coll.mu.Lock()
+	_ = c.coll.lock(context.Background()) // a context that never ends: it cannot fail
+	return c.drainHeld(name)
+}
+
+// drainHeld finishes the abandoned constructions on c before a direct
+// collective, with the order held.
+func (c *Comm) drainHeld(name string) error {
 	if err := c.coll.drain(context.Background()); err != nil {
-		c.coll.mu.Unlock()
-		c.exit()
+		c.exitColl()
 		return opErr(name, err)
 	}
 	return nil
 }
 
 func (c *Comm) exitColl() {
-	c.coll.mu.Unlock()
-	c.exit()
+	if c.state.Add(-(1 + collBit)) == closedBit {
+		c.freeOnce()
+	}
 }
 
 // coord orders the collectives this process issues on one MPI
-// communicator: they are issued with mu held, after the communicator
+// communicator: they are issued holding its lock, after the communicator
 // constructions abandoned on it (deferred) have been finished, because the
-// other ranks take part in those first.
+// other ranks take part in those first. The lock is collBit of word: the
+// state word of the Comm (so that enterColl counts the operation and takes
+// the lock at once), or a word of its own (MPI_COMM_WORLD, for Open).
+// Whoever holds it on a Comm's word also counts as an operation of that
+// Comm, so releasing it never leaves the Comm to be freed.
 type coord struct {
-	mu       sync.Mutex
+	word     *atomic.Int64
 	deferred atomic.Int64
 }
 
-// lock takes mu, honouring ctx.
+// collBit is the lock bit of a coord's word.
+const collBit = int64(1) << 60
+
+// tryLock takes the lock if it is free.
+func (k *coord) tryLock() bool {
+	for {
+		v := k.word.Load()
+		if v&collBit != 0 {
+			return false
+		}
+		if k.word.CompareAndSwap(v, v|collBit) {
+			return true
+		}
+	}
+}
+
+// unlock releases the lock.
+func (k *coord) unlock() { k.word.Add(-collBit) }
+
+// lock takes the lock, honouring ctx. The lock is held only while a
+// collective is issued, or runs on the direct path, so waiting for it
+// polls (backoff).
 func (k *coord) lock(ctx context.Context) error {
-	if k.mu.TryLock() {
+	if k.tryLock() {
 		return nil
 	}
 	ch := ctx.Done()
-	if ch == nil {
-		k.mu.Lock()
-		return nil
-	}
 	var b backoff
 	for {
-		if k.mu.TryLock() {
+		if k.tryLock() {
 			return nil
 		}
-		select {
-		case <-ch:
-			return ctx.Err()
-		default:
+		if ch != nil {
+			select {
+			case <-ch:
+				return ctx.Err()
+			default:
+			}
 		}
 		b.pause()
 	}
 }
 
-// drain finishes the abandoned constructions (with mu held), honouring
-// ctx.
+// drain finishes the abandoned constructions (with the lock held),
+// honouring ctx.
 func (k *coord) drain(ctx context.Context) error {
 	if k.deferred.Load() == 0 {
 		return nil
@@ -215,14 +295,14 @@ func (c *Comm) watched(ctx context.Context, name string, s, r cbuf, start func(s
 		return opErr(name, err)
 	}
 	if err := c.coll.drain(ctx); err != nil {
-		c.coll.mu.Unlock()
+		c.coll.unlock()
 		o.release()
 		return opErr(name, err)
 	}
 	lock()
 	mr, rc := start(sp, rp)
 	unlock()
-	c.coll.mu.Unlock()
+	c.coll.unlock()
 	if rc != 0 {
 		o.release()
 		return mpiError(name, rc)
@@ -242,14 +322,19 @@ func (c *Comm) watched(ctx context.Context, name string, s, r cbuf, start func(s
 	return mpiError(name, rc)
 }
 
+// Each collective below validates what MPI needs, then takes the direct
+// path in a few comparisons, before anything of the watched path (its
+// closure, its buffers) is built.
+
 // Barrier returns once every rank has called it (MPI_Barrier, or
 // MPI_Ibarrier watched with ctx).
 func (c *Comm) Barrier(ctx context.Context) error {
 	const name = "barrier"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
-	if direct(ctx) {
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
@@ -265,43 +350,54 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // Bcast copies buf of rank root into buf of every rank (MPI_Bcast).
 func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 	const name = "bcast"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
-	if err := comm.CheckRank(root, c.size, false); err != nil {
-		return opErr(name, err)
+	if uint(root) >= uint(c.size) {
+		return rootErr(name, root, c.size)
 	}
-	if !usable(1, buf, memspace.Block{}) {
+	p, n := buf.HostPointer(), buf.Len()
+	if !fits(1, p, n) {
 		return comm.ErrFallback
 	}
-	n := buf.Len()
-	if direct(ctx) {
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
-		rc := cBcast(buf.HostPointer(), n, root, c.main)
+		rc := cBcast(p, n, root, c.main)
 		c.exitColl()
 		return mpiError(name, rc)
 	}
-	isRoot := c.rank == root
-	return c.watched(ctx, name, cbuf{}, cbuf{b: buf, in: isRoot, out: !isRoot}, func(_, rp unsafe.Pointer) (request, int) {
+	return c.bcastWatched(ctx, buf, root)
+}
+
+func (c *Comm) bcastWatched(ctx context.Context, buf memspace.Block, root int) error {
+	n, isRoot := buf.Len(), c.rank == root
+	return c.watched(ctx, "bcast", cbuf{}, cbuf{b: buf, in: isRoot, out: !isRoot}, func(_, rp unsafe.Pointer) (request, int) {
 		return cIbcast(rp, n, root, c.main)
 	})
+}
+
+//go:noinline
+func rootErr(name string, root, size int) error {
+	return opErr(name, comm.CheckRank(root, size, false))
 }
 
 // Reduce reduces send over every rank with op into recv on rank root
 // (MPI_Reduce; MPI_IN_PLACE when send is recv at the root).
 func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
 	const name = "reduce"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
 	d, o, err := reduction(name, dt, op)
 	if err != nil {
 		return err
 	}
-	if err := comm.CheckRank(root, c.size, false); err != nil {
-		return opErr(name, err)
+	if uint(root) >= uint(c.size) {
+		return rootErr(name, root, c.size)
 	}
 	isRoot := c.rank == root
 	if !isRoot {
@@ -310,7 +406,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 	if !usable(dt.Size(), send, recv) {
 		return comm.ErrFallback
 	}
-	n := send.Len() / dt.Size()
+	n := count(send.Len(), dt)
 	inplace := isRoot && same(send, recv)
 	if inplace && quirks.reduceInPlace {
 		// Reduce from a copy of the input instead of MPI_IN_PLACE.
@@ -320,7 +416,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 		copy(s.bytes(), src)
 		send, inplace = memspace.NewBlock(memspace.GoHeap, memspace.Addr(uintptr(s.ptr())), s.n, s.ptr()), false
 	}
-	if direct(ctx) {
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
@@ -341,31 +437,37 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 // (MPI_Allreduce; MPI_IN_PLACE when send is recv).
 func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	const name = "allreduce"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
 	d, o, err := reduction(name, dt, op)
 	if err != nil {
 		return err
 	}
-	if !usable(dt.Size(), send, recv) {
+	sp, sn, rp, rn, sz := send.HostPointer(), send.Len(), recv.HostPointer(), recv.Len(), dt.Size()
+	if !fits(sz, sp, sn) || !fits(sz, rp, rn) {
 		return comm.ErrFallback
 	}
-	n := send.Len() / dt.Size()
-	inplace := same(send, recv)
-	if direct(ctx) {
+	n := count(sn, dt)
+	inplace := send.Addr() == recv.Addr() && sn == rn && send.Space() == recv.Space()
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
-		rc := cAllreduce(send.HostPointer(), recv.HostPointer(), n, d, o, inplace, c.main)
+		rc := cAllreduce(sp, rp, n, d, o, inplace, c.main)
 		c.exitColl()
 		return mpiError(name, rc)
 	}
+	return c.allreduceWatched(ctx, send, recv, n, d, o, inplace)
+}
+
+func (c *Comm) allreduceWatched(ctx context.Context, send, recv memspace.Block, n, d, o int, inplace bool) error {
 	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
 	if inplace {
 		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
 	}
-	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
+	return c.watched(ctx, "allreduce", s, r, func(sp, rp unsafe.Pointer) (request, int) {
 		return cIallreduce(sp, rp, n, d, o, inplace, c.main)
 	})
 }
@@ -374,11 +476,12 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 // (MPI_Gather; MPI_IN_PLACE when send is the root's slot of recv).
 func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) error {
 	const name = "gather"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
-	if err := comm.CheckRank(root, c.size, false); err != nil {
-		return opErr(name, err)
+	if uint(root) >= uint(c.size) {
+		return rootErr(name, root, c.size)
 	}
 	isRoot := c.rank == root
 	if !isRoot {
@@ -388,8 +491,11 @@ func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) 
 		return comm.ErrFallback
 	}
 	m := send.Len()
-	inplace := isRoot && same(send, slot(recv, root, m))
-	if direct(ctx) {
+	inplace := false
+	if isRoot {
+		inplace = same(send, slot(recv, root, m))
+	}
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
@@ -410,11 +516,12 @@ func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) 
 // (MPI_Scatter; MPI_IN_PLACE when recv is the root's slot of send).
 func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int) error {
 	const name = "scatter"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
-	if err := comm.CheckRank(root, c.size, false); err != nil {
-		return opErr(name, err)
+	if uint(root) >= uint(c.size) {
+		return rootErr(name, root, c.size)
 	}
 	isRoot := c.rank == root
 	if !isRoot {
@@ -424,8 +531,11 @@ func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int)
 		return comm.ErrFallback
 	}
 	m := recv.Len()
-	inplace := isRoot && same(recv, slot(send, root, m))
-	if direct(ctx) {
+	inplace := false
+	if isRoot {
+		inplace = same(recv, slot(send, root, m))
+	}
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
@@ -446,7 +556,8 @@ func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int)
 // (MPI_Allgather; MPI_IN_PLACE when send is this rank's slot of recv).
 func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	const name = "allgather"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
 	if !usable(1, send, recv) {
@@ -454,7 +565,7 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	}
 	m := send.Len()
 	inplace := same(send, slot(recv, c.rank, m))
-	if direct(ctx) {
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
@@ -475,22 +586,28 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 // recv, i being this rank (MPI_Alltoall).
 func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	const name = "alltoall"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
-	if !usable(c.size, send, recv) {
+	sp, sn, rp, rn := send.HostPointer(), send.Len(), recv.HostPointer(), recv.Len()
+	if !fits(c.size, sp, sn) || !fits(c.size, rp, rn) {
 		return comm.ErrFallback
 	}
-	m := send.Len() / c.size
-	if direct(ctx) {
+	m := sn / c.size
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}
-		rc := cAlltoall(send.HostPointer(), recv.HostPointer(), m, c.main)
+		rc := cAlltoall(sp, rp, m, c.main)
 		c.exitColl()
 		return mpiError(name, rc)
 	}
-	return c.watched(ctx, name, cbuf{b: send, in: true}, cbuf{b: recv, out: true}, func(sp, rp unsafe.Pointer) (request, int) {
+	return c.alltoallWatched(ctx, send, recv, m)
+}
+
+func (c *Comm) alltoallWatched(ctx context.Context, send, recv memspace.Block, m int) error {
+	return c.watched(ctx, "alltoall", cbuf{b: send, in: true}, cbuf{b: recv, out: true}, func(sp, rp unsafe.Pointer) (request, int) {
 		return cIalltoall(sp, rp, m, c.main)
 	})
 }
@@ -500,7 +617,8 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 // (MPI_Reduce_scatter_block).
 func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	const name = "reduce-scatter"
-	if err := check(ctx, name); err != nil {
+	direct, err := directColl(ctx, name)
+	if err != nil {
 		return err
 	}
 	d, o, err := reduction(name, dt, op)
@@ -510,8 +628,8 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt 
 	if !usable(dt.Size()*c.size, send, recv) {
 		return comm.ErrFallback
 	}
-	n := recv.Len() / dt.Size()
-	if direct(ctx) {
+	n := count(recv.Len(), dt)
+	if direct {
 		if err := c.enterColl(name); err != nil {
 			return err
 		}

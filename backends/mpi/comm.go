@@ -34,8 +34,9 @@ type Comm struct {
 	userUB int // largest user tag: min(tagUB, comm.MaxTag)
 
 	// state counts operations in progress (low bits) plus one reference
-	// held from creation to Close, and carries closedBit and freedBit. The
-	// MPI communicators are freed when the count drops to zero once closed.
+	// held from creation to Close, and carries closedBit, freedBit and
+	// collBit (the lock of coll). The MPI communicators are freed when the
+	// count drops to zero once closed.
 	state atomic.Int64
 
 	coll coord // orders the collectives this process issues on main
@@ -84,7 +85,10 @@ func Open(ctx context.Context, o Options) (*Comm, error) {
 }
 
 // worldCoord orders the collectives Open issues on MPI_COMM_WORLD.
-var worldCoord coord
+var (
+	worldCoord = coord{word: &worldLock}
+	worldLock  atomic.Int64
+)
 
 // newComm wraps the MPI communicators main and res (duplicates of main)
 // and counts them as live.
@@ -96,6 +100,7 @@ func newComm(main handle, res []handle) (*Comm, error) {
 	c := &Comm{main: main, res: res, rank: cRank(main), size: cSize(main), tagUB: cTagUB(main)}
 	unlock()
 	c.userUB = min(c.tagUB, comm.MaxTag)
+	c.coll.word = &c.state
 	c.pending = map[*req]struct{}{}
 	c.freed = make(chan struct{})
 	c.state.Store(1)
@@ -114,9 +119,11 @@ func (c *Comm) Size() int { return c.size }
 func (c *Comm) TagUB() int { return min(c.tagUB, comm.MaxTag) }
 
 // enter counts a new operation; it fails once the communicator is closed.
+// (enter, exit and exitColl stay small enough to be inlined: they run
+// around every call.)
 func (c *Comm) enter() bool {
-	if v := c.state.Add(1); v&(closedBit|freedBit) != 0 {
-		c.exit()
+	if c.state.Add(1)&(closedBit|freedBit) != 0 {
+		c.exitSlow()
 		return false
 	}
 	return true
@@ -135,7 +142,18 @@ func (c *Comm) enterAny() bool {
 
 // exit ends an operation; the last one after Close frees the communicator.
 func (c *Comm) exit() {
-	if v := c.state.Add(-1); v == closedBit && c.state.CompareAndSwap(closedBit, closedBit|freedBit) {
+	if c.state.Add(-1) == closedBit {
+		c.freeOnce()
+	}
+}
+
+//go:noinline
+func (c *Comm) exitSlow() { c.exit() }
+
+// freeOnce frees the communicator unless another goroutine got there
+// first; it is called when the state reads closed with no operation left.
+func (c *Comm) freeOnce() {
+	if c.state.CompareAndSwap(closedBit, closedBit|freedBit) {
 		c.free()
 	}
 }
@@ -475,20 +493,28 @@ func (c *Comm) blockingRecv(p unsafe.Pointer, n, src, wire int, h handle) (comm.
 	if fits {
 		return cs, nil
 	}
+	err := c.recvLonger(p, n, length, st.source, m, &cs)
+	return cs, err
+}
+
+// recvLonger receives a matched message of length bytes, longer than the
+// n bytes at p (or longer than an int: length < 0), into memory of its own
+// and delivers its first n bytes.
+func (c *Comm) recvLonger(p unsafe.Pointer, n, length, src int, m message, cs *comm.Status) error {
 	if length < 0 {
-		return cs, opErr("recv", fmt.Errorf("a message from rank %d longer than 2 GiB - 1 bytes: %w", st.source, comm.ErrNotSupported))
+		return opErr("recv", fmt.Errorf("a message from rank %d longer than 2 GiB - 1 bytes: %w", src, comm.ErrNotSupported))
 	}
 	s := getScratch(length)
 	defer putScratch(s)
-	st, rc = cMrecv(s.ptr(), length, m)
+	st, rc := cMrecv(s.ptr(), length, m)
 	if rc != 0 {
-		return cs, mpiError("recv", rc)
+		return mpiError("recv", rc)
 	}
 	if n > 0 {
 		copy(unsafe.Slice((*byte)(p), n), s.bytes())
 	}
 	cs.Count = n
-	return cs, truncated(st.source, length, n)
+	return truncated(st.source, length, n)
 }
 
 // truncated is the error of a message of length bytes from rank src

@@ -111,9 +111,13 @@
 // into memory of its own length and its first len(buffer) bytes delivered,
 // with an error matching comm.ErrTruncated and Status.Count = len(buffer).
 // Posting the caller's buffer directly is not safe: Open MPI 4.1 writes a
-// truncated message that went by rendezvous (above its eager limit, 4 KiB
-// over shared memory) past the end of the buffer, or crashes over TCP. The
-// probe costs about 80 ns per message (measured in C as well).
+// truncated message that went by rendezvous (above the transport's eager
+// limit: 4 KiB over shared memory, 64 KiB over TCP) whole, past the end of
+// the buffer, whatever the buffer's length — so only the message's length
+// tells whether a receive is safe (testdata/overrun.c reproduces it;
+// TestTruncationOverrun runs it). The probe costs about 80 ns per message
+// in C as well; MPI_Probe with MPI_Recv costs the same, MPI_Improbe polled
+// more.
 //
 // Receive requests not yet matched wait in a queue of the process, in the
 // order they were started, and are matched in that order, each message to

@@ -35,11 +35,15 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.kind }
 
 // mpiError turns an MPI return code of operation op into an error (nil
-// for MPI_SUCCESS).
+// for MPI_SUCCESS, without a call).
 func mpiError(op string, rc int) error {
 	if rc == 0 {
 		return nil
 	}
+	return mpiErrorOf(op, rc)
+}
+
+func mpiErrorOf(op string, rc int) error {
 	lock()
 	defer unlock()
 	return rcError(op, rc)

@@ -27,7 +27,7 @@ func construct(ctx context.Context, name string, k *coord, parent handle, c *Com
 	if err := k.lock(ctx); err != nil {
 		return nil, opErr(name, err)
 	}
-	defer k.mu.Unlock()
+	defer k.unlock()
 	if err := k.drain(ctx); err != nil {
 		return nil, opErr(name, err)
 	}

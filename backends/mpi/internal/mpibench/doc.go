@@ -10,7 +10,10 @@
 // internal/bench/ref/mpi_bench.c prints it), "ref/<name> <median> us" for
 // the C loop run in the same job on the same buffers, alternating with the
 // Go repetitions, and "ratio/<name> <median> x", the median of the
-// repetitions' Go/C ratios. Each figure is the median over -reps
+// repetitions' Go/C ratios. The ping-pong has a second C loop,
+// "ref-probe/<name>" and "ratio-probe/<name>": each receive preceded by a
+// matched probe (MPI_Mprobe, MPI_Mrecv), as the backend receives to be
+// safe from Open MPI's truncation overrun. Each figure is the median over -reps
 // repetitions of a loop calibrated to last -min; latencies are per
 // operation (half a round trip for the ping-pong), the slowest rank's for
 // collectives. -ctx deadline measures the watched path (nonblocking calls

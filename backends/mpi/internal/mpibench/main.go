@@ -61,7 +61,7 @@ type bench struct {
 
 func (b *bench) run() error {
 	const KiB, MiB = 1 << 10, 1 << 20
-	type fns = func(n int) (func(int) error, func(int))
+	type fns = func(n int) (func(int) error, []refLoop)
 	cases := []struct {
 		op    string
 		sizes []int
@@ -77,8 +77,8 @@ func (b *bench) run() error {
 			continue
 		}
 		for _, n := range cs.sizes {
-			f, ref := cs.make(n)
-			if err := b.measure(cs.op, n, f, ref); err != nil {
+			f, refs := cs.make(n)
+			if err := b.measure(cs.op, n, f, refs); err != nil {
 				return err
 			}
 		}
@@ -97,9 +97,12 @@ func hostBuf[T any](n int) (memspace.Block, []T) {
 
 // pingpong: rank 0 sends n bytes to rank 1, which sends them back; one
 // iteration is a round trip, reported halved (ranks above 1 idle).
-func (b *bench) pingpong(n int) (func(iters int) error, func(iters int)) {
+func (b *bench) pingpong(n int) (func(iters int) error, []refLoop) {
 	blk, _ := hostBuf[byte](n)
-	ref := func(iters int) { refPingpong(blk.HostPointer(), n, iters, b.c.Rank()) }
+	ref := []refLoop{
+		{"ref", func(iters int) { refPingpong(blk.HostPointer(), n, iters, b.c.Rank()) }},
+		{"ref-probe", func(iters int) { refPingpongProbe(blk.HostPointer(), n, iters, b.c.Rank()) }},
+	}
 	return func(iters int) error {
 		switch b.c.Rank() {
 		case 0:
@@ -126,10 +129,10 @@ func (b *bench) pingpong(n int) (func(iters int) error, func(iters int)) {
 }
 
 // allreduce: a sum of n/8 float64.
-func (b *bench) allreduce(n int) (func(iters int) error, func(iters int)) {
+func (b *bench) allreduce(n int) (func(iters int) error, []refLoop) {
 	sb, _ := hostBuf[float64](n / 8)
 	rb, _ := hostBuf[float64](n / 8)
-	ref := func(iters int) { refAllreduce(sb.HostPointer(), rb.HostPointer(), n/8, iters) }
+	ref := []refLoop{{"ref", func(iters int) { refAllreduce(sb.HostPointer(), rb.HostPointer(), n/8, iters) }}}
 	return func(iters int) error {
 		for range iters {
 			if err := comm.AllreduceBlock(b.ctx, b.c, sb, rb, comm.Float64, comm.Sum); err != nil {
@@ -141,9 +144,9 @@ func (b *bench) allreduce(n int) (func(iters int) error, func(iters int)) {
 }
 
 // bcast: n bytes from rank 0.
-func (b *bench) bcast(n int) (func(iters int) error, func(iters int)) {
+func (b *bench) bcast(n int) (func(iters int) error, []refLoop) {
 	blk, _ := hostBuf[byte](n)
-	ref := func(iters int) { refBcast(blk.HostPointer(), n, iters) }
+	ref := []refLoop{{"ref", func(iters int) { refBcast(blk.HostPointer(), n, iters) }}}
 	return func(iters int) error {
 		for range iters {
 			if err := comm.BcastBlock(b.ctx, b.c, blk, 0); err != nil {
@@ -155,11 +158,11 @@ func (b *bench) bcast(n int) (func(iters int) error, func(iters int)) {
 }
 
 // alltoall: n bytes to every rank.
-func (b *bench) alltoall(n int) (func(iters int) error, func(iters int)) {
+func (b *bench) alltoall(n int) (func(iters int) error, []refLoop) {
 	p := b.c.Size()
 	sb, _ := hostBuf[byte](n * p)
 	rb, _ := hostBuf[byte](n * p)
-	ref := func(iters int) { refAlltoall(sb.HostPointer(), rb.HostPointer(), n, iters) }
+	ref := []refLoop{{"ref", func(iters int) { refAlltoall(sb.HostPointer(), rb.HostPointer(), n, iters) }}}
 	return func(iters int) error {
 		for range iters {
 			if err := comm.AlltoallBlock(b.ctx, b.c, sb, rb); err != nil {
@@ -170,13 +173,21 @@ func (b *bench) alltoall(n int) (func(iters int) error, func(iters int)) {
 	}, ref
 }
 
-// measure times f, the Go operation, and ref, the same in C: it
-// calibrates the iteration count on rank 0 (shared with every rank), then
-// runs reps repetitions of each, alternating, each started by a barrier
-// and timed on every rank; a repetition's time is the slowest rank's. It
-// prints the medians and the median of the repetitions' ratios (Go/C), which
-// pairs each Go repetition with the C one next to it.
-func (b *bench) measure(op string, n int, f func(iters int) error, ref func(iters int)) error {
+// refLoop is a C reference loop: its figures print as
+// "<prefix>/<name>" and "ratio<suffix of prefix>/<name>".
+type refLoop struct {
+	prefix string
+	run    func(iters int)
+}
+
+// measure times f, the Go operation, and refs, the same in C (ping-pong:
+// also with the backend's probe before each receive): it calibrates the
+// iteration count on rank 0 (shared with every rank), then runs reps
+// repetitions of each, alternating, each started by a barrier and timed on
+// every rank; a repetition's time is the slowest rank's. It prints the
+// medians and, per reference, the median of the repetitions' ratios
+// (Go/C), which pairs each Go repetition with the C one next to it.
+func (b *bench) measure(op string, n int, f func(iters int) error, refs []refLoop) error {
 	name := fmt.Sprintf("mpi/%s/%s", op, size(n))
 	if b.only != "" && !strings.Contains(name, b.only) {
 		return nil
@@ -212,7 +223,12 @@ func (b *bench) measure(op string, n int, f func(iters int) error, ref func(iter
 		}
 		return v
 	}
-	var goT, cT, ratio []float64
+	if !b.ref {
+		refs = nil
+	}
+	var goT []float64
+	cT := make([][]float64, len(refs))
+	ratio := make([][]float64, len(refs))
 	for range b.reps {
 		if err := comm.Barrier(ctx, b.c); err != nil {
 			return err
@@ -223,23 +239,22 @@ func (b *bench) measure(op string, n int, f func(iters int) error, ref func(iter
 		}
 		g := per(b.slowest(time.Since(t0)))
 		goT = append(goT, g)
-		if !b.ref {
-			continue
+		for i, ref := range refs {
+			if err := comm.Barrier(ctx, b.c); err != nil {
+				return err
+			}
+			t0 = time.Now()
+			ref.run(iters)
+			r := per(b.slowest(time.Since(t0)))
+			cT[i] = append(cT[i], r)
+			ratio[i] = append(ratio[i], g/r)
 		}
-		if err := comm.Barrier(ctx, b.c); err != nil {
-			return err
-		}
-		t0 = time.Now()
-		ref(iters)
-		r := per(b.slowest(time.Since(t0)))
-		cT = append(cT, r)
-		ratio = append(ratio, g/r)
 	}
 	if b.c.Rank() == 0 {
 		fmt.Printf("%s %.3f us\n", name, median(goT)/1e3)
-		if b.ref {
-			fmt.Printf("ref/%s %.3f us\n", name, median(cT)/1e3)
-			fmt.Printf("ratio/%s %.3f x\n", name, median(ratio))
+		for i, ref := range refs {
+			fmt.Printf("%s/%s %.3f us\n", ref.prefix, name, median(cT[i])/1e3)
+			fmt.Printf("ratio%s/%s %.3f x\n", strings.TrimPrefix(ref.prefix, "ref"), name, median(ratio[i]))
 		}
 	}
 	return nil

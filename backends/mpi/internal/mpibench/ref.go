@@ -23,6 +23,20 @@ static void ref_pingpong(void *buf, int n, long iters, int rank) {
 	}
 }
 
+// ref_pingpong_probe receives as the Go backend does: a matched probe
+// (MPI_Mprobe), then MPI_Mrecv.
+static void ref_pingpong_probe(void *buf, int n, long iters, int rank) {
+	MPI_Message m;
+	if (rank > 1) return;
+	int peer = rank == 0 ? 1 : 0;
+	for (long i = 0; i < iters; i++) {
+		if (rank == 0) MPI_Send(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+		MPI_Mprobe(peer, 1, MPI_COMM_WORLD, &m, MPI_STATUS_IGNORE);
+		MPI_Mrecv(buf, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+		if (rank == 1) MPI_Send(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+	}
+}
+
 static void ref_allreduce(void *s, void *r, int count, long iters) {
 	for (long i = 0; i < iters; i++)
 		MPI_Allreduce(s, r, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -44,6 +58,10 @@ import "unsafe"
 
 func refPingpong(buf unsafe.Pointer, n, iters, rank int) {
 	C.ref_pingpong(buf, C.int(n), C.long(iters), C.int(rank))
+}
+
+func refPingpongProbe(buf unsafe.Pointer, n, iters, rank int) {
+	C.ref_pingpong_probe(buf, C.int(n), C.long(iters), C.int(rank))
 }
 
 func refAllreduce(s, r unsafe.Pointer, count, iters int) {
