@@ -132,6 +132,20 @@
 // completes normally. Cancel of a send is MPI_Cancel: a send it cannot
 // cancel (see above) completes when its receiver takes it.
 //
+// # Speed
+//
+// A direct call costs about 60-80 ns more than the same MPI call made from
+// C (a cgo call, two atomic operations, the checks; a receive also its
+// probe): docs/results/mpi.md. mpirun binds each rank to one core by
+// default (Open MPI, up to 2 ranks), and Go then runs with GOMAXPROCS=1:
+// the runtime's monitor thread then takes the processor away during MPI
+// calls and hands it to another thread on the same core, which more than
+// doubles the latency of small messages (8 bytes: Go/C 2.1-2.5, not
+// 1.1-1.4). Launch with GOMAXPROCS of 2 or more (mpirun -x GOMAXPROCS=2) or
+// bind each rank to more than one core. Real-time priority (chrt -f) helps
+// as well, but not together with GOMAXPROCS=2 on one core: such a launch
+// hung here, its threads spinning at that priority.
+//
 // # Memory
 //
 // Blocks must be host-accessible (memory of the cpu backend, Go memory from
