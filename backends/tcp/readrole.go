@@ -270,19 +270,18 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 		l.rWantFlag.Store(true)
 		l.kickLocked()
 		l.rmu.Unlock()
+		granted := true
 		select {
 		case <-l.rGrant:
 		case <-r.done:
-			if !l.withdraw() {
-				return true
-			}
-			l.release()
-			return true
+			granted = false
 		case <-ctx.Done():
-			if !l.withdraw() {
-				return true
+			granted = false
+		}
+		if !granted {
+			if l.withdraw() {
+				l.release()
 			}
-			l.release()
 			return true
 		}
 	}
