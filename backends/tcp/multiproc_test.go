@@ -3,6 +3,7 @@ package tcp_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,9 +51,8 @@ func TestMultiProcessKill(t *testing.T) {
 		t.Logf("rank %d saw the loss %v after the kill", p.rank, took.Round(time.Millisecond))
 		require.LessOrEqual(t, took, detectTimeout+detectSlack)
 		select {
-		case err := <-p.exit:
-			require.NoError(t, err, "rank %d exit", p.rank)
-			p.exit <- err
+		case <-p.exited:
+			require.NoError(t, p.wait(), "rank %d exit", p.rank)
 		case <-time.After(detectTimeout + detectSlack):
 			t.Fatalf("rank %d did not exit after reporting the loss (Close must return)", p.rank)
 		}
@@ -70,8 +70,7 @@ func TestMultiProcessJob(t *testing.T) {
 	procs := j.start(t, roleChecked)
 	for _, p := range procs {
 		p.expect(t, "OK", time.Minute)
-		require.NoError(t, <-p.exit, "rank %d exit", p.rank)
-		p.exit <- nil
+		require.NoError(t, p.wait(), "rank %d exit", p.rank)
 	}
 }
 
@@ -86,13 +85,17 @@ func TestMultiProcessConformance(t *testing.T) {
 		env: []string{envSPMD + "=1"}, args: []string{"-test.run=^TestSPMDRank$", "-test.v"}}
 	procs := j.start(t, "")
 	for _, p := range procs {
+		var out []string
 		for l := range p.lines {
-			if l.text == "PASS" || l.text == "FAIL" || len(l.text) > 4 && l.text[:4] == "--- " {
+			out = append(out, l.text)
+			if l.text == "PASS" || l.text == "FAIL" || strings.HasPrefix(l.text, "--- ") {
 				t.Logf("rank %d: %s", p.rank, l.text)
 			}
 		}
-		require.NoError(t, <-p.exit, "rank %d: the suite failed (its output is above)", p.rank)
-		p.exit <- nil
+		if err := p.wait(); err != nil {
+			t.Logf("rank %d: its whole output:\n%s", p.rank, strings.Join(out, "\n"))
+			t.Fatalf("rank %d: the suite failed: %v", p.rank, err)
+		}
 	}
 }
 

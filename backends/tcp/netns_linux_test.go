@@ -98,9 +98,8 @@ func TestNetnsLinkCut(t *testing.T) {
 		t.Logf("rank %d saw the loss %v after the cut", pr.rank, took.Round(time.Millisecond))
 		require.LessOrEqual(t, took, detectTimeout+detectSlack)
 		select {
-		case err := <-pr.exit:
-			require.NoError(t, err, "rank %d exit", pr.rank)
-			pr.exit <- err
+		case <-pr.exited:
+			require.NoError(t, pr.wait(), "rank %d exit", pr.rank)
 		case <-time.After(detectTimeout + detectSlack):
 			t.Fatalf("rank %d did not exit after reporting the loss (Close must return)", pr.rank)
 		}
@@ -120,7 +119,6 @@ func TestNetnsPacketLoss(t *testing.T) {
 	procs := p.job(t, envIters+"=4", envCount+"=100000").start(t, roleChecked)
 	for _, pr := range procs {
 		pr.expect(t, "OK", 2*time.Minute)
-		require.NoError(t, <-pr.exit, "rank %d exit", pr.rank)
-		pr.exit <- nil
+		require.NoError(t, pr.wait(), "rank %d exit", pr.rank)
 	}
 }

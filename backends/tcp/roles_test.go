@@ -152,7 +152,16 @@ type rankProc struct {
 	rank  int
 	cmd   *exec.Cmd
 	lines chan line // its output lines, closed at EOF
-	exit  chan error
+	// exited is closed once the process has exited and err holds what
+	// Wait returned; read both through wait (any number of times).
+	exited chan struct{}
+	err    error
+}
+
+// wait waits for the process to exit and returns its exit error.
+func (p *rankProc) wait() error {
+	<-p.exited
+	return p.err
 }
 
 type line struct {
@@ -217,14 +226,15 @@ func (j job) start(t *testing.T, role string) []*rankProc {
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start(), "start rank %d", r)
-		p := &rankProc{rank: r, cmd: cmd, lines: make(chan line, 64), exit: make(chan error, 1)}
+		p := &rankProc{rank: r, cmd: cmd, lines: make(chan line, 4096), exited: make(chan struct{})}
 		go func() {
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
 				p.lines <- line{text: sc.Text(), at: time.Now()}
 			}
 			close(p.lines)
-			p.exit <- cmd.Wait()
+			p.err = cmd.Wait()
+			close(p.exited)
 		}()
 		procs[r] = p
 	}
@@ -235,7 +245,7 @@ func (j job) start(t *testing.T, role string) []*rankProc {
 		for _, p := range procs {
 			for range p.lines {
 			}
-			<-p.exit
+			_ = p.wait()
 		}
 	})
 	return procs

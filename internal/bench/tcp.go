@@ -34,7 +34,12 @@ var TCP = []Case{
 	{Name: "rawtcp.stream.4MiB", Run: RawTCPStream(4 << 20), Unit: GBPerSec,
 		Doc: "one-way stream of 4 MiB writes over one Go loopback TCP connection"},
 	{Name: "tcp.allreduce.2r.8B", Run: TCPAllreduce(2, 1), Unit: NsPerOp, Ref: "mpi.np2.allreduce.8B", RefGoal: 1.0,
-		Doc: "allreduce of one float64 over 2 ranks"},
+		Baseline: "rawtcp.exchange.8B", Doc: "allreduce of one float64 over 2 ranks"},
+	{Name: "tcp.allreduce.2r.8B.spin50us", Run: TCPAllreduceConfig(2, 1, tcp.Config{Spin: 50 * time.Microsecond}), Unit: NsPerOp,
+		Ref: "mpi.np2.allreduce.8B", Baseline: "rawtcp.exchange.8B",
+		Doc: "tcp.allreduce.2r.8B with waiters that poll the socket for up to 50 µs before blocking (Config.Spin), as MPI libraries poll"},
+	{Name: "rawtcp.exchange.8B", Run: RawTCPExchange(8), Unit: NsPerOp,
+		Doc: "both ends of one Go loopback TCP connection Write 8 bytes, then read the peer's 8: the floor of a 2-rank allreduce"},
 	{Name: "tcp.allreduce.2r.64KiB", Run: TCPAllreduce(2, 8<<10), Unit: NsPerOp, Ref: "mpi.np2.allreduce.64KiB", RefGoal: 1.0,
 		Doc: "allreduce of 64 KiB of float64 over 2 ranks"},
 	{Name: "tcp.allreduce.2r.64MiB", Run: TCPAllreduce(2, 8<<20), Unit: NsPerOp, Ref: "mpi.np2.allreduce.64MiB", RefGoal: 1 / 1.5,
@@ -217,6 +222,43 @@ func RawTCPPingPong(size int) func(b *testing.B) {
 	}
 }
 
+// RawTCPExchange is the floor of a 2-rank allreduce of size bytes: both
+// ends of one Go loopback connection Write size bytes, then ReadFull the
+// peer's, b.N times.
+func RawTCPExchange(size int) func(b *testing.B) {
+	return func(b *testing.B) {
+		a, s := loopbackPair(b)
+		defer a.Close()
+		defer s.Close()
+		b.SetBytes(int64(size))
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		var errs [2]error
+		swap := func(conn net.Conn, e *error) {
+			out, in := make([]byte, size), make([]byte, size)
+			for range b.N {
+				if _, err := conn.Write(out); err != nil {
+					*e = err
+					return
+				}
+				if _, err := io.ReadFull(conn, in); err != nil {
+					*e = err
+					return
+				}
+			}
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); swap(s, &errs[1]) }()
+		swap(a, &errs[0])
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
 // streamWindow is how many messages the stream cases keep in flight.
 const streamWindow = 8
 
@@ -297,8 +339,13 @@ func RawTCPStream(size int) func(b *testing.B) {
 
 // TCPAllreduce measures comm.Allreduce of n float64 (in place) over ranks.
 func TCPAllreduce(ranks, n int) func(b *testing.B) {
+	return TCPAllreduceConfig(ranks, n, tcp.Config{})
+}
+
+// TCPAllreduceConfig is TCPAllreduce with the ranks' configuration.
+func TCPAllreduceConfig(ranks, n int, cfg tcp.Config) func(b *testing.B) {
 	return func(b *testing.B) {
-		g, bufs, done := tcpGroup(b, ranks, n)
+		g, bufs, done := tcpGroupConfig(b, ranks, n, cfg)
 		defer done()
 		ctx := context.Background()
 		// One untimed call first: first touches of fresh pages and
