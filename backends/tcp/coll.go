@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
@@ -24,8 +25,9 @@ import (
 //
 // Allreduce of at least ringMin bytes runs a pipelined ring whose
 // receives fold the incoming chunk straight into the result as it is read
-// from the socket; the other collectives (and smaller allreduces) run the
-// shared algorithms over this rank's point-to-point calls.
+// from the socket; a smaller one runs recursive doubling, folding the same
+// way, as a light collective (coll_small.go); the other collectives run
+// the shared algorithms over this rank's point-to-point calls.
 
 // ringMin is the smallest allreduce, in bytes, that takes the native ring.
 var ringMin = 64 << 10
@@ -45,17 +47,76 @@ type collState struct {
 	seq       uint64 // collectives started
 	abortFrom uint64 // the earliest aborted collective; 0: none
 	abortErr  error
-	running   map[uint64]context.CancelCauseFunc
+	running   []*collRun
 }
 
-func (s *collState) init() { s.running = map[uint64]context.CancelCauseFunc{} }
+func (s *collState) init() {}
 
 func (s *collState) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, cancel := range s.running {
-		cancel(nil)
+	for _, run := range s.running {
+		run.abort(nil)
 	}
+}
+
+// collRun is a collective in progress, as abortColl ends it: by canceling
+// the context it runs under (cancel), or, for a light collective that
+// derives no context, by recording the abort (err) and canceling the
+// request it waits for (cur). A light collective publishes cur before it
+// checks err, and abort sets err before it loads cur: one of them sees the
+// other.
+type collRun struct {
+	seq    uint64
+	cancel context.CancelCauseFunc
+	err    atomic.Pointer[error]
+	cur    atomic.Pointer[request]
+}
+
+// abort ends the run with cause (nil: the communicator is closing).
+func (run *collRun) abort(cause error) {
+	if run.cancel != nil {
+		run.cancel(cause)
+		return
+	}
+	if cause == nil {
+		cause = comm.ErrClosed
+	}
+	run.err.CompareAndSwap(nil, &cause)
+	if q := run.cur.Load(); q != nil {
+		_ = q.Cancel()
+	}
+}
+
+// aborted returns the abort recorded for a light run, or nil.
+func (run *collRun) aborted() error {
+	if e := run.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// wait waits for q, a request of the light run, and checks that a
+// receive brought want bytes (want < 0: a send).
+func (run *collRun) wait(ctx context.Context, q *request, want int) error {
+	run.cur.Store(q)
+	if err := run.aborted(); err != nil {
+		run.cur.Store(nil)
+		return err
+	}
+	st, err := q.Wait(ctx)
+	run.cur.Store(nil)
+	if err != nil {
+		if aerr := run.aborted(); aerr != nil {
+			return aerr
+		}
+		return err
+	}
+	if want >= 0 && st.Count != want {
+		return fmt.Errorf("received %d bytes from rank %d where %d were expected (do all ranks pass the same sizes?): %w",
+			st.Count, st.Source, want, comm.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // p2p is a view of a Comm with point-to-point calls only, so that the
@@ -73,8 +134,30 @@ func (v p2p) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
 }
 func (v p2p) Close() error { return nil }
 
-// collective runs body as collective name with the abort protocol above.
+// collective runs body as collective name with the abort protocol above,
+// under a context derived from ctx that an abort cancels.
 func (c *Comm) collective(ctx context.Context, name string, body func(ctx context.Context) error) error {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	run := &collRun{cancel: cancel}
+	return c.runColl(ctx, name, run, func() error { return body(cctx) }, func() error { return context.Cause(cctx) })
+}
+
+// lightCollective runs body as collective name with the abort protocol
+// above, without a derived context: body waits through run.wait, which an
+// abort ends by canceling the request waited for. The small allreduce
+// runs so, as a derived context and a context callback per wait cost as
+// much as the rest of its bookkeeping.
+func (c *Comm) lightCollective(ctx context.Context, name string, body func(run *collRun) error) error {
+	run := &collRun{}
+	return c.runColl(ctx, name, run, func() error { return body(run) }, run.aborted)
+}
+
+// runColl numbers the collective, runs body as run unless the group is
+// already broken, and turns a failure caused by a lost peer into an abort
+// of this and every later collective. cause reports the abort that ended
+// the run, if any.
+func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func() error, cause func() error) error {
 	s := &c.coll
 	s.mu.Lock()
 	s.seq++
@@ -102,21 +185,27 @@ func (c *Comm) collective(ctx context.Context, name string, body func(ctx contex
 		c.abortColl(seq, c.rank, lost)
 		return opErr(name, fmt.Errorf("a rank of the group is lost: %w", lost))
 	}
-	cctx, cancel := context.WithCancelCause(ctx)
+	run.seq = seq
 	s.mu.Lock()
-	s.running[seq] = cancel
+	s.running = append(s.running, run)
 	s.mu.Unlock()
-	err := body(cctx)
+	err := body()
 	s.mu.Lock()
-	delete(s.running, seq)
+	for i, x := range s.running {
+		if x == run {
+			last := len(s.running) - 1
+			s.running[i] = s.running[last]
+			s.running[last] = nil
+			s.running = s.running[:last]
+			break
+		}
+	}
 	s.mu.Unlock()
-	cause := context.Cause(cctx)
-	cancel(nil)
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() == nil && cause != nil && errors.Is(cause, comm.ErrPeerLost) {
-		err = cause
+	if why := cause(); ctx.Err() == nil && why != nil && errors.Is(why, comm.ErrPeerLost) {
+		err = why
 	}
 	if errors.Is(err, comm.ErrPeerLost) {
 		c.abortColl(seq, c.rank, err)
@@ -146,9 +235,9 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 	} else {
 		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted by rank %d, which lost a peer: %w", c.rank, seq, by, comm.ErrPeerLost)
 	}
-	for k, cancel := range s.running {
-		if k >= seq {
-			cancel(s.abortErr)
+	for _, run := range s.running {
+		if run.seq >= seq {
+			run.abort(s.abortErr)
 		}
 	}
 	s.mu.Unlock()
@@ -199,14 +288,14 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 }
 
 // Allreduce reduces send over every rank into recv on every rank: the
-// pipelined ring from ringMin bytes, the shared algorithms below.
+// pipelined ring from ringMin bytes, recursive doubling below.
 func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
 	if send.Len() < ringMin || send.Len()/dt.Size() < c.size {
-		return c.collective(ctx, "allreduce", func(ctx context.Context) error {
-			return comm.AllreduceBlock(ctx, p2p{c}, send, recv, dt, op)
+		return c.lightCollective(ctx, "allreduce", func(run *collRun) error {
+			return c.allreduceSmall(ctx, run, send, recv, dt, op)
 		})
 	}
 	return c.collective(ctx, "allreduce", func(ctx context.Context) error {
