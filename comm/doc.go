@@ -25,7 +25,10 @@
 // Every blocking call takes a context. When it is done, the call returns an
 // error matching ctx.Err(); Request.Wait leaves the request pending (wait
 // again or Cancel it), while Send, Recv and the collectives cancel what they
-// started and let it settle before they return.
+// started and let it settle, within a short grace, before they return: a
+// send a backend cannot cancel (MPI cannot cancel one its receiver has not
+// taken) may outlast the grace, and its buffer must then stay allocated
+// and unchanged until the receiver takes it or the communicator closes.
 //
 // # Failures
 //
@@ -99,5 +102,6 @@
 //
 // On cancellation or failure an algorithm cancels every request it started
 // and waits for each to settle before returning, so no request refers to the
-// caller's buffers afterwards.
+// caller's buffers afterwards — save a send the backend cannot cancel that
+// outlasts the grace (above).
 package comm

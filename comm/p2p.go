@@ -11,7 +11,9 @@ import (
 
 // Send sends buf to dest with tag and returns when the send has completed
 // (the buffer may be reused). On ctx done the send is canceled where it has
-// not yet completed and ctx.Err() is returned.
+// not yet completed and ctx.Err() is returned once it has settled, or after
+// a short grace: a send the backend cannot cancel (MPI) and the peer has
+// not taken by then stays in flight, still reading buf, as for Sendrecv.
 func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
 	if err := CheckTag(tag, false); err != nil {
 		return err
@@ -142,13 +144,17 @@ func cancelRest(reqs []Request) (settled bool) {
 	return settled
 }
 
+// waitOrCancel waits for r; on ctx done it cancels r and waits, for up to
+// cancelGrace, for it to settle (see cancelRest).
 func waitOrCancel(ctx context.Context, r Request) (Status, error) {
 	st, err := r.Wait(ctx)
 	if err == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		return st, err
 	}
 	_ = r.Cancel()
-	st, werr := r.Wait(context.Background())
+	gctx, stop := context.WithTimeout(context.Background(), cancelGrace)
+	defer stop()
+	st, werr := r.Wait(gctx)
 	if werr == nil {
 		// It completed before the cancel took hold: report success.
 		return st, nil

@@ -73,7 +73,7 @@ func (c *pairComm) Irecv(memspace.Block, int, int) (comm.Request, error) {
 }
 func (c *pairComm) Close() error { return nil }
 
-// The waits of WaitAll and Sendrecv after ctx ends are bounded: a request
+// The waits of Send, Recv, WaitAll and Sendrecv after ctx ends are bounded: a request
 // that Cancel cannot stop no longer holds the caller forever. The bubble's
 // clock shows how long they waited.
 func TestCancelBoundedWait(t *testing.T) {
@@ -119,6 +119,32 @@ func TestCancelBoundedWait(t *testing.T) {
 			waited := time.Since(start) - timeout
 			assert.Greater(t, waited, time.Duration(0))
 			assert.LessOrEqual(t, waited, 10*time.Second, "Sendrecv returns although its send never settles")
+		})
+	})
+	t.Run("Send/stuck", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			send := &stuckReq{}
+			c := &pairComm{send: send}
+			start := time.Now()
+			err := comm.Send(ctx, c, memspace.Block{}, 1, 0)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, int32(1), send.cancels.Load(), "the send was canceled")
+			waited := time.Since(start) - timeout
+			assert.Greater(t, waited, time.Duration(0), "a grace is given to the canceled send")
+			assert.LessOrEqual(t, waited, 10*time.Second, "Send returns although its send never settles")
+		})
+	})
+	t.Run("Recv/cancelable", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			c := &pairComm{recv: newCancelable()}
+			start := time.Now()
+			_, err := comm.Recv(ctx, c, memspace.Block{}, 1, 0)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, timeout, time.Since(start), "a receive that settles on Cancel is not waited for longer")
 		})
 	})
 	t.Run("Sendrecv/canceled-ctx", func(t *testing.T) {

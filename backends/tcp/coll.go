@@ -48,6 +48,7 @@ type collState struct {
 	abortFrom uint64 // the earliest aborted collective; 0: none
 	abortErr  error
 	running   []*collRun
+	small     atomic.Pointer[smallColl] // allreduceSmall's state, between calls
 }
 
 func (s *collState) init() {}
@@ -62,8 +63,10 @@ func (s *collState) closeAll() {
 
 // collRun is a collective in progress, as abortColl ends it: by canceling
 // the context it runs under (cancel), or, for a light collective that
-// derives no context, by recording the abort (err) and canceling the
-// request it waits for (cur). A light collective publishes cur before it
+// derives no context (the small allreduce: a derived context and a
+// context callback per wait cost as much as the rest of its bookkeeping),
+// by recording the abort (err) and canceling the request it waits for
+// (cur). A light collective publishes cur before it
 // checks err, and abort sets err before it loads cur: one of them sees the
 // other.
 type collRun struct {
@@ -141,16 +144,6 @@ func (c *Comm) collective(ctx context.Context, name string, body func(ctx contex
 	defer cancel(nil)
 	run := &collRun{cancel: cancel}
 	return c.runColl(ctx, name, run, func() error { return body(cctx) }, func() error { return context.Cause(cctx) })
-}
-
-// lightCollective runs body as collective name with the abort protocol
-// above, without a derived context: body waits through run.wait, which an
-// abort ends by canceling the request waited for. The small allreduce
-// runs so, as a derived context and a context callback per wait cost as
-// much as the rest of its bookkeeping.
-func (c *Comm) lightCollective(ctx context.Context, name string, body func(run *collRun) error) error {
-	run := &collRun{}
-	return c.runColl(ctx, name, run, func() error { return body(run) }, run.aborted)
 }
 
 // runColl numbers the collective, runs body as run unless the group is
@@ -294,9 +287,12 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 		return comm.ErrFallback
 	}
 	if send.Len() < ringMin || send.Len()/dt.Size() < c.size {
-		return c.lightCollective(ctx, "allreduce", func(run *collRun) error {
-			return c.allreduceSmall(ctx, run, send, recv, dt, op)
-		})
+		sc := c.coll.getSmall()
+		err := c.runColl(ctx, "allreduce", &sc.run, func() error {
+			return c.allreduceSmall(ctx, sc, send, recv, dt, op)
+		}, sc.run.aborted)
+		c.coll.putSmall(sc)
+		return err
 	}
 	return c.collective(ctx, "allreduce", func(ctx context.Context) error {
 		return c.ringAllreduce(ctx, send, recv, dt, op)

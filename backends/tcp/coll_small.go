@@ -24,9 +24,10 @@ const tagSmall = tagRing + 1
 // trade places after each exchange. Partners fold the same two vectors,
 // each with its own on the right, so for the commutative operators every
 // rank ends with the bitwise-same result.
-func (c *Comm) allreduceSmall(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+func (c *Comm) allreduceSmall(ctx context.Context, sc *smallColl, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	p, r := c.size, c.rank
 	n := send.Len()
+	run := &sc.run
 	recvB, err := hostBytes(recv)
 	if err != nil {
 		return err
@@ -38,33 +39,14 @@ func (c *Comm) allreduceSmall(ctx context.Context, run *collRun, send, recv mems
 		}
 		copy(recvB, sendB)
 	}
-	// The scratch vector goes back to the pool once every request that
-	// may touch it has completed (settle below).
-	tmpB, pooled := getBuf(n)
-	tmpBuf, err := memspace.FromSlice(tmpB)
-	if err != nil {
-		putBuf(pooled)
+	if err := sc.grow(n); err != nil {
 		return err
 	}
+	// Every request that may touch the scratch vector has completed
+	// before it is used again (settle).
+	defer settle(sc.live[:])
 	acc, accB := recv, recvB
-	other, otherB := tmpBuf.Block(), tmpB
-
-	var live [2]*request
-	defer func() {
-		settle(live[:])
-		putBuf(pooled)
-	}()
-	recvFrom := func(src int, buf []byte, red *reduction) (*request, error) {
-		q, err := c.irecv(&request{c: c, kind: kindRecv, peer: src, tag: tagSmall, buf: buf, red: red})
-		live[0] = q
-		return q, err
-	}
-	sendTo := func(dest int, buf []byte) (*request, error) {
-		q, err := c.isend(buf, dest, tagSmall)
-		live[1] = q
-		return q, err
-	}
-	done := func() { live = [2]*request{} }
+	other, otherB := sc.tmpBlk, sc.tmp[:n]
 
 	pof2 := 1
 	for pof2*2 <= p {
@@ -75,32 +57,27 @@ func (c *Comm) allreduceSmall(ctx context.Context, run *collRun, send, recv mems
 	if r < 2*rem {
 		if r%2 == 0 {
 			// Hand the vector to r+1, then take the result from it.
-			q, err := sendTo(r+1, accB)
+			q, err := sc.send(c, r+1, accB)
 			if err != nil {
 				return err
 			}
 			if err := run.wait(ctx, q, -1); err != nil {
 				return err
 			}
-			q, err = recvFrom(r+1, recvB, nil)
+			q, err = sc.recv(c, r+1, recvB, nil)
 			if err != nil {
 				return err
 			}
-			if err := run.wait(ctx, q, n); err != nil {
-				return err
-			}
-			done()
-			return nil
+			return run.wait(ctx, q, n)
 		}
 		// Fold r-1's vector into this one, in place: nothing reads it.
-		q, err := recvFrom(r-1, accB, &reduction{dst: acc, own: acc, dt: dt, op: op})
+		q, err := sc.recv(c, r-1, accB, sc.fold(acc, acc, dt, op))
 		if err != nil {
 			return err
 		}
 		if err := run.wait(ctx, q, n); err != nil {
 			return err
 		}
-		done()
 		newRank = r / 2
 	}
 	for mask := 1; mask < pof2; mask <<= 1 {
@@ -111,12 +88,15 @@ func (c *Comm) allreduceSmall(ctx context.Context, run *collRun, send, recv mems
 			peer += rem
 		}
 		// other = incoming op acc while acc is sent: the send only reads
-		// acc, and the receive writes other.
-		q, err := recvFrom(peer, otherB, &reduction{dst: other, own: acc, dt: dt, op: op})
+		// acc, and the receive writes other. The send goes first, so that
+		// the partner's wait ends as early as it can; the partner's
+		// message, if it comes before the receive is posted, stays in the
+		// socket until this rank reads it for the receive (readrole.go).
+		s, err := sc.send(c, peer, accB)
 		if err != nil {
 			return err
 		}
-		s, err := sendTo(peer, accB)
+		q, err := sc.recv(c, peer, otherB, sc.fold(other, acc, dt, op))
 		if err != nil {
 			return err
 		}
@@ -126,7 +106,6 @@ func (c *Comm) allreduceSmall(ctx context.Context, run *collRun, send, recv mems
 		if err := run.wait(ctx, s, -1); err != nil {
 			return err
 		}
-		done()
 		acc, other = other, acc
 		accB, otherB = otherB, accB
 	}
@@ -134,16 +113,78 @@ func (c *Comm) allreduceSmall(ctx context.Context, run *collRun, send, recv mems
 		copy(recvB, accB)
 	}
 	if r < 2*rem {
-		q, err := sendTo(r-1, recvB)
+		q, err := sc.send(c, r-1, recvB)
 		if err != nil {
 			return err
 		}
-		if err := run.wait(ctx, q, -1); err != nil {
-			return err
-		}
-		done()
+		return run.wait(ctx, q, -1)
 	}
 	return nil
+}
+
+// smallColl is the state of a small allreduce, kept by the communicator
+// between calls (collState.small) so that a call allocates little more
+// than its requests: its run, the scratch vector and the fold.
+type smallColl struct {
+	run    collRun
+	tmp    []byte
+	tmpBlk memspace.Block
+	red    reduction
+	live   [2]*request // the receive and the send in flight
+}
+
+// getSmall takes the communicator's small-collective state, or makes one
+// when another call holds it.
+func (s *collState) getSmall() *smallColl {
+	sc := s.small.Swap(nil)
+	if sc == nil {
+		sc = &smallColl{}
+	}
+	sc.run = collRun{}
+	return sc
+}
+
+// putSmall gives the state back once its call has returned.
+func (s *collState) putSmall(sc *smallColl) {
+	sc.live = [2]*request{}
+	sc.red = reduction{}
+	s.small.Store(sc)
+}
+
+// grow makes the scratch vector at least n bytes long.
+func (sc *smallColl) grow(n int) error {
+	if len(sc.tmp) >= n {
+		return nil
+	}
+	sc.tmp = make([]byte, max(n, 64))
+	b, err := memspace.FromSlice(sc.tmp)
+	if err != nil {
+		sc.tmp = nil
+		return err
+	}
+	sc.tmpBlk = b.Block()
+	return nil
+}
+
+// fold returns the reduction dst = incoming op own, for one receive at a
+// time: the previous one has completed when the next is posted.
+func (sc *smallColl) fold(dst, own memspace.Block, dt comm.DType, op comm.Op) *reduction {
+	sc.red = reduction{dst: dst, own: own, dt: dt, op: op}
+	return &sc.red
+}
+
+// recv posts a receive of buf from src, folding when red is set.
+func (sc *smallColl) recv(c *Comm, src int, buf []byte, red *reduction) (*request, error) {
+	q, err := c.irecv(&request{c: c, kind: kindRecv, peer: src, tag: tagSmall, buf: buf, red: red})
+	sc.live[0] = q
+	return q, err
+}
+
+// send starts sending buf to dest.
+func (sc *smallColl) send(c *Comm, dest int, buf []byte) (*request, error) {
+	q, err := c.isend(buf, dest, tagSmall)
+	sc.live[1] = q
+	return q, err
 }
 
 // settle cancels the requests of qs still pending and waits for each to
