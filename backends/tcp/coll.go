@@ -23,13 +23,18 @@ import (
 // algorithms of package comm alone would leave a survivor that waits on
 // another survivor waiting until its context ends.
 //
-// Allreduce of at least ringMin bytes runs a pipelined ring whose
+// Allreduce of more than ringMin bytes runs a pipelined ring whose
 // receives fold the incoming chunk straight into the result as it is read
 // from the socket; a smaller one runs recursive doubling, folding the same
 // way, as a light collective (coll_small.go); the other collectives run
 // the shared algorithms over this rank's point-to-point calls.
 
-// ringMin is the smallest allreduce, in bytes, that takes the native ring.
+// ringMin is the largest allreduce, in bytes, that takes recursive
+// doubling rather than the ring. Up to the default eager limit each of its
+// log2(p) steps is one write each way, and it beats the ring's 2(p-1)
+// steps on loopback (64 KiB: 0.77 of the ring's time on 2 and 4 ranks);
+// above, each step needs a rendezvous round trip and the ring wins (128
+// KiB: the ring takes 0.8 of recursive doubling's time).
 var ringMin = 64 << 10
 
 // ringChunk is the size of the pieces the ring pipelines.
@@ -281,12 +286,12 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 }
 
 // Allreduce reduces send over every rank into recv on every rank: the
-// pipelined ring from ringMin bytes, recursive doubling below.
+// pipelined ring above ringMin bytes, recursive doubling up to it.
 func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	if send.Len() < ringMin || send.Len()/dt.Size() < c.size {
+	if send.Len() <= ringMin || send.Len()/dt.Size() < c.size {
 		sc := c.coll.getSmall()
 		err := c.runColl(ctx, "allreduce", &sc.run, func() error {
 			return c.allreduceSmall(ctx, sc, send, recv, dt, op)

@@ -11,7 +11,7 @@ import (
 // tagRing, above the range of the shared algorithms.
 const tagSmall = tagRing + 1
 
-// allreduceSmall is the allreduce below ringMin: recursive doubling, in
+// allreduceSmall is the allreduce up to ringMin: recursive doubling, in
 // which partners exchange their whole vectors log2(p) times, each folding
 // the partner's vector into its own. With p not a power of two, the first
 // 2(p-pof2) ranks pair up first: the even one hands its vector to the odd
