@@ -136,15 +136,17 @@
 //
 // A direct call costs about 60-80 ns more than the same MPI call made from
 // C (a cgo call, two atomic operations, the checks; a receive also its
-// probe): docs/results/mpi.md. mpirun binds each rank to one core by
-// default (Open MPI, up to 2 ranks), and Go then runs with GOMAXPROCS=1:
-// the runtime's monitor thread then takes the processor away during MPI
-// calls and hands it to another thread on the same core, which more than
-// doubles the latency of small messages (8 bytes: Go/C 2.1-2.5, not
-// 1.1-1.4). Launch with GOMAXPROCS of 2 or more (mpirun -x GOMAXPROCS=2) or
-// bind each rank to more than one core. Real-time priority (chrt -f) helps
-// as well, but not together with GOMAXPROCS=2 on one core: such a launch
-// hung here, its threads spinning at that priority.
+// probe): docs/results/mpi.md. Give each rank more than one core to run
+// on. mpirun binds each rank to one core by default (Open MPI, up to 2
+// ranks): Go then runs with GOMAXPROCS=1, and the runtime's monitor thread
+// (sysmon) takes the processor from a call that sits in MPI across two of
+// its ticks and hands it to another thread on that same core, which about
+// doubles the latency of small messages (8 bytes, two ranks: Go/C 2.1-2.4
+// bound to a core, 1.4-1.7 unbound). Launch with mpirun --bind-to none, or
+// bind each rank to several cores (Open MPI: --map-by slot:PE=2), or at
+// least pass -x GOMAXPROCS=2. The driver's Info reports GOMAXPROCS.
+// Real-time priority (chrt -f) is no remedy: with GOMAXPROCS of 2 or more
+// such a launch hung here, its threads spinning at that priority.
 //
 // # Memory
 //
