@@ -30,8 +30,8 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 // Info describes the driver without initialising MPI: the library version
 // (MPI answers it before initialisation), the launch (rank and size from
 // MPI once it is initialised, from the launcher's environment before), and
-// the thread level once known, and GOMAXPROCS (with a warning when it is
-// 1: see Speed in the package documentation).
+// the thread level once known, and GOMAXPROCS (see Speed in the package
+// documentation).
 func (driver) Info(ctx context.Context) xpu.Info {
 	info := xpu.Info{
 		Name:         Name,
@@ -70,13 +70,12 @@ func (driver) Info(ctx context.Context) xpu.Info {
 	return info
 }
 
-// procsText reports GOMAXPROCS for Info; at 1 (a rank bound to one core,
-// mpirun's default for up to 2 ranks) small messages take about twice as
-// long, and it says so.
+// procsText reports GOMAXPROCS for Info, and at 1 (a rank bound to one
+// core, mpirun's default for up to 2 ranks) what it costs.
 func procsText(n int) string {
 	s := "GOMAXPROCS " + strconv.Itoa(n)
 	if n == 1 {
-		s += " (small messages about twice as slow as with 2 or more: give each rank more than one core, e.g. mpirun --bind-to none, or -x GOMAXPROCS=2)"
+		s += " (MPI calls of 20 µs or more run slower: give the rank 2 or more, e.g. mpirun --bind-to none or -x GOMAXPROCS=2)"
 	}
 	return s
 }

@@ -221,8 +221,8 @@ func TestSPMDAbandoned(t *testing.T) {
 	})
 }
 
-// TestProcsText checks what Info says of GOMAXPROCS: its value, and a
-// warning at 1.
+// TestProcsText checks what Info says of GOMAXPROCS: its value, and at 1
+// a warning with the remedy.
 func TestProcsText(t *testing.T) {
 	assert.Equal(t, "GOMAXPROCS 4", mpi.ProcsText(4))
 	one := mpi.ProcsText(1)
@@ -242,7 +242,7 @@ func TestSPMDDriver(t *testing.T) {
 		assert.True(t, info.Available)
 		assert.Contains(t, info.Library, "MPI")
 		assert.Contains(t, info.Library, "(from MPI)")
-		assert.Contains(t, info.Library, mpi.ProcsText(runtime.GOMAXPROCS(0)))
+		assert.Contains(t, info.Library, "; "+mpi.ProcsText(runtime.GOMAXPROCS(0)))
 		level, up := mpi.Provided()
 		require.True(t, up)
 		if level == mpi.ThreadMultiple && !strings.Contains(osLevel(), "serialized") {
