@@ -158,8 +158,8 @@ func (c *Comm) drainHeld(name string) error {
 }
 
 func (c *Comm) exitColl() {
-	if c.state.Add(-(1 + collBit)) == closedBit {
-		c.freeOnce()
+	if v := c.state.Add(endedUnit - 1 - collBit); v&paceMask == 0 || v&liveMask == closedBit {
+		c.exited(v)
 	}
 }
 
@@ -176,8 +176,9 @@ type coord struct {
 	deferred atomic.Int64
 }
 
-// collBit is the lock bit of a coord's word.
-const collBit = int64(1) << 60
+// collBit is the lock bit of a coord's word (bit 40 of Comm.state: see
+// liveMask).
+const collBit = int64(1) << 40
 
 // tryLock takes the lock if it is free.
 func (k *coord) tryLock() bool {

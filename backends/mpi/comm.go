@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
@@ -33,11 +36,14 @@ type Comm struct {
 	tagUB  int // largest tag MPI carries (MPI_TAG_UB)
 	userUB int // largest user tag: min(tagUB, comm.MaxTag)
 
-	// state counts operations in progress (low bits) plus one reference
-	// held from creation to Close, and carries closedBit, freedBit and
-	// collBit (the lock of coll). The MPI communicators are freed when the
-	// count drops to zero once closed.
+	// state counts operations in progress (its low 40 bits) plus one
+	// reference held from creation to Close, carries closedBit, freedBit
+	// and collBit (the lock of coll), and above them counts the operations
+	// ended (wrapping), to pace yields (see pace). The MPI communicators
+	// are freed when the count in progress drops to zero once closed.
 	state atomic.Int64
+
+	yielded atomic.Int64 // when pace last looked: nanoseconds since epoch
 
 	coll coord // orders the collectives this process issues on main
 
@@ -54,10 +60,22 @@ var (
 	_ comm.Collectives = (*Comm)(nil)
 )
 
+// The bits of Comm.state; collBit (coll.go) is bit 40.
 const (
-	closedBit = int64(1) << 62
-	freedBit  = int64(1) << 61
+	liveMask  = int64(1)<<43 - 1 // the count in progress and the flags
+	freedBit  = int64(1) << 41
+	closedBit = int64(1) << 42
+	endedUnit = int64(1) << 43 // one operation ended
+
+	// paceCalls is how many operations end between two looks at the clock
+	// (a power of 2), paceGap the least time between yields (see pace).
+	paceCalls = 64
+	paceMask  = (paceCalls - 1) * endedUnit
+	paceGap   = 5 * time.Millisecond
 )
+
+// epoch is the origin of Comm.yielded.
+var epoch = time.Now()
 
 // Open initialises MPI (the first time, asking for o.ThreadLevel) and
 // returns this process's rank of MPI_COMM_WORLD, as a duplicate so that
@@ -119,8 +137,7 @@ func (c *Comm) Size() int { return c.size }
 func (c *Comm) TagUB() int { return min(c.tagUB, comm.MaxTag) }
 
 // enter counts a new operation; it fails once the communicator is closed.
-// (enter, exit and exitColl stay small enough to be inlined: they run
-// around every call.)
+// (enter stays small enough to be inlined: it runs before every call.)
 func (c *Comm) enter() bool {
 	if c.state.Add(1)&(closedBit|freedBit) != 0 {
 		c.exitSlow()
@@ -141,20 +158,70 @@ func (c *Comm) enterAny() bool {
 }
 
 // exit ends an operation; the last one after Close frees the communicator.
+// Every paceCalls-th looks whether to yield (pace).
 func (c *Comm) exit() {
-	if c.state.Add(-1) == closedBit {
+	if v := c.state.Add(endedUnit - 1); v&paceMask == 0 || v&liveMask == closedBit {
+		c.exited(v)
+	}
+}
+
+// exited finishes exit, exitColl or exitSlow when the state after it, v,
+// asks for more: freeing the communicators, or a look at the clock.
+//
+//go:noinline
+func (c *Comm) exited(v int64) {
+	if v&liveMask == closedBit {
 		c.freeOnce()
+	} else {
+		c.pace()
 	}
 }
 
 //go:noinline
 func (c *Comm) exitSlow() { c.exit() }
 
+// pace yields the processor (runtime.Gosched) when paceGap has passed
+// since the communicator last looked and no other goroutine is waiting for
+// a processor. A goroutine that only calls MPI, each call a short cgo
+// call, never passes through the scheduler; after 10 ms the runtime's
+// monitor thread (sysmon) takes its processor away in the middle of a
+// call to preempt it, wakes other threads, and polls every 20 µs for a
+// millisecond or more, on the cores the ranks spin on: 8-byte operations
+// took 30-70% longer, nearly twice as long at GOMAXPROCS=1. Yielding
+// first keeps the runtime quiet. When goroutines are waiting (runnable)
+// it does not yield: they would take the processor for their time slice,
+// and the communication would wait for them.
+func (c *Comm) pace() {
+	now := int64(time.Since(epoch))
+	if last := c.yielded.Load(); now-last < int64(paceGap) || !c.yielded.CompareAndSwap(last, now) {
+		return
+	}
+	if othersWaiting() {
+		return
+	}
+	runtime.Gosched()
+}
+
+// othersWaiting reports whether goroutines are waiting for a processor
+// (about 100 ns; true when the runtime does not tell).
+func othersWaiting() bool {
+	s := [1]metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	metrics.Read(s[:])
+	return s[0].Value.Kind() != metrics.KindUint64 || s[0].Value.Uint64() != 0
+}
+
 // freeOnce frees the communicator unless another goroutine got there
 // first; it is called when the state reads closed with no operation left.
 func (c *Comm) freeOnce() {
-	if c.state.CompareAndSwap(closedBit, closedBit|freedBit) {
-		c.free()
+	for {
+		v := c.state.Load()
+		if v&liveMask != closedBit {
+			return // freed already, or an operation came in (it will end)
+		}
+		if c.state.CompareAndSwap(v, v|freedBit) {
+			c.free()
+			return
+		}
 	}
 }
 

@@ -136,15 +136,29 @@
 //
 // A direct call costs about 60-80 ns more than the same MPI call made from
 // C (a cgo call, two atomic operations, the checks; a receive also its
-// probe): docs/results/mpi.md. mpirun binds each rank to one core by
-// default (Open MPI, up to 2 ranks), and Go then runs with GOMAXPROCS=1:
-// the runtime's monitor thread then takes the processor away during MPI
-// calls and hands it to another thread on the same core, which more than
-// doubles the latency of small messages (8 bytes: Go/C 2.1-2.5, not
-// 1.1-1.4). Launch with GOMAXPROCS of 2 or more (mpirun -x GOMAXPROCS=2) or
-// bind each rank to more than one core. Real-time priority (chrt -f) helps
-// as well, but not together with GOMAXPROCS=2 on one core: such a launch
-// hung here, its threads spinning at that priority.
+// probe): docs/results/mpi.md.
+//
+// A goroutine that does nothing but call MPI never passes through the Go
+// scheduler, and after 10 ms the runtime's monitor thread (sysmon) takes
+// its processor away in the middle of a call to preempt it, wakes other
+// threads, and polls every 20 µs for a millisecond or more, on the cores
+// the ranks spin on. That made 8-byte operations 1.5-2.5 times slower than
+// the same loop in C launched the same way (most at GOMAXPROCS=1, where a
+// rank bound to one core runs). So every 64th call a Comm looks at the
+// clock, and when 5 ms have passed since it last did and no other
+// goroutine is waiting for a processor it yields (runtime.Gosched), which
+// keeps the runtime quiet; when goroutines are waiting it does not, so as
+// not to hand them the processor for a whole time slice.
+//
+// Give each rank GOMAXPROCS of 2 or more: more than one core (mpirun
+// --bind-to none; Open MPI: --map-by slot:PE=2), or -x GOMAXPROCS=2 where
+// ranks must stay bound to one core each (mpirun's default up to 2
+// ranks). At GOMAXPROCS=1 small messages are as fast, but sysmon also
+// takes the processor from any call that lasts across two of its ticks
+// (20 µs and up), there being no idle one: 64 KiB-4 MiB collectives ran up
+// to 1.2-1.4 times the C figure. The driver's Info reports GOMAXPROCS.
+// Real-time priority (chrt -f) is no remedy: with GOMAXPROCS of 2 or more
+// such a launch stalled here, its threads spinning at that priority.
 //
 // # Memory
 //

@@ -4,6 +4,8 @@ package mpi
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 
 	"github.com/xpu-go/xpu"
 )
@@ -28,7 +30,8 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 // Info describes the driver without initialising MPI: the library version
 // (MPI answers it before initialisation), the launch (rank and size from
 // MPI once it is initialised, from the launcher's environment before), and
-// the thread level once known.
+// the thread level once known, and GOMAXPROCS (see Speed in the package
+// documentation).
 func (driver) Info(ctx context.Context) xpu.Info {
 	info := xpu.Info{
 		Name:         Name,
@@ -63,5 +66,16 @@ func (driver) Info(ctx context.Context) xpu.Info {
 	if state == libUp {
 		info.Library += "; thread level " + provided.String()
 	}
+	info.Library += "; " + procsText(runtime.GOMAXPROCS(0))
 	return info
+}
+
+// procsText reports GOMAXPROCS for Info, and at 1 (a rank bound to one
+// core, mpirun's default for up to 2 ranks) what it costs.
+func procsText(n int) string {
+	s := "GOMAXPROCS " + strconv.Itoa(n)
+	if n == 1 {
+		s += " (MPI calls of 20 µs or more run slower: give the rank 2 or more, e.g. mpirun --bind-to none or -x GOMAXPROCS=2)"
+	}
+	return s
 }

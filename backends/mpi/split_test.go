@@ -4,6 +4,7 @@ package mpi_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -220,6 +221,16 @@ func TestSPMDAbandoned(t *testing.T) {
 	})
 }
 
+// TestProcsText checks what Info says of GOMAXPROCS: its value, and at 1
+// a warning with the remedy.
+func TestProcsText(t *testing.T) {
+	assert.Equal(t, "GOMAXPROCS 4", mpi.ProcsText(4))
+	one := mpi.ProcsText(1)
+	assert.True(t, strings.HasPrefix(one, "GOMAXPROCS 1 ("), one)
+	assert.Contains(t, one, "--bind-to none")
+	assert.Contains(t, one, "GOMAXPROCS=2")
+}
+
 // TestSPMDDriver opens the backend by name and reads its Info.
 func TestSPMDDriver(t *testing.T) {
 	c := rank(t)
@@ -231,6 +242,7 @@ func TestSPMDDriver(t *testing.T) {
 		assert.True(t, info.Available)
 		assert.Contains(t, info.Library, "MPI")
 		assert.Contains(t, info.Library, "(from MPI)")
+		assert.Contains(t, info.Library, "; "+mpi.ProcsText(runtime.GOMAXPROCS(0)))
 		level, up := mpi.Provided()
 		require.True(t, up)
 		if level == mpi.ThreadMultiple && !strings.Contains(osLevel(), "serialized") {

@@ -3,7 +3,7 @@
 // every rank of an MPI job:
 //
 //	go build -tags mpi -o mpibench ./backends/mpi/internal/mpibench
-//	mpirun -np 2 ./mpibench
+//	mpirun --bind-to none -np 2 ./mpibench
 //
 // For each operation rank 0 prints three lines: "<name> <median> us" for the
 // Go API (the name as the standalone C reference
@@ -14,7 +14,8 @@
 // "ref-probe/<name>" and "ratio-probe/<name>": each receive preceded by a
 // matched probe (MPI_Mprobe, MPI_Mrecv), as the backend receives to be
 // safe from Open MPI's truncation overrun. Each figure is the median over -reps
-// repetitions of a loop calibrated to last -min; latencies are per
+// repetitions of a loop calibrated to last -min, each after an untimed
+// run of -warm of its iterations (Go and C alike); latencies are per
 // operation (half a round trip for the ping-pong), the slowest rank's for
 // collectives. -ctx deadline measures the watched path (nonblocking calls
 // polled with a context); -threads serialized the serialised thread level.

@@ -23,6 +23,7 @@ func main() {
 	ctxKind := flag.String("ctx", "background", "context of every call: background (direct MPI calls) or deadline (watched nonblocking calls)")
 	only := flag.String("only", "", "run only the measurements whose name contains this")
 	ref := flag.Bool("ref", true, "also time the C reference loops in process, alternating with the Go repetitions")
+	warm := flag.Float64("warm", 0.2, "untimed run before each timed repetition, as a fraction of its iterations")
 	flag.Parse()
 	o := mpi.Options{ThreadLevel: mpi.ThreadMultiple}
 	if *threads == "serialized" {
@@ -33,7 +34,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mpibench:", err)
 		os.Exit(1)
 	}
-	b := &bench{c: c, reps: *reps, min: *minDur, ctx: context.Background(), only: *only, ref: *ref}
+	b := &bench{c: c, reps: *reps, min: *minDur, ctx: context.Background(), only: *only, ref: *ref, warm: *warm}
 	if *ctxKind == "deadline" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
@@ -57,6 +58,7 @@ type bench struct {
 	ctx  context.Context
 	only string
 	ref  bool
+	warm float64
 }
 
 func (b *bench) run() error {
@@ -184,7 +186,13 @@ type refLoop struct {
 // also with the backend's probe before each receive): it calibrates the
 // iteration count on rank 0 (shared with every rank), then runs reps
 // repetitions of each, alternating, each started by a barrier and timed on
-// every rank; a repetition's time is the slowest rank's. It prints the
+// every rank; a repetition's time is the slowest rank's. Each timed
+// repetition follows an untimed one of b.warm of its iterations, the same
+// for Go and C: a C loop is one long cgo call, during which the Go
+// runtime takes the goroutine's processor away and puts its monitor
+// thread to sleep, and the first milliseconds of Go calls after it run
+// slowly while the runtime wakes (64 KiB collectives: 10% slower) — a
+// transition of this benchmark, not of a Go program. It prints the
 // medians and, per reference, the median of the repetitions' ratios
 // (Go/C), which pairs each Go repetition with the C one next to it.
 func (b *bench) measure(op string, n int, f func(iters int) error, refs []refLoop) error {
@@ -229,7 +237,13 @@ func (b *bench) measure(op string, n int, f func(iters int) error, refs []refLoo
 	var goT []float64
 	cT := make([][]float64, len(refs))
 	ratio := make([][]float64, len(refs))
+	warm := int(float64(iters) * b.warm)
 	for range b.reps {
+		if warm > 0 {
+			if err := f(warm); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
 		if err := comm.Barrier(ctx, b.c); err != nil {
 			return err
 		}
@@ -240,6 +254,9 @@ func (b *bench) measure(op string, n int, f func(iters int) error, refs []refLoo
 		g := per(b.slowest(time.Since(t0)))
 		goT = append(goT, g)
 		for i, ref := range refs {
+			if warm > 0 {
+				ref.run(warm)
+			}
 			if err := comm.Barrier(ctx, b.c); err != nil {
 				return err
 			}

@@ -1,0 +1,6 @@
+//go:build mpi
+
+package mpi
+
+// ProcsText exposes procsText to the external tests.
+var ProcsText = procsText
