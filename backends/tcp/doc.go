@@ -67,11 +67,11 @@
 //
 // # Collectives
 //
-// Allreduce of 64 KiB and more runs a native pipelined ring that folds
-// each incoming chunk into the result as it is read from the socket; the
-// other collectives run the shared algorithms of package comm over this
-// communicator's point-to-point calls, inside the abort protocol that
-// propagates a lost peer.
+// Allreduce runs natively: above 64 KiB a pipelined ring, up to it
+// recursive doubling; both fold each incoming piece into the result as it
+// is read from the socket. The other collectives run the shared algorithms
+// of package comm over this communicator's point-to-point calls. All of
+// them run inside the abort protocol that propagates a lost peer.
 //
 // A Comm is safe for concurrent use by many goroutines.
 package tcp
