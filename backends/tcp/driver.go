@@ -79,8 +79,14 @@ func optionsConfig(opts xpu.Options) (Config, error) {
 	if cfg.EagerLimit, err = opts.Int(OptEagerLimit, 0); err != nil {
 		return cfg, opErr("open", err)
 	}
+	if cfg.EagerLimit > 1<<30 {
+		return cfg, opErr("open", opts.Invalid(OptEagerLimit, "bytes, at most 1 GiB (negative: every message by rendezvous)"))
+	}
 	if cfg.EagerBudget, err = opts.Int(OptEagerBudget, 0); err != nil {
 		return cfg, opErr("open", err)
+	}
+	if cfg.EagerBudget < 0 || cfg.EagerBudget > 1<<40 {
+		return cfg, opErr("open", opts.Invalid(OptEagerBudget, "bytes, from 0 (the default) to 1 TiB"))
 	}
 	return cfg, nil
 }

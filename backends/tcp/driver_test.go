@@ -48,6 +48,9 @@ func TestDriverBadOptions(t *testing.T) {
 		{xpu.Options{tcp.OptEagerLimit: "lots"}, tcp.OptEagerLimit},
 		{xpu.Options{tcp.OptEagerLimit: "64K"}, tcp.OptEagerLimit},
 		{xpu.Options{tcp.OptTimeout: "2s", tcp.OptEagerBudget: "1.5"}, tcp.OptEagerBudget},
+		{xpu.Options{tcp.OptEagerBudget: "-1"}, tcp.OptEagerBudget},
+		{xpu.Options{tcp.OptEagerBudget: "2000000000000"}, tcp.OptEagerBudget},
+		{xpu.Options{tcp.OptEagerLimit: "2000000000"}, tcp.OptEagerLimit},
 	} {
 		_, err := xpu.Open(context.Background(), tcp.Name, tc.opts)
 		require.ErrorIs(t, err, xpu.ErrInvalidArgument, "%v", tc.opts)
