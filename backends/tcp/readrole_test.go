@@ -35,6 +35,31 @@ func waitDirectReads(t *testing.T, c *tcp.Comm, peer int, n int64) {
 		10*time.Second, time.Millisecond, "no goroutine took the read role")
 }
 
+// startDirectWait starts a goroutine waiting for r on c with ctx and
+// returns once it has taken the read role of c's link to peer; its Wait's
+// error comes on the channel.
+func startDirectWait(t *testing.T, ctx context.Context, c *tcp.Comm, peer int, r comm.Request) <-chan error {
+	t.Helper()
+	before := tcp.DirectReads(c, peer)
+	res := make(chan error, 1)
+	go func() { _, err := r.Wait(ctx); res <- err }()
+	waitDirectReads(t, c, peer, before)
+	return res
+}
+
+// within returns the first value of ch, failing the test with what after
+// 10 seconds.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+		panic("unreachable")
+	}
+}
+
 // pattern returns n bytes that depend on seed.
 func pattern(n, seed int) []byte {
 	p := make([]byte, n)
@@ -61,18 +86,10 @@ func testDirectWaitCancel(t *testing.T, tmpl tcp.Config) {
 	defer cancel()
 	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
 	require.NoError(t, err)
-	before := tcp.DirectReads(cs[0], 1)
-	res := make(chan error, 1)
-	go func() { _, err := r.Wait(ctx); res <- err }()
-	waitDirectReads(t, cs[0], 1, before)
+	res := startDirectWait(t, ctx, cs[0], 1, r)
 	time.Sleep(20 * time.Millisecond) // let it block in the read
 	require.NoError(t, r.Cancel())
-	select {
-	case err := <-res:
-		require.ErrorIs(t, err, comm.ErrCanceled)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter blocked in the read did not see the cancel")
-	}
+	require.ErrorIs(t, within(t, res, "the waiter blocked in the read did not see the cancel"), comm.ErrCanceled)
 	want := pattern(8, 1)
 	go func() { _ = comm.Send(ctx, cs[1], bytesBlock(want), 0, 2) }()
 	got := make([]byte, 8)
@@ -95,18 +112,10 @@ func testDirectWaitContext(t *testing.T, tmpl tcp.Config) {
 	r, err := cs[0].Irecv(bytesBlock(got), 1, 1)
 	require.NoError(t, err)
 	wctx, wcancel := context.WithCancel(ctx)
-	before := tcp.DirectReads(cs[0], 1)
-	res := make(chan error, 1)
-	go func() { _, err := r.Wait(wctx); res <- err }()
-	waitDirectReads(t, cs[0], 1, before)
+	res := startDirectWait(t, wctx, cs[0], 1, r)
 	time.Sleep(20 * time.Millisecond)
 	wcancel()
-	select {
-	case err := <-res:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter blocked in the read did not see its context end")
-	}
+	require.ErrorIs(t, within(t, res, "the waiter blocked in the read did not see its context end"), context.Canceled)
 	_, done, err := r.Test()
 	require.NoError(t, err)
 	require.False(t, done, "the receive completed without a message")
@@ -131,23 +140,11 @@ func testDirectWaitClose(t *testing.T, tmpl tcp.Config) {
 	defer cancel()
 	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
 	require.NoError(t, err)
-	before := tcp.DirectReads(cs[0], 1)
-	res := make(chan error, 1)
-	go func() { _, err := r.Wait(ctx); res <- err }()
-	waitDirectReads(t, cs[0], 1, before)
+	res := startDirectWait(t, ctx, cs[0], 1, r)
 	closed := make(chan error, 1)
 	go func() { closed <- cs[0].Close() }()
-	select {
-	case err := <-res:
-		require.ErrorIs(t, err, comm.ErrClosed)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter blocked in the read did not return on Close")
-	}
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not return")
-	}
+	require.ErrorIs(t, within(t, res, "the waiter blocked in the read did not return on Close"), comm.ErrClosed)
+	require.NoError(t, within(t, closed, "Close did not return"))
 }
 
 // TestProgressWithoutWaiting checks that a rank answers a peer's large
