@@ -265,9 +265,8 @@ func allreduceShared(ctx context.Context, c Comm, send, recv memspace.Block, dt 
 }
 
 // allreduceRecursiveDoubling: log2 p rounds in which partners exchange
-// and fold their whole vectors. With p not a power of two, the first
-// 2*(p-pof2) ranks pair up first: the even one hands its vector to the odd
-// one and sits out, then gets the result back (MPICH's scheme). Partners
+// and fold their whole vectors, in the schedule of Doubling (with p not a
+// power of two, some ranks hand their vector over and sit out). Partners
 // fold the same two vectors in either order, so every rank ends with the
 // bitwise-same result.
 func allreduceRecursiveDoubling(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
@@ -283,45 +282,28 @@ func allreduceRecursiveDoubling(ctx context.Context, c Comm, send, recv memspace
 			return err
 		}
 		tmp, tmpB := f.alloc(n)
-		pof2 := 1
-		for pof2*2 <= p {
-			pof2 *= 2
-		}
-		rem := p - pof2
-		newRank := r - rem
-		if r < 2*rem {
-			if r%2 == 0 {
-				if err := f.exchange(ctx, recv, r+1, memspace.Block{}, -1, tag); err != nil {
-					return err
-				}
-				newRank = -1
-			} else {
-				if err := f.exchange(ctx, memspace.Block{}, -1, tmp, r-1, tag); err != nil {
-					return err
-				}
-				reduceBytes(acc, acc, tmpB, dt, op)
-				newRank = r / 2
+		d := NewDoubling(p, r)
+		if h := d.HandsTo(); h >= 0 {
+			if err := f.exchange(ctx, recv, h, memspace.Block{}, -1, tag); err != nil {
+				return err
 			}
+			return f.exchange(ctx, memspace.Block{}, -1, recv, h, tag)
 		}
-		if newRank >= 0 {
-			for mask := 1; mask < pof2; mask <<= 1 {
-				peer := newRank ^ mask
-				if peer < rem {
-					peer = peer*2 + 1
-				} else {
-					peer += rem
-				}
-				if err := f.exchange(ctx, recv, peer, tmp, peer, tag); err != nil {
-					return err
-				}
-				reduceBytes(acc, acc, tmpB, dt, op)
+		if from := d.FoldsFrom(); from >= 0 {
+			if err := f.exchange(ctx, memspace.Block{}, -1, tmp, from, tag); err != nil {
+				return err
 			}
+			reduceBytes(acc, acc, tmpB, dt, op)
 		}
-		if r < 2*rem {
-			if r%2 == 0 {
-				return f.exchange(ctx, memspace.Block{}, -1, recv, r+1, tag)
+		for i := range d.Steps() {
+			peer := d.Partner(i)
+			if err := f.exchange(ctx, recv, peer, tmp, peer, tag); err != nil {
+				return err
 			}
-			_, err := f.send(recv, r-1, tag)
+			reduceBytes(acc, acc, tmpB, dt, op)
+		}
+		if from := d.FoldsFrom(); from >= 0 {
+			_, err := f.send(recv, from, tag)
 			return err
 		}
 		return nil

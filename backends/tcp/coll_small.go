@@ -13,9 +13,8 @@ const tagSmall = tagRing + 1
 
 // allreduceSmall is the allreduce up to ringMin: recursive doubling, in
 // which partners exchange their whole vectors log2(p) times, each folding
-// the partner's vector into its own. With p not a power of two, the first
-// 2(p-pof2) ranks pair up first: the even one hands its vector to the odd
-// one and waits for the result (MPICH's scheme).
+// the partner's vector into its own, in the schedule of comm.Doubling
+// (the shared algorithm's).
 //
 // It does what the shared algorithm does with less around it: it runs as
 // a light collective (no derived context), a receive folds what it reads
@@ -48,45 +47,34 @@ func (c *Comm) allreduceSmall(ctx context.Context, sc *smallColl, send, recv mem
 	acc, accB := recv, recvB
 	other, otherB := sc.tmpBlk, sc.tmp[:n]
 
-	pof2 := 1
-	for pof2*2 <= p {
-		pof2 *= 2
-	}
-	rem := p - pof2
-	newRank := r - rem
-	if r < 2*rem {
-		if r%2 == 0 {
-			// Hand the vector to r+1, then take the result from it.
-			q, err := sc.send(c, r+1, accB)
-			if err != nil {
-				return err
-			}
-			if err := run.wait(ctx, q, -1); err != nil {
-				return err
-			}
-			q, err = sc.recv(c, r+1, recvB, nil)
-			if err != nil {
-				return err
-			}
-			return run.wait(ctx, q, n)
+	d := comm.NewDoubling(p, r)
+	if h := d.HandsTo(); h >= 0 {
+		// Hand the vector over, then take the result back.
+		q, err := sc.send(c, h, accB)
+		if err != nil {
+			return err
 		}
-		// Fold r-1's vector into this one, in place: nothing reads it.
-		q, err := sc.recv(c, r-1, accB, sc.fold(acc, acc, dt, op))
+		if err := run.wait(ctx, q, -1); err != nil {
+			return err
+		}
+		q, err = sc.recv(c, h, recvB, nil)
+		if err != nil {
+			return err
+		}
+		return run.wait(ctx, q, n)
+	}
+	if from := d.FoldsFrom(); from >= 0 {
+		// Fold that rank's vector into this one, in place: nothing reads it.
+		q, err := sc.recv(c, from, accB, sc.fold(acc, acc, dt, op))
 		if err != nil {
 			return err
 		}
 		if err := run.wait(ctx, q, n); err != nil {
 			return err
 		}
-		newRank = r / 2
 	}
-	for mask := 1; mask < pof2; mask <<= 1 {
-		peer := newRank ^ mask
-		if peer < rem {
-			peer = peer*2 + 1
-		} else {
-			peer += rem
-		}
+	for i := range d.Steps() {
+		peer := d.Partner(i)
 		// other = incoming op acc while acc is sent: the send only reads
 		// acc, and the receive writes other. The send goes first, so that
 		// the partner's wait ends as early as it can; the partner's
@@ -112,8 +100,8 @@ func (c *Comm) allreduceSmall(ctx context.Context, sc *smallColl, send, recv mem
 	if &accB[0] != &recvB[0] {
 		copy(recvB, accB)
 	}
-	if r < 2*rem {
-		q, err := sc.send(c, r-1, recvB)
+	if from := d.FoldsFrom(); from >= 0 {
+		q, err := sc.send(c, from, recvB)
 		if err != nil {
 			return err
 		}
