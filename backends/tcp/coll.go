@@ -56,8 +56,6 @@ type collState struct {
 	small     atomic.Pointer[smallColl] // allreduceSmall's state, between calls
 }
 
-func (s *collState) init() {}
-
 func (s *collState) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,6 +118,13 @@ func (run *collRun) wait(ctx context.Context, q *request, want int) error {
 		}
 		return err
 	}
+	return checkCount(st, want)
+}
+
+// checkCount checks that a receive of a collective brought want bytes
+// (want < 0: a send, nothing to check). A shorter message means the ranks
+// disagree about sizes.
+func checkCount(st comm.Status, want int) error {
 	if want >= 0 && st.Count != want {
 		return fmt.Errorf("received %d bytes from rank %d where %d were expected (do all ranks pass the same sizes?): %w",
 			st.Count, st.Source, want, comm.ErrInvalidArgument)
@@ -401,14 +406,7 @@ func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt 
 	}
 
 	var live []*request // every request started, for the cleanup
-	defer func() {
-		for _, q := range live {
-			_ = q.Cancel()
-		}
-		for _, q := range live {
-			<-q.done
-		}
-	}()
+	defer func() { settle(live) }()
 	// sendAt holds the send reading recv at an offset, which must be done
 	// before a receive writes there.
 	sendAt := map[int]*request{}
@@ -417,11 +415,7 @@ func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt 
 		if err != nil {
 			return err
 		}
-		if want >= 0 && st.Count != want {
-			return fmt.Errorf("ring: received %d bytes from rank %d where %d were expected (do all ranks pass the same sizes?): %w",
-				st.Count, st.Source, want, comm.ErrInvalidArgument)
-		}
-		return nil
+		return checkCount(st, want)
 	}
 	isend := func(off, k int, from []byte) error {
 		q, err := c.isend(from[off:off+k], right, tagRing)

@@ -63,7 +63,6 @@ func newComm(cfg Config) *Comm {
 		stop:  make(chan struct{}),
 		conns: map[net.Conn]struct{}{},
 	}
-	c.coll.init()
 	return c
 }
 
