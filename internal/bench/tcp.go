@@ -178,47 +178,51 @@ func loopbackPair(b *testing.B) (net.Conn, net.Conn) {
 	return a, s
 }
 
+// rawPair runs end on both ends of a loopback connection at once (side 0
+// and 1), timed, with size bytes per operation, and fails b on an error of
+// either.
+func rawPair(b *testing.B, size int, end func(conn net.Conn, side int) error) {
+	a, s := loopbackPair(b)
+	defer a.Close()
+	defer s.Close()
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	var errs [2]error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); errs[1] = end(s, 1) }()
+	errs[0] = end(a, 0)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // RawTCPPingPong is TCPPingPong's baseline: Write and ReadFull of size
 // bytes over one Go loopback connection, the floor of any Go transport.
 func RawTCPPingPong(size int) func(b *testing.B) {
 	return func(b *testing.B) {
-		a, s := loopbackPair(b)
-		defer a.Close()
-		defer s.Close()
-		b.SetBytes(int64(size))
-		b.ResetTimer()
-		var wg sync.WaitGroup
-		var errs [2]error
-		pong := func(conn net.Conn, first int, e *error) {
+		rawPair(b, size, func(conn net.Conn, side int) error {
 			buf := make([]byte, size)
 			for range (b.N + 1) / 2 {
-				if first == 1 {
+				if side == 1 {
 					if _, err := io.ReadFull(conn, buf); err != nil {
-						*e = err
-						return
+						return err
 					}
 				}
 				if _, err := conn.Write(buf); err != nil {
-					*e = err
-					return
+					return err
 				}
-				if first == 0 {
+				if side == 0 {
 					if _, err := io.ReadFull(conn, buf); err != nil {
-						*e = err
-						return
+						return err
 					}
 				}
 			}
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); pong(s, 1, &errs[1]) }()
-		pong(a, 0, &errs[0])
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
+			return nil
+		})
 	}
 }
 
@@ -227,35 +231,18 @@ func RawTCPPingPong(size int) func(b *testing.B) {
 // peer's, b.N times.
 func RawTCPExchange(size int) func(b *testing.B) {
 	return func(b *testing.B) {
-		a, s := loopbackPair(b)
-		defer a.Close()
-		defer s.Close()
-		b.SetBytes(int64(size))
-		b.ResetTimer()
-		var wg sync.WaitGroup
-		var errs [2]error
-		swap := func(conn net.Conn, e *error) {
+		rawPair(b, size, func(conn net.Conn, _ int) error {
 			out, in := make([]byte, size), make([]byte, size)
 			for range b.N {
 				if _, err := conn.Write(out); err != nil {
-					*e = err
-					return
+					return err
 				}
 				if _, err := io.ReadFull(conn, in); err != nil {
-					*e = err
-					return
+					return err
 				}
 			}
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); swap(s, &errs[1]) }()
-		swap(a, &errs[0])
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
+			return nil
+		})
 	}
 }
 
