@@ -300,9 +300,13 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 	r.direct.Store(l)
 	l.spin = l.raw != nil
 	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
-		if _, err := l.step(r); err != nil {
+		yield, err := l.step(r)
+		if err != nil {
 			l.readFailed(err)
 			break
+		}
+		if yield {
+			l.unkickStale(ctx, r)
 		}
 	}
 	l.spin = false
@@ -312,6 +316,21 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 	}
 	l.release()
 	return true
+}
+
+// unkickStale clears a kick that reached the waiter for r while r is
+// pending, its context live and the link open: one meant for the waiter
+// before it, whose request's completer found the role held after that
+// waiter had left (complete checks the role after it marks the request
+// done). Left set, the kick would fail every read of this waiter.
+func (l *link) unkickStale(ctx context.Context, r *request) {
+	l.rmu.Lock()
+	// A completion, the context's end and closeRead each mark their cause
+	// before they kick, under rmu: a kick still live here is stale.
+	if !r.fin.Load() && ctx.Err() == nil && !l.rClosed {
+		l.unkickLocked()
+	}
+	l.rmu.Unlock()
 }
 
 // withdraw takes back a waiter's request for the role. It returns false

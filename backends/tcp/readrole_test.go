@@ -99,6 +99,29 @@ func testDirectWaitCancel(t *testing.T, tmpl tcp.Config) {
 	require.Equal(t, want, got)
 }
 
+// TestDirectWaitStaleKick interrupts a direct waiter's read although its
+// receive is pending and its context live, as a late completer of an
+// earlier waiter's request can: the waiter clears the kick and reads its
+// message.
+func TestDirectWaitStaleKick(t *testing.T) { bothWaits(t, testDirectWaitStaleKick) }
+
+func testDirectWaitStaleKick(t *testing.T, tmpl tcp.Config) {
+	cs := group(t, 2, tmpl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make([]byte, 8)
+	r, err := cs[0].Irecv(bytesBlock(got), 1, 1)
+	require.NoError(t, err)
+	res := startDirectWait(t, ctx, cs[0], 1, r)
+	time.Sleep(20 * time.Millisecond) // let it block in the read
+	tcp.KickRead(cs[0], 1)
+	time.Sleep(20 * time.Millisecond)
+	want := pattern(8, 5)
+	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(want), 0, 1))
+	require.NoError(t, within(t, res, "a stale kick kept the waiter from reading its message"))
+	require.Equal(t, want, got)
+}
+
 // TestDirectWaitContext ends a direct wait through its context: Wait
 // returns the context's error, the receive stays posted, and a later Wait
 // gets the message whole.

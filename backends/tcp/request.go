@@ -102,7 +102,6 @@ func (r *request) complete(st comm.Status, err error) bool {
 		return false
 	}
 	r.st, r.err = st, err
-	close(r.done)
 	if l := r.direct.Load(); l != nil && l.atBoundary.Load() {
 		// The waiter reads the socket itself and may be blocked there.
 		l.rmu.Lock()
@@ -111,6 +110,8 @@ func (r *request) complete(st comm.Status, err error) bool {
 		}
 		l.rmu.Unlock()
 	}
+	// Nothing touches r after this: its owner may reuse it (Comm.Recv).
+	close(r.done)
 	return true
 }
 
