@@ -25,7 +25,7 @@ func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 	if err != nil {
 		return err
 	}
-	_, err = waitOrCancel(ctx, r)
+	_, err = Await(ctx, r)
 	return err
 }
 
@@ -43,7 +43,7 @@ func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Sta
 	if err != nil {
 		return Status{}, err
 	}
-	return waitOrCancel(ctx, r)
+	return Await(ctx, r)
 }
 
 // Sendrecv sends sbuf to dest and receives rbuf from source at once, the
@@ -144,9 +144,13 @@ func cancelRest(reqs []Request) (settled bool) {
 	return settled
 }
 
-// waitOrCancel waits for r; on ctx done it cancels r and waits, for up to
-// cancelGrace, for it to settle (see cancelRest).
-func waitOrCancel(ctx context.Context, r Request) (Status, error) {
+// Await waits for r as Send and Recv do. On ctx done it cancels r and
+// gives it a short grace to settle: a completion that wins the race is
+// reported as such, else ctx.Err() is returned, and a request that has not
+// settled by then (a send MPI cannot cancel) stays with its backend, still
+// using its buffer. Backends that implement Blocking use it for the calls
+// they cannot finish at once.
+func Await(ctx context.Context, r Request) (Status, error) {
 	st, err := r.Wait(ctx)
 	if err == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		return st, err

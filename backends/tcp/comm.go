@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sync"
@@ -13,8 +14,8 @@ import (
 )
 
 // Comm is one rank of a job whose ranks talk over TCP. It implements
-// comm.Comm and comm.Collectives and is safe for concurrent use by many
-// goroutines. Make one with Dial, FromEnv or NewLoopbackGroup; Close it
+// comm.Comm, comm.Blocking and comm.Collectives and is safe for concurrent
+// use by many goroutines. Make one with Dial, FromEnv or NewLoopbackGroup; Close it
 // when done.
 type Comm struct {
 	cfg   Config
@@ -25,17 +26,19 @@ type Comm struct {
 
 	mu        sync.Mutex
 	closed    bool
-	lost      []error        // by rank: why the peer is lost; nil while it is up
-	nlost     int            // peers lost
-	posted    map[int]*queue // posted receives by source (not AnySource)
-	postedAny queue          // posted AnySource receives
+	lost      []error // by rank: why the peer is lost; nil while it is up
+	nlost     int     // peers lost
+	posted    []queue // posted receives by source (not AnySource)
+	postedAny queue   // posted AnySource receives
 	postSeq   uint64
-	unexp     map[int]*queue // unexpected messages by source
-	arrivals  queue          // every unexpected message, in arrival order
-	selfHeld  int            // bytes of eager messages to itself held
+	unexp     []queue // unexpected messages by source
+	arrivals  queue   // every unexpected message, in arrival order
+	selfHeld  int     // bytes of eager messages to itself held
 
 	// parked counts goroutines blocked in Wait without reading a link.
 	parked atomic.Int32
+	// spare is a request for Recv to reuse.
+	spare atomic.Pointer[request]
 
 	coll collState
 
@@ -50,6 +53,7 @@ type Comm struct {
 
 var (
 	_ comm.Comm        = (*Comm)(nil)
+	_ comm.Blocking    = (*Comm)(nil)
 	_ comm.Collectives = (*Comm)(nil)
 )
 
@@ -59,7 +63,7 @@ func newComm(cfg Config) *Comm {
 		lim:    limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
 		links:  make([]*link, cfg.Size),
 		lost:   make([]error, cfg.Size),
-		posted: map[int]*queue{}, unexp: map[int]*queue{},
+		posted: make([]queue, cfg.Size), unexp: make([]queue, cfg.Size),
 		stop:  make(chan struct{}),
 		conns: map[net.Conn]struct{}{},
 	}
@@ -111,23 +115,42 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	return c.isend(data, dest, tag)
 }
 
+// Send sends buf to dest with tag and returns once the send has completed
+// (comm.Blocking): Isend and a wait that cancels on ctx done, as comm.Send
+// does, except that an eager message the link can take at once is written
+// by the calling goroutine with no request made.
+func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
+	if err := comm.CheckRank(dest, c.size, false); err != nil {
+		return opErr("send", err)
+	}
+	if err := comm.CheckWireTag(tag, false); err != nil {
+		return opErr("send", err)
+	}
+	data, err := hostBytes(buf)
+	if err != nil {
+		return opErr("send", err)
+	}
+	if dest != c.rank {
+		if done, err := c.links[dest].sendMsg(nil, data, tag); done || err != nil {
+			return err
+		}
+	}
+	r, err := c.isend(data, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = comm.Await(ctx, r)
+	return err
+}
+
 func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
 	r := &request{c: c, kind: kindSend, peer: dest, other: dest, tag: tag, buf: data}
 	if dest == c.rank {
 		return c.sendSelf(r)
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, c.closedErr()
-	}
-	if err := c.lost[dest]; err != nil {
-		c.mu.Unlock()
-		return nil, err
-	}
-	c.mu.Unlock()
-	l := c.links[dest]
-	done, err := l.sendMsg(r, data, tag)
+	// The link knows whether it can take the send: it is down once dest
+	// is lost, and closed to sends once Close has begun to say goodbye.
+	done, err := c.links[dest].sendMsg(r, data, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +213,43 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 		return nil, opErr("recv", err)
 	}
 	return c.irecv(&request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data})
+}
+
+// Recv receives into buf from source (or comm.AnySource) with tag (or
+// comm.AnyTag) and returns once the receive has completed (comm.Blocking):
+// Irecv and a wait that cancels on ctx done, as comm.Recv does, with the
+// request reused from call to call.
+func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
+	if err := comm.CheckRank(source, c.size, true); err != nil {
+		return comm.Status{}, opErr("recv", err)
+	}
+	if err := comm.CheckWireTag(tag, true); err != nil {
+		return comm.Status{}, opErr("recv", err)
+	}
+	data, err := hostBytes(buf)
+	if err != nil {
+		return comm.Status{}, opErr("recv", err)
+	}
+	r := c.spare.Swap(nil)
+	if r == nil {
+		r = new(request)
+	}
+	*r = request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data}
+	if _, err := c.irecv(r); err != nil {
+		c.spare.Store(r)
+		return comm.Status{}, err
+	}
+	st, err := comm.Await(ctx, r)
+	select {
+	case <-r.done:
+		// Completed: no one else refers to r any more (complete touches
+		// nothing after it closes done; queues and maps drop r first).
+		*r = request{}
+		c.spare.Store(r)
+	default:
+		// Still pending past the grace: it stays with the link.
+	}
+	return st, err
 }
 
 // irecv starts the receive r (kind, peer, tag, buf and red set).
@@ -292,20 +352,17 @@ func (c *Comm) peerDown(peer int, err error) {
 	if c.closed {
 		return
 	}
-	if q := c.posted[peer]; q != nil {
-		for r := q.head; r != nil; r = q.head {
-			c.unpost(r)
-			r.complete(comm.Status{}, err)
-		}
+	q := &c.posted[peer]
+	for r := q.head; r != nil; r = q.head {
+		c.unpost(r)
+		r.complete(comm.Status{}, err)
 	}
-	if q := c.unexp[peer]; q != nil {
-		for m := q.head; m != nil; {
-			next := m.l[bySource].next
-			if m.kind == kindRTSMsg {
-				c.unqueue(m)
-			}
-			m = next
+	for m := c.unexp[peer].head; m != nil; {
+		next := m.l[bySource].next
+		if m.kind == kindRTSMsg {
+			c.unqueue(m)
 		}
+		m = next
 	}
 	if c.nlost == c.size-1 {
 		all := opErr("recv", fmt.Errorf("rank %d from any source: every other rank is lost: %w", c.rank, comm.ErrPeerLost))
@@ -331,7 +388,8 @@ func (c *Comm) shutdown() {
 	c.mu.Lock()
 	c.closed = true
 	closed := c.closedErr()
-	for _, q := range c.posted {
+	for i := range c.posted {
+		q := &c.posted[i]
 		for r := q.head; r != nil; r = q.head {
 			c.unpost(r)
 			r.complete(comm.Status{}, closed)
@@ -408,12 +466,7 @@ func (c *Comm) post(r *request) {
 		c.postedAny.push(r, bySource)
 		return
 	}
-	q := c.posted[r.peer]
-	if q == nil {
-		q = &queue{}
-		c.posted[r.peer] = q
-	}
-	q.push(r, bySource)
+	c.posted[r.peer].push(r, bySource)
 }
 
 // unpost removes a queued receive. c.mu is held.
@@ -429,12 +482,7 @@ func (c *Comm) unpost(r *request) {
 // enqueue queues an unexpected message. c.mu is held.
 func (c *Comm) enqueue(m *request) {
 	m.queued = true
-	q := c.unexp[m.peer]
-	if q == nil {
-		q = &queue{}
-		c.unexp[m.peer] = q
-	}
-	q.push(m, bySource)
+	c.unexp[m.peer].push(m, bySource)
 	c.arrivals.push(m, byArrival)
 	if m.kind == kindRTSMsg {
 		m.via.rtsHeld++
@@ -456,12 +504,10 @@ func (c *Comm) unqueue(m *request) {
 // and the first among AnySource receives. c.mu is held.
 func (c *Comm) takePosted(src, tag int) *request {
 	var a, b *request
-	if q := c.posted[src]; q != nil {
-		for r := q.head; r != nil; r = r.l[bySource].next {
-			if comm.MatchTag(r.tag, tag) {
-				a = r
-				break
-			}
+	for r := c.posted[src].head; r != nil; r = r.l[bySource].next {
+		if comm.MatchTag(r.tag, tag) {
+			a = r
+			break
 		}
 	}
 	for r := c.postedAny.head; r != nil; r = r.l[bySource].next {
@@ -491,11 +537,7 @@ func (c *Comm) takeUnexpected(source, tag int) *request {
 		}
 		return nil
 	}
-	q := c.unexp[source]
-	if q == nil {
-		return nil
-	}
-	for m := q.head; m != nil; m = m.l[bySource].next {
+	for m := c.unexp[source].head; m != nil; m = m.l[bySource].next {
 		if comm.MatchTag(tag, m.tag) {
 			c.unqueue(m)
 			return m

@@ -1,6 +1,7 @@
 // Package tcp is a multi-process communicator over TCP: one process per
-// rank, on one machine or many, in pure Go. It implements comm.Comm and
-// comm.Collectives and registers the driver "tcp" with package xpu.
+// rank, on one machine or many, in pure Go. It implements comm.Comm,
+// comm.Blocking and comm.Collectives and registers the driver "tcp" with
+// package xpu.
 //
 //	c, err := tcp.FromEnv(ctx) // under xpu run, mpirun or srun
 //	defer c.Close()
@@ -44,7 +45,11 @@
 // writes its frame itself when the link is idle, and a goroutine waiting
 // for a receive from one peer reads that link's socket itself, so the
 // message it waits for costs no handoff between goroutines
-// (docs/adr/0010-tcp-waiter-reads-its-socket.md). Config.Spin (or
+// (docs/adr/0010-tcp-waiter-reads-its-socket.md). The blocking calls
+// (comm.Send and comm.Recv) make no request for a message the link takes
+// at once and reuse their receive's request: a small message costs one
+// allocation (the receive's completion channel), where Isend and Irecv
+// cost three. Config.Spin (or
 // XPU_TCP_SPIN) makes such a waiter poll the socket before it blocks, as
 // MPI libraries do: lower latency where every rank has a core of its own,
 // much higher where ranks share cores; off by default.

@@ -223,7 +223,10 @@ func (l *link) failed() error {
 
 // sendMsg starts sending data with tag on behalf of r: eagerly when the
 // peer accepts it and has budget left, else by announcing it (rendezvous).
-// done reports that the send has completed (written, or copied).
+// done reports that the send has completed (written, or copied). With r
+// nil it only tries: it writes the message from the calling goroutine when
+// it can go eagerly and the link is idle, and otherwise does nothing and
+// reports done false.
 func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) {
 	n := len(data)
 	var hdr [headerSize]byte
@@ -233,6 +236,10 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 		return false, err
 	}
 	eager := n <= l.peerEager && l.eagerOut+n <= l.peerBudget
+	if r == nil && !(eager && l.idleLocked()) {
+		l.qmu.Unlock()
+		return false, nil
+	}
 	var payload []byte
 	if eager {
 		l.eagerOut += n
@@ -289,11 +296,11 @@ func (l *link) sendCtl(fr frame, inline bool) error {
 
 // writable reports why nothing can be queued; qmu is held.
 func (l *link) writable() error {
-	if l.down != nil {
-		return l.down
-	}
 	if l.wclosed {
 		return l.c.closedErr()
+	}
+	if l.down != nil {
+		return l.down
 	}
 	return nil
 }
@@ -579,6 +586,11 @@ func (l *link) onEager(tag, n int) error {
 	}
 	l.eagerIn += n
 	r := c.takePosted(l.peer, tag)
+	if r != nil {
+		// The message goes straight into r, never held: its bytes are
+		// given back at once.
+		c.consumed(l, n)
+	}
 	c.mu.Unlock()
 	if r != nil {
 		k := min(n, len(r.buf))
@@ -590,9 +602,6 @@ func (l *link) onEager(tag, n int) error {
 			r.complete(comm.Status{}, l.lostErr(err))
 			return err
 		}
-		c.mu.Lock()
-		c.consumed(l, n)
-		c.mu.Unlock()
 		r.complete(recvOutcome(c.rank, l.peer, tag, n, k))
 		return nil
 	}
@@ -776,12 +785,10 @@ func (l *link) onCancel(id uint64) {
 	c := l.c
 	c.mu.Lock()
 	var found *request
-	if q := c.unexp[l.peer]; q != nil {
-		for m := q.head; m != nil; m = m.l[bySource].next {
-			if m.kind == kindRTSMsg && m.id == id {
-				found = m
-				break
-			}
+	for m := c.unexp[l.peer].head; m != nil; m = m.l[bySource].next {
+		if m.kind == kindRTSMsg && m.id == id {
+			found = m
+			break
 		}
 	}
 	if found != nil {
