@@ -91,15 +91,16 @@ type link struct {
 	rKicked    bool
 	rDead      bool
 	rClosed    bool
-	rDeep      bool   // the reader goroutine sleeps past maxIdleCheck
-	rReleases  uint64 // releases of the role by waiters
 	rWantFlag  atomic.Bool
 	atBoundary atomic.Bool
-	rGrant     chan struct{}  // the role, handed to the waiter that asked
-	rWake      chan struct{}  // wakes the reader goroutine
-	rwg        sync.WaitGroup // waiters holding the role
-	rTaken     atomic.Int64   // times a waiter took the role
-	spin       bool           // the holder polls before it blocks (Config.Spin)
+	rGrant     chan struct{}   // the role, handed to the waiter that asked
+	rWake      chan struct{}   // wakes the reader goroutine
+	rwg        sync.WaitGroup  // waiters holding the role
+	rTaken     atomic.Int64    // times a waiter took the role
+	holderDone <-chan struct{} // Done of the context the waiter holding the role waits with
+	watchDone  <-chan struct{} // Done of the context watched for its end (watchLocked)
+	watchStop  func() bool     // stops that watch
+	spin       bool            // the holder polls before it blocks (Config.Spin)
 	raw        syscall.RawConn
 
 	// Guarded by c.mu: eager bytes received and not given back yet, the

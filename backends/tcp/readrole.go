@@ -24,25 +24,22 @@ import (
 // waiter's receive completes it frees the role without waking the reader
 // goroutine (a wake-up on every message would cost what the role saves).
 // The reader goroutine takes the free role back when asked for it (a
-// goroutine that blocks without reading, Test) and otherwise checks on its
-// own, at least every maxIdleCheck (or is woken by a release after a long
-// wait): nothing the peer sends goes unread longer than that.
+// goroutine that blocks without reading: Test, a send waiting for its
+// clear-to-send, a second waiter) and otherwise checks on its own every
+// idleCheck: nothing the peer sends goes unread longer than that.
 const (
 	roleFree   = iota
 	roleReader // the link's reader goroutine
 	roleWaiter // a goroutine waiting for a receive
 )
 
-// Bounds of the reader goroutine's checks for a free role while a waiter
-// holds it: it starts at minIdleCheck and doubles up to maxIdleCheck while
-// it finds the role held.
-const (
-	minIdleCheck = 100 * time.Microsecond
-	maxIdleCheck = 2 * time.Millisecond
-	// maxDeepCheck bounds the checks while one waiter holds the role
-	// throughout (a long wait): its release wakes the reader goroutine.
-	maxDeepCheck = 100 * time.Millisecond
-)
+// idleCheck is how often the reader goroutine looks for a free role while
+// others hold it. It must stay long: while it is pending, every wait of the
+// process in the network poller arms a kernel timer this close, and on a
+// virtual machine short ones cost more than the read role saves (ADR 13:
+// checks every 2 ms made a two-process ping-pong 1.5x raw Go; every 50 ms,
+// 1.2x).
+const idleCheck = 50 * time.Millisecond
 
 // kickLocked interrupts the holder's blocked read; rmu is held.
 func (l *link) kickLocked() {
@@ -177,7 +174,6 @@ func (l *link) readLoop() {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	defer idle.Stop()
-	check := minIdleCheck
 	for {
 		l.rmu.Lock()
 		for l.rOwner != roleFree || l.rWant {
@@ -185,31 +181,14 @@ func (l *link) readLoop() {
 				l.rmu.Unlock()
 				return
 			}
-			// While the role changes hands (a waiter releases it now and
-			// then) the checks stay within maxIdleCheck; while one waiter
-			// holds it throughout they back off further, and that
-			// waiter's release wakes this goroutine (rDeep).
-			seen := l.rReleases
-			l.rDeep = check > maxIdleCheck
 			l.rmu.Unlock()
-			idle.Reset(check)
-			woken := false
+			idle.Reset(idleCheck)
 			select {
 			case <-l.rWake:
-				woken = true
 			case <-idle.C:
 			}
 			idle.Stop()
 			l.rmu.Lock()
-			l.rDeep = false
-			switch {
-			case woken:
-				check = minIdleCheck
-			case l.rReleases == seen && l.rOwner == roleWaiter:
-				check = min(2*check, maxDeepCheck)
-			default:
-				check = min(2*check, maxIdleCheck)
-			}
 		}
 		if l.rDead {
 			l.rmu.Unlock()
@@ -217,7 +196,6 @@ func (l *link) readLoop() {
 		}
 		l.rOwner = roleReader
 		l.rmu.Unlock()
-		check = minIdleCheck
 		for {
 			if l.rWantFlag.Load() {
 				break
@@ -264,6 +242,7 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 	if l.rOwner == roleFree {
 		l.rOwner = roleWaiter
 		l.rwg.Add(1)
+		l.watchLocked(ctx)
 		l.rmu.Unlock()
 	} else {
 		l.rWant = true
@@ -284,19 +263,12 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 			}
 			return true
 		}
+		l.rmu.Lock()
+		l.watchLocked(ctx)
+		l.rmu.Unlock()
 	}
 	// The role is ours.
 	l.rTaken.Add(1)
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() {
-			l.rmu.Lock()
-			if l.rOwner == roleWaiter {
-				l.kickLocked()
-			}
-			l.rmu.Unlock()
-		})
-	}
 	r.direct.Store(l)
 	l.spin = l.raw != nil
 	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
@@ -311,11 +283,33 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 	}
 	l.spin = false
 	r.direct.Store(nil)
-	if stop != nil {
-		stop()
-	}
 	l.release()
 	return true
+}
+
+// watchLocked records that the holder of the role waits with ctx, and makes
+// sure that ctx's end kicks it. The registration is made once per context
+// and kept from wait to wait, since a program passes one context to many
+// calls (a registration per wait costs a third of a small message's time
+// between processes, ADR 13); another context replaces it. Contexts are
+// told apart by their Done channel, which is what ends a wait. rmu is held.
+func (l *link) watchLocked(ctx context.Context) {
+	done := ctx.Done()
+	l.holderDone = done
+	if done == nil || done == l.watchDone {
+		return
+	}
+	if l.watchStop != nil {
+		l.watchStop()
+	}
+	l.watchDone = done
+	l.watchStop = context.AfterFunc(ctx, func() {
+		l.rmu.Lock()
+		if l.rOwner == roleWaiter && l.holderDone == done {
+			l.kickLocked()
+		}
+		l.rmu.Unlock()
+	})
 }
 
 // unkickStale clears a kick that reached the waiter for r while r is
@@ -353,10 +347,10 @@ func (l *link) withdraw() (granted bool) {
 // going down; otherwise it finds the role free at its next check.
 func (l *link) release() {
 	l.rmu.Lock()
-	l.rReleases++
+	l.holderDone = nil
 	l.handOverLocked()
 	free := l.rOwner == roleFree
-	wake := free && (l.rClosed || l.rDeep || l.c.parked.Load() > 0)
+	wake := free && (l.rClosed || l.c.parked.Load() > 0)
 	l.rmu.Unlock()
 	l.rwg.Done()
 	if wake {
@@ -373,6 +367,11 @@ func (l *link) release() {
 func (l *link) closeRead() {
 	l.rmu.Lock()
 	l.rClosed = true
+	if l.watchStop != nil {
+		// Let go of the last context watched: no wait comes any more.
+		l.watchStop()
+		l.watchStop, l.watchDone = nil, nil
+	}
 	l.kickLocked()
 	l.rmu.Unlock()
 	select {

@@ -48,13 +48,13 @@ func startDirectWait(t *testing.T, ctx context.Context, c *tcp.Comm, peer int, r
 }
 
 // within returns the first value of ch, failing the test with what after
-// 10 seconds.
+// 5 seconds.
 func within[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(10 * time.Second):
+	case <-time.After(5 * time.Second):
 		t.Fatal(what)
 		panic("unreachable")
 	}
@@ -70,10 +70,12 @@ func pattern(n, seed int) []byte {
 }
 
 // bothWaits runs a test with waiters that block at once and with waiters
-// that poll the socket first (Config.Spin).
+// that poll the socket first (Config.Spin). Heartbeats come every 15 s, so
+// that none ends a blocked read during a test: a wait that returns does so
+// for its own reason.
 func bothWaits(t *testing.T, test func(*testing.T, tcp.Config)) {
-	t.Run("block", func(t *testing.T) { test(t, tcp.Config{}) })
-	t.Run("spin", func(t *testing.T) { test(t, tcp.Config{Spin: time.Millisecond}) })
+	t.Run("block", func(t *testing.T) { test(t, tcp.Config{Timeout: time.Minute}) })
+	t.Run("spin", func(t *testing.T) { test(t, tcp.Config{Timeout: time.Minute, Spin: time.Millisecond}) })
 }
 
 // TestDirectWaitCancel cancels a receive whose waiter is blocked reading
@@ -150,6 +152,49 @@ func testDirectWaitContext(t *testing.T, tmpl tcp.Config) {
 	require.Equal(t, len(want), st.Count)
 	require.True(t, bytes.Equal(want, got), "the message arrived damaged")
 	require.NoError(t, <-sent)
+}
+
+// TestDirectWaitContextReused ends a direct wait through a context that
+// earlier waits used too (the link keeps its watch of a context from wait
+// to wait), and checks that the end of a context no wait uses any more
+// leaves a later waiter alone.
+func TestDirectWaitContextReused(t *testing.T) { bothWaits(t, testDirectWaitContextReused) }
+
+func testDirectWaitContextReused(t *testing.T, tmpl tcp.Config) {
+	cs := group(t, 2, tmpl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make([]byte, 8)
+	// Earlier waits with a and b, each of them direct.
+	a, cancelA := context.WithCancel(ctx)
+	b, cancelB := context.WithCancel(ctx)
+	for i, wctx := range []context.Context{a, a, b, a, b} {
+		before := tcp.DirectReads(cs[0], 1)
+		res := make(chan error, 1)
+		go func() { _, err := comm.Recv(wctx, cs[0], bytesBlock(got), 1, 1); res <- err }()
+		waitDirectReads(t, cs[0], 1, before)
+		require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, i)), 0, 1))
+		require.NoError(t, within(t, res, "a receive did not complete"))
+		require.Equal(t, pattern(8, i), got)
+	}
+	// a's end while b's waiter reads: b's waiter goes on and gets its
+	// message.
+	r, err := cs[0].Irecv(bytesBlock(got), 1, 2)
+	require.NoError(t, err)
+	res := startDirectWait(t, b, cs[0], 1, r)
+	cancelA()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, 7)), 0, 2))
+	require.NoError(t, within(t, res, "the end of another context stopped a waiter"))
+	require.Equal(t, pattern(8, 7), got)
+	// b's end while its waiter reads: the wait ends with b's error.
+	r, err = cs[0].Irecv(bytesBlock(got), 1, 3)
+	require.NoError(t, err)
+	res = startDirectWait(t, b, cs[0], 1, r)
+	time.Sleep(20 * time.Millisecond)
+	cancelB()
+	require.ErrorIs(t, within(t, res, "the waiter did not see its reused context end"), context.Canceled)
+	require.NoError(t, r.Cancel())
 }
 
 // TestDirectWaitClose closes a rank while one of its goroutines is blocked
