@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench bench-mpi conformance setup refs refs-mpi xpu
+.PHONY: all demo test vet bench bench-mpi conformance setup refs refs-mpi refs-tcp xpu
 
 all: test
 
@@ -57,7 +57,18 @@ refs-mpi: setup
 	$(MPIRUN_TCP) -np 2 $(BENCHDIR)/mpi_tcp_ref >  $(BENCHDIR)/mpi_tcp_ref.out
 	$(MPIRUN_TCP) -np 4 $(BENCHDIR)/mpi_tcp_ref >> $(BENCHDIR)/mpi_tcp_ref.out
 
-bench: xpu refs refs-mpi
+# The TCP communicator with one process per rank, started by xpu run: 2
+# ranks (with a plain Go TCP ping-pong between the same processes beside
+# it) and 4. Its figures land where xpu bench --ref reads them; the binary
+# goes to a subdirectory, which xpu bench does not run as a reference.
+refs-tcp: xpu
+	@mkdir -p $(BENCHDIR)/procs
+	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./backends/tcp/internal/tcpbench
+	@rm -f $(BENCHDIR)/tcp_procs.out
+	./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
+	./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
+
+bench: xpu refs refs-mpi refs-tcp
 	./bin/xpu bench --ref $(BENCHDIR)
 
 # The MPI backend against the same operations in C on the same MPI, in one
@@ -66,6 +77,6 @@ bench: xpu refs refs-mpi
 # latency of small messages; unbound, each rank sees every core.
 bench-mpi: setup
 	@bash scripts/setup-mpi.sh
-	@mkdir -p $(BENCHDIR)
-	$(GO) build -tags mpi -o $(BENCHDIR)/mpibench ./backends/mpi/internal/mpibench
-	mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to none $(BENCHDIR)/mpibench
+	@mkdir -p $(BENCHDIR)/procs
+	$(GO) build -tags mpi -o $(BENCHDIR)/procs/mpibench ./backends/mpi/internal/mpibench
+	mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to none $(BENCHDIR)/procs/mpibench

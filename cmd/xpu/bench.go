@@ -89,7 +89,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	selected := selectCases(cases, re, *short)
-	if len(selected) == 0 {
+	if len(selected) == 0 && !slices.ContainsFunc(bench.Procs, func(p bench.Pair) bool { return re.MatchString(p.Name) }) {
 		return fmt.Errorf("%w: no case matches %q", errUsage, *filter)
 	}
 
@@ -147,6 +147,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		rows = append(rows, row)
 	}
+	procs := procRows(refs, re)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -154,11 +155,39 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Count     int                        `json:"count"`
 			Benchtime string                     `json:"benchtime"`
 			Rows      []*benchRow                `json:"rows"`
+			Procs     []*benchRow                `json:"procs,omitempty"`
 			Refs      map[string]bench.RefFigure `json:"refs,omitempty"`
-		}{*count, benchtime.String(), rows, refs})
+		}{*count, benchtime.String(), rows, procs, refs})
 	}
 	printBench(stdout, rows, *count, *refDir != "")
+	if len(procs) > 0 {
+		fmt.Fprintln(stdout, "\nOne process per rank (figures of make refs-tcp and make refs-mpi, medians of 5 runs each):")
+		printTable(stdout, procs)
+	}
 	return nil
+}
+
+// procRows compares the figures of programs that run one process per rank
+// (bench.Procs), where refs holds both figures of a pair and re (when not
+// nil) matches the compared one.
+func procRows(refs map[string]bench.RefFigure, re *regexp.Regexp) []*benchRow {
+	var rows []*benchRow
+	byName := map[string]*benchRow{}
+	for _, p := range bench.Procs {
+		ours, ok := refs[p.Name]
+		theirs, ok2 := refs[p.Against]
+		if !ok || !ok2 || (re != nil && !re.MatchString(p.Name)) {
+			continue
+		}
+		row := byName[p.Name]
+		if row == nil {
+			row = &benchRow{Name: p.Name, Unit: ours.Unit, Median: ours.Value}
+			byName[p.Name] = row
+			rows = append(rows, row)
+		}
+		row.Against = append(row.Against, compare(bench.Case{Unit: ours.Unit}, "ref "+p.Against, ours.Value, theirs.Value, p.Goal))
+	}
+	return rows
 }
 
 // selectCases returns the cases matching re (all when nil) and the
@@ -274,6 +303,15 @@ func runRefs(ctx context.Context, dir string, stderr io.Writer) (map[string]benc
 }
 
 func printBench(w io.Writer, rows []*benchRow, count int, haveRefs bool) {
+	printTable(w, rows)
+	fmt.Fprintf(w, "\nmedians of %d runs; RATIO is ours/theirs (times: lower is better; GB/s: higher is better).\n", count)
+	if !haveRefs {
+		fmt.Fprintln(w, "C references not run: build them with `make refs` and pass --ref .bench (make bench does both).")
+	}
+}
+
+// printTable prints rows with their comparisons, one line each.
+func printTable(w io.Writer, rows []*benchRow) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "CASE\tMEDIAN\tUNIT\tAGAINST\tTHEIRS\tRATIO\tGOAL\t\t")
 	for _, r := range rows {
@@ -302,10 +340,6 @@ func printBench(w io.Writer, rows []*benchRow, count int, haveRefs bool) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nmedians of %d runs; RATIO is ours/theirs (times: lower is better; GB/s: higher is better).\n", count)
-	if !haveRefs {
-		fmt.Fprintln(w, "C references not run: build them with `make refs` and pass --ref .bench (make bench does both).")
-	}
 }
 
 func num(v float64) string {

@@ -8,5 +8,9 @@
 // Rank 0 prints one line per figure, "<name> <median> <unit>", with names
 // "tcp.np<N>.<case>" matching the lines of internal/bench/ref/tcp_mpi_ref.c
 // ("mpi.np<N>.<case>"), so the two outputs compare line by line. Each
-// figure is the median of 5 runs.
+// figure is the median of 5 runs. With 2 ranks it also measures the
+// ping-pong over a plain Go TCP connection between the same two processes,
+// its runs alternating with the communicator's ("rawtcp.np2.pingpong.8B").
+// With -o FILE rank 0 appends its lines to FILE instead (make refs-tcp
+// collects them there for xpu bench).
 package main

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
+	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"slices"
 	"time"
@@ -30,42 +34,79 @@ func block[T any](s []T) memspace.Block {
 }
 
 func run() error {
+	outPath := flag.String("o", "", "append the figures to this file instead of printing them")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := tcp.FromEnv(ctx)
+	cfg, err := tcp.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	c, err := tcp.Dial(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	p, r := c.Size(), c.Rank()
-	report := func(name string, v float64, unit string) {
+	var out io.Writer = os.Stdout
+	if *outPath != "" && r == 0 {
+		f, err := os.OpenFile(*outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	reportAs := func(name string, v float64, unit string) {
 		if r == 0 {
-			fmt.Printf("tcp.np%d.%s %.1f %s\n", p, name, v, unit)
+			fmt.Fprintf(out, "%s %.1f %s\n", name, v, unit)
 		}
 	}
-	// measure runs body iters times per run and returns the median time
+	report := func(name string, v float64, unit string) {
+		reportAs(fmt.Sprintf("tcp.np%d.%s", p, name), v, unit)
+	}
+	// timeRun runs body iters times after a barrier and returns the time
 	// per iteration, in nanoseconds.
+	timeRun := func(iters int, body func() error) (float64, error) {
+		if err := comm.Barrier(ctx, c); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		for range iters {
+			if err := body(); err != nil {
+				return 0, err
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(iters), nil
+	}
+	// measure returns the median of runs timeRuns of body.
 	measure := func(iters int, body func() error) (float64, error) {
 		var ts []float64
 		for range runs {
-			if err := comm.Barrier(ctx, c); err != nil {
+			t, err := timeRun(iters, body)
+			if err != nil {
 				return 0, err
 			}
-			start := time.Now()
-			for range iters {
-				if err := body(); err != nil {
-					return 0, err
-				}
-			}
-			ts = append(ts, float64(time.Since(start).Nanoseconds())/float64(iters))
+			ts = append(ts, t)
 		}
-		slices.Sort(ts)
-		return ts[len(ts)/2], nil
+		return median(ts), nil
 	}
 
 	if p == 2 {
-		buf := block(make([]byte, 8))
-		us, err := measure(10000, func() error {
+		// The ping-pong, and beside it the same exchange over a plain Go
+		// TCP connection between the same two processes: the runs
+		// alternate, so both see the same machine.
+		host, _, err := net.SplitHostPort(cfg.MasterAddr)
+		if err != nil {
+			return err
+		}
+		conn, err := rawConn(ctx, c, host)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		buf, raw := block(make([]byte, 8)), make([]byte, 8)
+		pingpong := func() error {
 			if r == 0 {
 				if err := comm.Send(ctx, c, buf, 1, 1); err != nil {
 					return err
@@ -77,11 +118,36 @@ func run() error {
 				return err
 			}
 			return comm.Send(ctx, c, buf, 0, 1)
-		})
-		if err != nil {
-			return err
 		}
-		report("pingpong.8B", us/2, "ns/op")
+		rawPingpong := func() error {
+			if r == 1 {
+				if _, err := io.ReadFull(conn, raw); err != nil {
+					return err
+				}
+			}
+			if _, err := conn.Write(raw); err != nil {
+				return err
+			}
+			if r == 0 {
+				_, err := io.ReadFull(conn, raw)
+				return err
+			}
+			return nil
+		}
+		var ours, base []float64
+		for range runs {
+			t, err := timeRun(10000, rawPingpong)
+			if err != nil {
+				return err
+			}
+			base = append(base, t/2)
+			if t, err = timeRun(10000, pingpong); err != nil {
+				return err
+			}
+			ours = append(ours, t/2)
+		}
+		report("pingpong.8B", median(ours), "ns/op")
+		reportAs("rawtcp.np2.pingpong.8B", median(base), "ns/op")
 
 		const size, window = 4 << 20, 8
 		bufs := make([]memspace.Block, window)
@@ -89,7 +155,7 @@ func run() error {
 			bufs[i] = block(make([]byte, size))
 		}
 		ack := block(make([]byte, 1))
-		us, err = measure(4, func() error {
+		us, err := measure(4, func() error {
 			reqs := make([]comm.Request, window)
 			for i := range window {
 				var err error
@@ -150,4 +216,36 @@ func run() error {
 		report("alltoall."+k.name, us, "ns/op")
 	}
 	return comm.Barrier(ctx, c)
+}
+
+// median returns the median of ts (which it sorts).
+func median(ts []float64) float64 {
+	slices.Sort(ts)
+	return ts[len(ts)/2]
+}
+
+// rawConn connects ranks 0 and 1 with a plain TCP connection: rank 0
+// listens on host, the master's address, and passes the port to rank 1
+// through c.
+func rawConn(ctx context.Context, c *tcp.Comm, host string) (net.Conn, error) {
+	var port [8]byte
+	if c.Rank() == 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		binary.LittleEndian.PutUint64(port[:], uint64(ln.Addr().(*net.TCPAddr).Port))
+		if err := comm.Send(ctx, c, block(port[:]), 1, 9); err != nil {
+			return nil, err
+		}
+		stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+		defer stop()
+		return ln.Accept()
+	}
+	if _, err := comm.Recv(ctx, c, block(port[:]), 0, 9); err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(host, fmt.Sprint(binary.LittleEndian.Uint64(port[:]))))
 }
