@@ -151,7 +151,10 @@ func (v p2p) Close() error { return nil }
 // under a context derived from ctx that an abort cancels.
 func (c *Comm) collective(ctx context.Context, name string, body func(ctx context.Context) error) error {
 	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	defer func() {
+		c.unwatch(cctx.Done())
+		cancel(nil)
+	}()
 	run := &collRun{cancel: cancel}
 	return c.runColl(ctx, name, run, func() error { return body(cctx) }, func() error { return context.Cause(cctx) })
 }

@@ -27,3 +27,12 @@ func KickRead(c *Comm, peer int) {
 	l.kickLocked()
 	l.rmu.Unlock()
 }
+
+// KeptWatch returns the Done channel of the context whose registration
+// c's link to peer keeps from wait to wait (watchLocked), nil if none.
+func KeptWatch(c *Comm, peer int) <-chan struct{} {
+	l := c.links[peer]
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	return l.watchDone
+}

@@ -93,15 +93,17 @@ type link struct {
 	rClosed    bool
 	rWantFlag  atomic.Bool
 	atBoundary atomic.Bool
-	rGrant     chan struct{}   // the role, handed to the waiter that asked
-	rWake      chan struct{}   // wakes the reader goroutine
-	rwg        sync.WaitGroup  // waiters holding the role
-	rTaken     atomic.Int64    // times a waiter took the role
-	holderDone <-chan struct{} // Done of the context the waiter holding the role waits with
-	watchDone  <-chan struct{} // Done of the context watched for its end (watchLocked)
-	watchStop  func() bool     // stops that watch
-	spin       bool            // the holder polls before it blocks (Config.Spin)
-	raw        syscall.RawConn
+	rGrant     chan struct{}  // the role, handed to the waiter that asked
+	rWake      chan struct{}  // wakes the reader goroutine
+	rwg        sync.WaitGroup // waiters holding the role
+	rTaken     atomic.Int64   // times a waiter took the role
+	// The contexts of waits (watchLocked): Done of the holder's context,
+	// of the last wait's, and of the context whose registration is kept,
+	// with the function that drops it.
+	holderDone, lastDone, watchDone <-chan struct{}
+	watchStop                       func() bool
+	spin                            bool // the holder polls before it blocks (Config.Spin)
+	raw                             syscall.RawConn
 
 	// Guarded by c.mu: eager bytes received and not given back yet, the
 	// part consumed but not yet returned, announcements held.

@@ -239,10 +239,11 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 		l.rmu.Unlock()
 		return false
 	}
+	var stop func() bool
 	if l.rOwner == roleFree {
 		l.rOwner = roleWaiter
 		l.rwg.Add(1)
-		l.watchLocked(ctx)
+		stop = l.watchLocked(ctx)
 		l.rmu.Unlock()
 	} else {
 		l.rWant = true
@@ -264,7 +265,7 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 			return true
 		}
 		l.rmu.Lock()
-		l.watchLocked(ctx)
+		stop = l.watchLocked(ctx)
 		l.rmu.Unlock()
 	}
 	// The role is ours.
@@ -283,33 +284,72 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 	}
 	l.spin = false
 	r.direct.Store(nil)
+	if stop != nil {
+		stop()
+	}
 	l.release()
 	return true
 }
 
-// watchLocked records that the holder of the role waits with ctx, and makes
-// sure that ctx's end kicks it. The registration is made once per context
-// and kept from wait to wait, since a program passes one context to many
-// calls (a registration per wait costs a third of a small message's time
-// between processes, ADR 13); another context replaces it. Contexts are
-// told apart by their Done channel, which is what ends a wait. rmu is held.
-func (l *link) watchLocked(ctx context.Context) {
+// watchLocked records that the holder of the role waits with ctx, and
+// makes sure that ctx's end kicks it (context.AfterFunc). A registration
+// costs a few microseconds between processes, so one is kept from wait to
+// wait for a context that waits on this link twice in a row (a program
+// that passes one context to many calls); another context replaces it.
+// A context seen once is registered for this wait alone, and stop, which
+// the caller runs when the wait is over, drops it: a kept registration
+// fires when its context ends, in a goroutine of its own, and a context
+// made per call (a timeout per operation) always ends (ADR 13). Contexts
+// are told apart by their Done channel: two contexts with one channel end
+// together. rmu is held.
+func (l *link) watchLocked(ctx context.Context) (stop func() bool) {
 	done := ctx.Done()
 	l.holderDone = done
 	if done == nil || done == l.watchDone {
-		return
+		l.lastDone = done
+		return nil
 	}
-	if l.watchStop != nil {
-		l.watchStop()
-	}
-	l.watchDone = done
-	l.watchStop = context.AfterFunc(ctx, func() {
+	kick := func() {
 		l.rmu.Lock()
 		if l.rOwner == roleWaiter && l.holderDone == done {
 			l.kickLocked()
 		}
 		l.rmu.Unlock()
-	})
+	}
+	if done == l.lastDone {
+		l.unwatchLocked()
+		l.watchDone, l.watchStop = done, context.AfterFunc(ctx, kick)
+		return nil
+	}
+	l.lastDone = done
+	return context.AfterFunc(ctx, kick)
+}
+
+// unwatchLocked drops the kept registration. rmu is held.
+func (l *link) unwatchLocked() {
+	if l.watchStop != nil {
+		l.watchStop()
+		l.watchDone, l.watchStop = nil, nil
+	}
+}
+
+// unwatch drops whatever this rank keeps for the context whose Done is
+// done, which is about to end (a collective's derived context), so that
+// its end runs no callback.
+func (c *Comm) unwatch(done <-chan struct{}) {
+	for _, l := range c.links {
+		if l == nil {
+			continue
+		}
+		l.rmu.Lock()
+		if l.watchDone == done {
+			l.unwatchLocked()
+		}
+		if l.lastDone == done {
+			l.lastDone = nil
+		}
+		l.rmu.Unlock()
+	}
 }
 
 // unkickStale clears a kick that reached the waiter for r while r is
@@ -367,11 +407,7 @@ func (l *link) release() {
 func (l *link) closeRead() {
 	l.rmu.Lock()
 	l.rClosed = true
-	if l.watchStop != nil {
-		// Let go of the last context watched: no wait comes any more.
-		l.watchStop()
-		l.watchStop, l.watchDone = nil, nil
-	}
+	l.unwatchLocked() // no wait comes any more: let go of the context
 	l.kickLocked()
 	l.rmu.Unlock()
 	select {

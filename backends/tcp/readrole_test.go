@@ -197,6 +197,52 @@ func testDirectWaitContextReused(t *testing.T, tmpl tcp.Config) {
 	require.NoError(t, r.Cancel())
 }
 
+// TestDirectWaitWatchKept checks when a link keeps a context's
+// registration from wait to wait: not for a context made per call, which
+// ends after it (a kept registration would run a callback then), but for
+// one that waits twice in a row; and never for a collective's derived
+// context, which the collective drops before it ends it.
+func TestDirectWaitWatchKept(t *testing.T) {
+	cs := group(t, 2, tcp.Config{Timeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make([]byte, 8)
+	recv := func(wctx context.Context, tag int) {
+		t.Helper()
+		before := tcp.DirectReads(cs[0], 1)
+		res := make(chan error, 1)
+		go func() { _, err := comm.Recv(wctx, cs[0], bytesBlock(got), 1, tag); res <- err }()
+		waitDirectReads(t, cs[0], 1, before)
+		require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, tag)), 0, tag))
+		require.NoError(t, within(t, res, "a receive did not complete"))
+	}
+	for i := range 3 {
+		call, end := context.WithTimeout(ctx, time.Minute)
+		recv(call, i)
+		end()
+		require.Nil(t, tcp.KeptWatch(cs[0], 1), "kept the registration of a context made per call")
+	}
+	recv(ctx, 5)
+	require.Nil(t, tcp.KeptWatch(cs[0], 1), "kept a registration after one wait")
+	recv(ctx, 6)
+	require.True(t, tcp.KeptWatch(cs[0], 1) == ctx.Done(), "no registration kept after two waits with one context")
+	// The native ring, in small chunks, waits for the peer many times with
+	// its derived context.
+	defer tcp.SetRing(1<<10, 4<<10)()
+	errs := make(chan error, 2)
+	for _, c := range cs {
+		go func() {
+			v := make([]float64, 32<<10) // 256 KiB: the ring
+			b, _ := memspace.FromSlice(v)
+			errs <- comm.Allreduce(ctx, c, b, b, comm.Sum)
+		}()
+	}
+	require.NoError(t, within(t, errs, "the allreduce did not complete"))
+	require.NoError(t, within(t, errs, "the allreduce did not complete"))
+	kept := tcp.KeptWatch(cs[0], 1)
+	require.True(t, kept == nil || kept == ctx.Done(), "a collective left its derived context's registration behind")
+}
+
 // TestDirectWaitClose closes a rank while one of its goroutines is blocked
 // reading for a receive: Close returns, and so does the wait, with
 // ErrClosed.
