@@ -16,15 +16,18 @@ type Pair struct {
 }
 
 // Procs are the comparisons of the TCP communicator with one process per
-// rank: against a plain Go TCP ping-pong between the same two processes,
-// whose runs alternate with the communicator's (tcpbench), and against
-// Open MPI over TCP (make refs-mpi). `make refs-tcp` writes tcpbench's
+// rank: against a plain Go TCP connection between the same two processes,
+// whose runs alternate with the communicator's (tcpbench: a ping-pong, and
+// for the 2-rank allreduce an exchange in which both ends write, then
+// read, its floor), and against Open MPI over TCP (make refs-mpi). `make refs-tcp` writes tcpbench's
 // figures where xpu bench --ref reads them.
 var Procs = []Pair{
 	{"tcp.np2.pingpong.8B", "rawtcp.np2.pingpong.8B", 1.1},
 	{"tcp.np2.pingpong.8B", "mpi.np2.pingpong.8B", 0},
 	{"tcp.np2.bw.4MiB", "mpi.np2.bw.4MiB", 1.0},
+	{"tcp.np2.allreduce.8B", "rawtcp.np2.exchange.8B", 0},
 	{"tcp.np2.allreduce.8B", "mpi.np2.allreduce.8B", 1.0},
+	{"tcp.np2.allreduce.64KiB", "rawtcp.np2.exchange.64KiB", 0},
 	{"tcp.np2.allreduce.64KiB", "mpi.np2.allreduce.64KiB", 1.0},
 	{"tcp.np2.allreduce.64MiB", "mpi.np2.allreduce.64MiB", 1 / 1.5},
 	{"tcp.np2.bcast.8B", "mpi.np2.bcast.8B", 0},
