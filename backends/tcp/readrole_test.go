@@ -69,6 +69,31 @@ func pattern(n, seed int) []byte {
 	return p
 }
 
+// pairOf makes a group of 2 ranks with tmpl, and a context that ends with
+// the test, or after 20 seconds.
+func pairOf(t *testing.T, tmpl tcp.Config) ([]*tcp.Comm, context.Context) {
+	t.Helper()
+	cs := group(t, 2, tmpl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return cs, ctx
+}
+
+// recvDirect has rank 0 of cs receive 8 bytes from rank 1 with tag under
+// wctx, reading the link itself, while rank 1 sends them under ctx, and
+// fails the test unless they arrive whole.
+func recvDirect(t *testing.T, ctx, wctx context.Context, cs []*tcp.Comm, tag int) {
+	t.Helper()
+	got := make([]byte, 8)
+	before := tcp.DirectReads(cs[0], 1)
+	res := make(chan error, 1)
+	go func() { _, err := comm.Recv(wctx, cs[0], bytesBlock(got), 1, tag); res <- err }()
+	waitDirectReads(t, cs[0], 1, before)
+	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, tag)), 0, tag))
+	require.NoError(t, within(t, res, "a receive did not complete"))
+	require.Equal(t, pattern(8, tag), got)
+}
+
 // bothWaits runs a test with waiters that block at once and with waiters
 // that poll the socket first (Config.Spin). Heartbeats come every 15 s, so
 // that none ends a blocked read during a test: a wait that returns does so
@@ -83,9 +108,7 @@ func bothWaits(t *testing.T, test func(*testing.T, tcp.Config)) {
 func TestDirectWaitCancel(t *testing.T) { bothWaits(t, testDirectWaitCancel) }
 
 func testDirectWaitCancel(t *testing.T, tmpl tcp.Config) {
-	cs := group(t, 2, tmpl)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	cs, ctx := pairOf(t, tmpl)
 	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
 	require.NoError(t, err)
 	res := startDirectWait(t, ctx, cs[0], 1, r)
@@ -108,9 +131,7 @@ func testDirectWaitCancel(t *testing.T, tmpl tcp.Config) {
 func TestDirectWaitStaleKick(t *testing.T) { bothWaits(t, testDirectWaitStaleKick) }
 
 func testDirectWaitStaleKick(t *testing.T, tmpl tcp.Config) {
-	cs := group(t, 2, tmpl)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	cs, ctx := pairOf(t, tmpl)
 	got := make([]byte, 8)
 	r, err := cs[0].Irecv(bytesBlock(got), 1, 1)
 	require.NoError(t, err)
@@ -130,9 +151,7 @@ func testDirectWaitStaleKick(t *testing.T, tmpl tcp.Config) {
 func TestDirectWaitContext(t *testing.T) { bothWaits(t, testDirectWaitContext) }
 
 func testDirectWaitContext(t *testing.T, tmpl tcp.Config) {
-	cs := group(t, 2, tmpl)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	cs, ctx := pairOf(t, tmpl)
 	got := make([]byte, 100<<10) // a rendezvous-sized receive
 	r, err := cs[0].Irecv(bytesBlock(got), 1, 1)
 	require.NoError(t, err)
@@ -155,27 +174,19 @@ func testDirectWaitContext(t *testing.T, tmpl tcp.Config) {
 }
 
 // TestDirectWaitContextReused ends a direct wait through a context that
-// earlier waits used too (the link keeps its watch of a context from wait
-// to wait), and checks that the end of a context no wait uses any more
+// earlier waits used too (the link keeps a reused context's registration
+// from wait to wait), and checks that the end of a context no wait uses any more
 // leaves a later waiter alone.
 func TestDirectWaitContextReused(t *testing.T) { bothWaits(t, testDirectWaitContextReused) }
 
 func testDirectWaitContextReused(t *testing.T, tmpl tcp.Config) {
-	cs := group(t, 2, tmpl)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	cs, ctx := pairOf(t, tmpl)
 	got := make([]byte, 8)
 	// Earlier waits with a and b, each of them direct.
 	a, cancelA := context.WithCancel(ctx)
 	b, cancelB := context.WithCancel(ctx)
 	for i, wctx := range []context.Context{a, a, b, a, b} {
-		before := tcp.DirectReads(cs[0], 1)
-		res := make(chan error, 1)
-		go func() { _, err := comm.Recv(wctx, cs[0], bytesBlock(got), 1, 1); res <- err }()
-		waitDirectReads(t, cs[0], 1, before)
-		require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, i)), 0, 1))
-		require.NoError(t, within(t, res, "a receive did not complete"))
-		require.Equal(t, pattern(8, i), got)
+		recvDirect(t, ctx, wctx, cs, 10+i)
 	}
 	// a's end while b's waiter reads: b's waiter goes on and gets its
 	// message.
@@ -203,28 +214,16 @@ func testDirectWaitContextReused(t *testing.T, tmpl tcp.Config) {
 // one that waits twice in a row; and never for a collective's derived
 // context, which the collective drops before it ends it.
 func TestDirectWaitWatchKept(t *testing.T) {
-	cs := group(t, 2, tcp.Config{Timeout: time.Minute})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	got := make([]byte, 8)
-	recv := func(wctx context.Context, tag int) {
-		t.Helper()
-		before := tcp.DirectReads(cs[0], 1)
-		res := make(chan error, 1)
-		go func() { _, err := comm.Recv(wctx, cs[0], bytesBlock(got), 1, tag); res <- err }()
-		waitDirectReads(t, cs[0], 1, before)
-		require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, tag)), 0, tag))
-		require.NoError(t, within(t, res, "a receive did not complete"))
-	}
+	cs, ctx := pairOf(t, tcp.Config{Timeout: time.Minute})
 	for i := range 3 {
 		call, end := context.WithTimeout(ctx, time.Minute)
-		recv(call, i)
+		recvDirect(t, ctx, call, cs, i)
 		end()
 		require.Nil(t, tcp.KeptWatch(cs[0], 1), "kept the registration of a context made per call")
 	}
-	recv(ctx, 5)
+	recvDirect(t, ctx, ctx, cs, 5)
 	require.Nil(t, tcp.KeptWatch(cs[0], 1), "kept a registration after one wait")
-	recv(ctx, 6)
+	recvDirect(t, ctx, ctx, cs, 6)
 	require.True(t, tcp.KeptWatch(cs[0], 1) == ctx.Done(), "no registration kept after two waits with one context")
 	// The native ring, in small chunks, waits for the peer many times with
 	// its derived context.
@@ -249,9 +248,7 @@ func TestDirectWaitWatchKept(t *testing.T) {
 func TestDirectWaitClose(t *testing.T) { bothWaits(t, testDirectWaitClose) }
 
 func testDirectWaitClose(t *testing.T, tmpl tcp.Config) {
-	cs := group(t, 2, tmpl)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	cs, ctx := pairOf(t, tmpl)
 	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
 	require.NoError(t, err)
 	res := startDirectWait(t, ctx, cs[0], 1, r)
