@@ -22,12 +22,15 @@ import (
 
 // benchRow is one line of the bench report.
 type benchRow struct {
-	Name    string    `json:"name"`
-	Doc     string    `json:"doc,omitempty"`
-	Unit    string    `json:"unit"`
-	Median  float64   `json:"median"`
-	Runs    []float64 `json:"runs"`
-	Against []against `json:"against,omitempty"`
+	Name   string    `json:"name"`
+	Doc    string    `json:"doc,omitempty"`
+	Unit   string    `json:"unit"`
+	Median float64   `json:"median"`
+	Runs   []float64 `json:"runs"`
+	// BaseRuns are runs of the baseline, each taken just before the run of
+	// Runs with the same index: the pairs the baseline ratio comes from.
+	BaseRuns []float64 `json:"baseline_runs,omitempty"`
+	Against  []against `json:"against,omitempty"`
 }
 
 // against is a comparison of a row with a baseline or reference measured
@@ -110,19 +113,36 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		progress = stderr
 	}
 	results := map[string]*benchRow{}
+	run := func(c bench.Case) (float64, error) {
+		res := testing.Benchmark(c.Run)
+		if res.N == 0 {
+			fmt.Fprintln(stderr)
+			return 0, fmt.Errorf("case %s failed (see its log above)", c.Name)
+		}
+		return c.Value(res), nil
+	}
 	for i, c := range selected {
 		row := &benchRow{Name: c.Name, Doc: c.Doc, Unit: c.Unit}
+		// A case with a baseline alternates with it, run for run, so that
+		// both see the same moments of a noisy machine.
+		base, paired := bench.Find(selected, c.Baseline)
 		for r := 0; r < *count; r++ {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			fmt.Fprintf(progress, "\r[%d/%d] %-32s run %d/%d", i+1, len(selected), c.Name, r+1, *count)
-			res := testing.Benchmark(c.Run)
-			if res.N == 0 {
-				fmt.Fprintln(stderr)
-				return fmt.Errorf("case %s failed (see its log above)", c.Name)
+			if paired {
+				v, err := run(base)
+				if err != nil {
+					return err
+				}
+				row.BaseRuns = append(row.BaseRuns, v)
 			}
-			row.Runs = append(row.Runs, c.Value(res))
+			v, err := run(c)
+			if err != nil {
+				return err
+			}
+			row.Runs = append(row.Runs, v)
 		}
 		row.Median = median(row.Runs)
 		results[c.Name] = row
@@ -135,10 +155,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			continue
 		}
 		row := results[c.Name]
-		if c.Baseline != "" {
-			if b, ok := results[c.Baseline]; ok {
-				row.Against = append(row.Against, compare(c, "baseline "+c.Baseline, row.Median, b.Median, c.BaselineGoal))
-			}
+		if len(row.BaseRuns) > 0 {
+			row.Against = append(row.Against, comparePaired(c, "baseline "+c.Baseline, row.Runs, row.BaseRuns, c.BaselineGoal))
 		}
 		if c.Ref != "" {
 			if f, ok := refs[c.Ref]; ok {
@@ -248,6 +266,23 @@ func compare(c bench.Case, what string, ours, theirs, goal float64) against {
 	return a
 }
 
+// comparePaired compares runs with the baseline runs taken beside them:
+// the ratio is the median of the pairs' ratios, which the drift of a noisy
+// machine moves less than a ratio of medians; the baseline's figure is its
+// median.
+func comparePaired(c bench.Case, what string, ours, theirs []float64, goal float64) against {
+	ratios := make([]float64, 0, len(ours))
+	for i := range min(len(ours), len(theirs)) {
+		ratios = append(ratios, bench.Ratio(ours[i], theirs[i]))
+	}
+	a := against{What: what, Value: median(theirs), Ratio: median(ratios), Goal: goal}
+	if goal != 0 {
+		met := c.Meets(a.Ratio, 1, goal)
+		a.Met = &met
+	}
+	return a
+}
+
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	sort.Float64s(s)
@@ -304,7 +339,8 @@ func runRefs(ctx context.Context, dir string, stderr io.Writer) (map[string]benc
 
 func printBench(w io.Writer, rows []*benchRow, count int, haveRefs bool) {
 	printTable(w, rows)
-	fmt.Fprintf(w, "\nmedians of %d runs; RATIO is ours/theirs (times: lower is better; GB/s: higher is better).\n", count)
+	fmt.Fprintf(w, "\nmedians of %d runs; RATIO is ours/theirs (times: lower is better; GB/s: higher is better);\n", count)
+	fmt.Fprintln(w, "against a baseline, each run alternates with one of the baseline's, and RATIO is the median of the pairs' ratios.")
 	if !haveRefs {
 		fmt.Fprintln(w, "C references not run: build them with `make refs` and pass --ref .bench (make bench does both).")
 	}

@@ -39,3 +39,21 @@ tcp.np4.allreduce.8B 5000 ns/op
 	require.Contains(t, out.String(), "NOT MET")
 	require.Contains(t, out.String(), "rawtcp.np2.pingpong.8B")
 }
+
+// TestComparePaired checks the baseline comparison of alternated runs: the
+// ratio is the median of the pairs' ratios, not the ratio of the medians,
+// and the goal is judged on it in the direction of the unit.
+func TestComparePaired(t *testing.T) {
+	ours := []float64{110, 300, 121}   // the second run drew a slow moment
+	theirs := []float64{100, 250, 100} // and so did its baseline run
+	a := comparePaired(bench.Case{Unit: bench.NsPerOp}, "baseline x", ours, theirs, 1.1)
+	require.InDelta(t, 1.2, a.Ratio, 1e-9, "pairs 1.1, 1.2, 1.21")
+	require.InDelta(t, 100, a.Value, 1e-9)
+	require.False(t, *a.Met, "a time at 1.2x misses a goal of 1.1x")
+
+	rate := comparePaired(bench.Case{Unit: bench.GBPerSec}, "baseline y", []float64{3, 4, 5}, []float64{3, 4, 4}, 1.0)
+	require.InDelta(t, 1.0, rate.Ratio, 1e-9)
+	require.True(t, *rate.Met, "a rate at 1.0x reaches a goal of at least 1.0x")
+
+	require.Nil(t, comparePaired(bench.Case{Unit: bench.NsPerOp}, "z", ours, theirs, 0).Met, "no goal, no verdict")
+}
