@@ -165,7 +165,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		rows = append(rows, row)
 	}
-	procs := procRows(refs, re)
+	var procs []*benchRow
+	if !*short { // --short leaves out the TCP cases, and their figures too
+		procs = procRows(refs, re)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
