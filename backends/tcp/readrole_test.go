@@ -35,16 +35,19 @@ func waitDirectReads(t *testing.T, c *tcp.Comm, peer int, n int64) {
 		10*time.Second, time.Millisecond, "no goroutine took the read role")
 }
 
-// startDirectWait starts a goroutine waiting for r on c with ctx and
-// returns once it has taken the read role of c's link to peer; its Wait's
-// error comes on the channel.
-func startDirectWait(t *testing.T, ctx context.Context, c *tcp.Comm, peer int, r comm.Request) <-chan error {
+// startDirectRecv posts a receive into buf on c from peer with tag, and
+// starts a goroutine waiting for it with ctx; it returns once that
+// goroutine has taken the read role of c's link to peer, with the request
+// and the channel its Wait's error comes on.
+func startDirectRecv(t *testing.T, ctx context.Context, c *tcp.Comm, peer, tag int, buf []byte) (comm.Request, <-chan error) {
 	t.Helper()
+	r, err := c.Irecv(bytesBlock(buf), peer, tag)
+	require.NoError(t, err)
 	before := tcp.DirectReads(c, peer)
 	res := make(chan error, 1)
 	go func() { _, err := r.Wait(ctx); res <- err }()
 	waitDirectReads(t, c, peer, before)
-	return res
+	return r, res
 }
 
 // within returns the first value of ch, failing the test with what after
@@ -109,9 +112,7 @@ func TestDirectWaitCancel(t *testing.T) { bothWaits(t, testDirectWaitCancel) }
 
 func testDirectWaitCancel(t *testing.T, tmpl tcp.Config) {
 	cs, ctx := pairOf(t, tmpl)
-	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
-	require.NoError(t, err)
-	res := startDirectWait(t, ctx, cs[0], 1, r)
+	r, res := startDirectRecv(t, ctx, cs[0], 1, 1, make([]byte, 8))
 	time.Sleep(20 * time.Millisecond) // let it block in the read
 	require.NoError(t, r.Cancel())
 	require.ErrorIs(t, within(t, res, "the waiter blocked in the read did not see the cancel"), comm.ErrCanceled)
@@ -133,9 +134,7 @@ func TestDirectWaitStaleKick(t *testing.T) { bothWaits(t, testDirectWaitStaleKic
 func testDirectWaitStaleKick(t *testing.T, tmpl tcp.Config) {
 	cs, ctx := pairOf(t, tmpl)
 	got := make([]byte, 8)
-	r, err := cs[0].Irecv(bytesBlock(got), 1, 1)
-	require.NoError(t, err)
-	res := startDirectWait(t, ctx, cs[0], 1, r)
+	_, res := startDirectRecv(t, ctx, cs[0], 1, 1, got)
 	time.Sleep(20 * time.Millisecond) // let it block in the read
 	tcp.KickRead(cs[0], 1)
 	time.Sleep(20 * time.Millisecond)
@@ -153,10 +152,8 @@ func TestDirectWaitContext(t *testing.T) { bothWaits(t, testDirectWaitContext) }
 func testDirectWaitContext(t *testing.T, tmpl tcp.Config) {
 	cs, ctx := pairOf(t, tmpl)
 	got := make([]byte, 100<<10) // a rendezvous-sized receive
-	r, err := cs[0].Irecv(bytesBlock(got), 1, 1)
-	require.NoError(t, err)
 	wctx, wcancel := context.WithCancel(ctx)
-	res := startDirectWait(t, wctx, cs[0], 1, r)
+	r, res := startDirectRecv(t, wctx, cs[0], 1, 1, got)
 	time.Sleep(20 * time.Millisecond)
 	wcancel()
 	require.ErrorIs(t, within(t, res, "the waiter blocked in the read did not see its context end"), context.Canceled)
@@ -190,18 +187,14 @@ func testDirectWaitContextReused(t *testing.T, tmpl tcp.Config) {
 	}
 	// a's end while b's waiter reads: b's waiter goes on and gets its
 	// message.
-	r, err := cs[0].Irecv(bytesBlock(got), 1, 2)
-	require.NoError(t, err)
-	res := startDirectWait(t, b, cs[0], 1, r)
+	r, res := startDirectRecv(t, b, cs[0], 1, 2, got)
 	cancelA()
 	time.Sleep(20 * time.Millisecond)
 	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, 7)), 0, 2))
 	require.NoError(t, within(t, res, "the end of another context stopped a waiter"))
 	require.Equal(t, pattern(8, 7), got)
 	// b's end while its waiter reads: the wait ends with b's error.
-	r, err = cs[0].Irecv(bytesBlock(got), 1, 3)
-	require.NoError(t, err)
-	res = startDirectWait(t, b, cs[0], 1, r)
+	r, res = startDirectRecv(t, b, cs[0], 1, 3, got)
 	time.Sleep(20 * time.Millisecond)
 	cancelB()
 	require.ErrorIs(t, within(t, res, "the waiter did not see its reused context end"), context.Canceled)
@@ -249,9 +242,7 @@ func TestDirectWaitClose(t *testing.T) { bothWaits(t, testDirectWaitClose) }
 
 func testDirectWaitClose(t *testing.T, tmpl tcp.Config) {
 	cs, ctx := pairOf(t, tmpl)
-	r, err := cs[0].Irecv(bytesBlock(make([]byte, 8)), 1, 1)
-	require.NoError(t, err)
-	res := startDirectWait(t, ctx, cs[0], 1, r)
+	_, res := startDirectRecv(t, ctx, cs[0], 1, 1, make([]byte, 8))
 	closed := make(chan error, 1)
 	go func() { closed <- cs[0].Close() }()
 	require.ErrorIs(t, within(t, res, "the waiter blocked in the read did not return on Close"), comm.ErrClosed)
