@@ -15,8 +15,8 @@ import (
 
 // Comm is one rank of a job whose ranks talk over TCP. It implements
 // comm.Comm, comm.Blocking and comm.Collectives and is safe for concurrent
-// use by many goroutines. Make one with Dial, FromEnv or NewLoopbackGroup; Close it
-// when done.
+// use by many goroutines. Make one with Dial, FromEnv or NewLoopbackGroup;
+// Close it when done.
 type Comm struct {
 	cfg   Config
 	rank  int
@@ -70,8 +70,6 @@ func newComm(cfg Config) *Comm {
 	return c
 }
 
-// now is a monotonic clock in nanoseconds.
-
 // Rank returns this process's rank.
 func (c *Comm) Rank() int { return c.rank }
 
@@ -102,15 +100,9 @@ func (c *Comm) closedErr() error {
 // bad rank or tag, ErrNotSupported for a buffer the host cannot access,
 // ErrClosed after Close and ErrPeerLost once dest is lost.
 func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	if err := comm.CheckRank(dest, c.size, false); err != nil {
-		return nil, opErr("send", err)
-	}
-	if err := comm.CheckWireTag(tag, false); err != nil {
-		return nil, opErr("send", err)
-	}
-	data, err := hostBytes(buf)
+	data, err := c.hostArgs("send", buf, dest, tag, false)
 	if err != nil {
-		return nil, opErr("send", err)
+		return nil, err
 	}
 	return c.isend(data, dest, tag)
 }
@@ -120,15 +112,9 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 // does, except that an eager message the link can take at once is written
 // by the calling goroutine with no request made.
 func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
-	if err := comm.CheckRank(dest, c.size, false); err != nil {
-		return opErr("send", err)
-	}
-	if err := comm.CheckWireTag(tag, false); err != nil {
-		return opErr("send", err)
-	}
-	data, err := hostBytes(buf)
+	data, err := c.hostArgs("send", buf, dest, tag, false)
 	if err != nil {
-		return opErr("send", err)
+		return err
 	}
 	if dest != c.rank {
 		if done, err := c.links[dest].sendMsg(nil, data, tag); done || err != nil {
@@ -202,15 +188,9 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 // message can come: source is lost and left no matching message, or, for
 // AnySource, every other rank is lost.
 func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
-	if err := comm.CheckRank(source, c.size, true); err != nil {
-		return nil, opErr("recv", err)
-	}
-	if err := comm.CheckWireTag(tag, true); err != nil {
-		return nil, opErr("recv", err)
-	}
-	data, err := hostBytes(buf)
+	data, err := c.hostArgs("recv", buf, source, tag, true)
 	if err != nil {
-		return nil, opErr("recv", err)
+		return nil, err
 	}
 	return c.irecv(&request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data})
 }
@@ -220,15 +200,9 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 // Irecv and a wait that cancels on ctx done, as comm.Recv does, with the
 // request reused from call to call.
 func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
-	if err := comm.CheckRank(source, c.size, true); err != nil {
-		return comm.Status{}, opErr("recv", err)
-	}
-	if err := comm.CheckWireTag(tag, true); err != nil {
-		return comm.Status{}, opErr("recv", err)
-	}
-	data, err := hostBytes(buf)
+	data, err := c.hostArgs("recv", buf, source, tag, true)
 	if err != nil {
-		return comm.Status{}, opErr("recv", err)
+		return comm.Status{}, err
 	}
 	r := c.spare.Swap(nil)
 	if r == nil {
@@ -544,6 +518,23 @@ func (c *Comm) takeUnexpected(source, tag int) *request {
 		}
 	}
 	return nil
+}
+
+// hostArgs checks the arguments of a point-to-point call op (rank is the
+// destination, or the source where wildcard allows AnySource and AnyTag)
+// and returns the host view of buf.
+func (c *Comm) hostArgs(op string, buf memspace.Block, rank, tag int, wildcard bool) ([]byte, error) {
+	if err := comm.CheckRank(rank, c.size, wildcard); err != nil {
+		return nil, opErr(op, err)
+	}
+	if err := comm.CheckWireTag(tag, wildcard); err != nil {
+		return nil, opErr(op, err)
+	}
+	data, err := hostBytes(buf)
+	if err != nil {
+		return nil, opErr(op, err)
+	}
+	return data, nil
 }
 
 // hostBytes returns the host view of b. The zero Block is an empty buffer.
