@@ -278,11 +278,8 @@ func comparePaired(c bench.Case, what string, ours, theirs []float64, goal float
 	for i := range min(len(ours), len(theirs)) {
 		ratios = append(ratios, bench.Ratio(ours[i], theirs[i]))
 	}
-	a := against{What: what, Value: median(theirs), Ratio: median(ratios), Goal: goal}
-	if goal != 0 {
-		met := c.Meets(a.Ratio, 1, goal)
-		a.Met = &met
-	}
+	a := compare(c, what, median(ratios), 1, goal)
+	a.Value = median(theirs)
 	return a
 }
 
