@@ -73,6 +73,16 @@ func (c *pairComm) Irecv(memspace.Block, int, int) (comm.Request, error) {
 }
 func (c *pairComm) Close() error { return nil }
 
+// assertGrace checks, on the bubble's clock, that a call started at start
+// whose context expired after timeout gave its canceled requests a grace,
+// and that the grace was bounded although a request never settled.
+func assertGrace(t *testing.T, start time.Time, timeout time.Duration, call string) {
+	t.Helper()
+	waited := time.Since(start) - timeout
+	assert.Greater(t, waited, time.Duration(0), "%s gives the canceled requests a grace", call)
+	assert.LessOrEqual(t, waited, 10*time.Second, "%s returns although a request never settles", call)
+}
+
 // The waits of Send, Recv, WaitAll and Sendrecv after ctx ends are bounded: a request
 // that Cancel cannot stop no longer holds the caller forever. The bubble's
 // clock shows how long they waited.
@@ -89,9 +99,7 @@ func TestCancelBoundedWait(t *testing.T) {
 			assert.Equal(t, int32(1), stuck.cancels.Load(), "the stuck request was canceled")
 			_, done, _ := other.Test()
 			assert.True(t, done, "the other pending request was canceled")
-			waited := time.Since(start) - timeout
-			assert.Greater(t, waited, time.Duration(0), "a grace is given to the canceled requests")
-			assert.LessOrEqual(t, waited, 10*time.Second, "the wait for a request that never settles is bounded")
+			assertGrace(t, start, timeout, "WaitAll")
 		})
 	})
 	t.Run("WaitAll/cancelable", func(t *testing.T) {
@@ -116,9 +124,7 @@ func TestCancelBoundedWait(t *testing.T) {
 			assert.Equal(t, int32(1), send.cancels.Load(), "the send was canceled")
 			_, done, _ := recv.Test()
 			assert.True(t, done, "the receive was canceled")
-			waited := time.Since(start) - timeout
-			assert.Greater(t, waited, time.Duration(0))
-			assert.LessOrEqual(t, waited, 10*time.Second, "Sendrecv returns although its send never settles")
+			assertGrace(t, start, timeout, "Sendrecv")
 		})
 	})
 	t.Run("Send/stuck", func(t *testing.T) {
@@ -131,9 +137,7 @@ func TestCancelBoundedWait(t *testing.T) {
 			err := comm.Send(ctx, c, memspace.Block{}, 1, 0)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Equal(t, int32(1), send.cancels.Load(), "the send was canceled")
-			waited := time.Since(start) - timeout
-			assert.Greater(t, waited, time.Duration(0), "a grace is given to the canceled send")
-			assert.LessOrEqual(t, waited, 10*time.Second, "Send returns although its send never settles")
+			assertGrace(t, start, timeout, "Send")
 		})
 	})
 	t.Run("Recv/cancelable", func(t *testing.T) {
