@@ -159,20 +159,8 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 	if err != nil {
 		return err
 	}
-	if err := checkRoot(p, root, name); err != nil {
+	if recv, err = rootedArgs(name, "receive", recv, send, p, rank, root); err != nil {
 		return err
-	}
-	if rank == root {
-		if err := checkMultiple(name, "receive", recv.Len(), send.Len(), p); err != nil {
-			return err
-		}
-		if maybeOverlap(send.Addr(), send.Len(), recv.Addr(), recv.Len()) {
-			if err := checkSlot(name, send, recv, root); err != nil {
-				return err
-			}
-		}
-	} else {
-		recv = memspace.Block{}
 	}
 	if send.Len() == 0 {
 		return nil
@@ -198,20 +186,8 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 	if err != nil {
 		return err
 	}
-	if err := checkRoot(p, root, name); err != nil {
+	if send, err = rootedArgs(name, "send", send, recv, p, rank, root); err != nil {
 		return err
-	}
-	if rank == root {
-		if err := checkMultiple(name, "send", send.Len(), recv.Len(), p); err != nil {
-			return err
-		}
-		if maybeOverlap(recv.Addr(), recv.Len(), send.Addr(), send.Len()) {
-			if err := checkSlot(name, recv, send, root); err != nil {
-				return err
-			}
-		}
-	} else {
-		send = memspace.Block{}
 	}
 	if recv.Len() == 0 {
 		return nil
@@ -225,6 +201,29 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 		return err
 	}
 	return scatterShared(ctx, c, send, recv, root)
+}
+
+// rootedArgs checks the buffers of a rooted gather or scatter on this
+// rank. At the root, whole (the buffer in role wholeRole) holds Size()
+// parts of part's length, and part may overlap it only as the root's own
+// slot (in place). Elsewhere whole is unused: rootedArgs returns the zero
+// Block in its place.
+func rootedArgs(name, wholeRole string, whole, part memspace.Block, p, rank, root int) (memspace.Block, error) {
+	if err := checkRoot(p, root, name); err != nil {
+		return whole, err
+	}
+	if rank != root {
+		return memspace.Block{}, nil
+	}
+	if err := checkMultiple(name, wholeRole, whole.Len(), part.Len(), p); err != nil {
+		return whole, err
+	}
+	if maybeOverlap(part.Addr(), part.Len(), whole.Addr(), whole.Len()) {
+		if err := checkSlot(name, part, whole, root); err != nil {
+			return whole, err
+		}
+	}
+	return whole, nil
 }
 
 // AllgatherBlock concatenates send of every rank, in rank order, into recv
