@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -72,13 +73,11 @@ type Comm struct {
 	// rank's buffers; leave waits for them.
 	inflight sync.WaitGroup
 
-	mu        sync.Mutex
-	posted    map[int]*queue // posted receives by source (not AnySource)
-	postedAny queue          // posted AnySource receives
-	postSeq   uint64         // posting counter of receives
-	held      int            // bytes of eager messages in the unexpected queue
-	unexp     map[int]*queue // unexpected messages by source (bySource links)
-	arrivals  queue          // every unexpected message in arrival order (byArrival links)
+	mu sync.Mutex
+	// tbl holds this rank's posted receives and the sends to it that no
+	// receive has taken yet (eager copies, and rendezvous sends waiting).
+	tbl  match.Table[request, *request]
+	held int // bytes of eager messages in the unexpected queue
 }
 
 var (
@@ -113,7 +112,8 @@ func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
 	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty}
 	g.alive.Store(int64(n))
 	for i := range g.ranks {
-		g.ranks[i] = &Comm{g: g, rank: i, posted: map[int]*queue{}, unexp: map[int]*queue{}}
+		g.ranks[i] = &Comm{g: g, rank: i}
+		g.ranks[i].tbl.Init(n)
 	}
 	return slices.Clone(g.ranks), nil
 }
@@ -217,7 +217,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 		d.mu.Unlock()
 		return nil, comm.Status{}, c.lost(tag, opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, comm.ErrPeerLost)))
 	}
-	if rr := d.takePosted(c.rank, tag); rr != nil {
+	if rr := d.tbl.TakePosted(c.rank, tag); rr != nil {
 		d.inflight.Add(1)
 		d.mu.Unlock()
 		rr.complete(deliver(rr, data, c.rank, tag))
@@ -328,7 +328,7 @@ func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.St
 		return nil, comm.Status{}, nil, c.lost(tag, opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, errRevoked)))
 	}
 	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data, done: make(chan struct{})}
-	c.post(r)
+	c.tbl.Post(r, r.src, r.tag)
 	c.mu.Unlock()
 	return r, comm.Status{}, nil, nil
 }
@@ -379,17 +379,11 @@ func (c *Comm) leave(crash bool) {
 	g.alive.Add(-1)
 	closedErr := opErr("close", fmt.Errorf("rank %d left the group: %w", c.rank, comm.ErrClosed))
 	lostErr := opErr("close", fmt.Errorf("rank %d left the group: %w", c.rank, comm.ErrPeerLost))
-	for _, q := range c.posted {
-		for r := q.head; r != nil; r = q.head {
-			c.unpost(r)
-			r.complete(comm.Status{}, closedErr)
-		}
-	}
-	for r := c.postedAny.head; r != nil; r = c.postedAny.head {
-		c.unpost(r)
+	for r := range c.tbl.Posted() {
+		c.tbl.Unpost(r)
 		r.complete(comm.Status{}, closedErr)
 	}
-	for m := c.arrivals.head; m != nil; m = c.arrivals.head {
+	for m := range c.tbl.Arrivals() {
 		c.unqueue(m)
 		switch {
 		case m.eager:
@@ -410,30 +404,24 @@ func (c *Comm) leave(crash bool) {
 		}
 		p.mu.Lock()
 		if !p.closed.Load() {
-			if q := p.unexp[c.rank]; q != nil {
-				for m := q.head; m != nil; {
-					next := m.l[bySource].next
-					if !m.eager {
-						p.unqueue(m)
-						sweptReserved = sweptReserved || m.tag > comm.MaxTag
-						m.complete(comm.Status{}, closedErr)
-					} else if crash {
-						p.unqueue(m)
-						release(m.pooled)
-					}
-					m = next
+			for m := range p.tbl.UnexpectedFrom(c.rank) {
+				if !m.eager {
+					p.unqueue(m)
+					sweptReserved = sweptReserved || m.tag > comm.MaxTag
+					m.complete(comm.Status{}, closedErr)
+				} else if crash {
+					p.unqueue(m)
+					release(m.pooled)
 				}
 			}
-			if q := p.posted[c.rank]; q != nil {
-				for r := q.head; r != nil; r = q.head {
-					p.unpost(r)
-					sweptReserved = sweptReserved || r.tag > comm.MaxTag
-					r.complete(comm.Status{}, lostErr)
-				}
+			for r := range p.tbl.PostedFrom(c.rank) {
+				p.tbl.Unpost(r)
+				sweptReserved = sweptReserved || r.tag > comm.MaxTag
+				r.complete(comm.Status{}, lostErr)
 			}
 			if len(g.ranks) > 1 && g.alive.Load() <= 1 {
-				for r := p.postedAny.head; r != nil; r = p.postedAny.head {
-					p.unpost(r)
+				for r := range p.tbl.PostedAny() {
+					p.tbl.Unpost(r)
 					r.complete(comm.Status{}, opErr("close", fmt.Errorf("every rank but %d left the group: %w", p.rank, comm.ErrPeerLost)))
 				}
 			}
@@ -449,106 +437,33 @@ func (c *Comm) leave(crash bool) {
 	}
 }
 
-// post queues a receive. c.mu is held.
-func (c *Comm) post(r *request) {
-	c.postSeq++
-	r.seq = c.postSeq
-	r.queued = true
-	if r.src == comm.AnySource {
-		c.postedAny.push(r, bySource)
-		return
-	}
-	q := c.posted[r.src]
-	if q == nil {
-		q = &queue{}
-		c.posted[r.src] = q
-	}
-	q.push(r, bySource)
-}
-
-// unpost removes a queued receive. c.mu is held.
-func (c *Comm) unpost(r *request) {
-	if r.src == comm.AnySource {
-		c.postedAny.remove(r, bySource)
-	} else {
-		c.posted[r.src].remove(r, bySource)
-	}
-	r.queued = false
-}
-
 // enqueue queues an unexpected message. c.mu is held.
 func (c *Comm) enqueue(m *request) {
-	m.queued = true
-	q := c.unexp[m.src]
-	if q == nil {
-		q = &queue{}
-		c.unexp[m.src] = q
-	}
-	q.push(m, bySource)
-	c.arrivals.push(m, byArrival)
+	c.tbl.Arrive(m, m.src, m.tag)
 }
 
 // unqueue removes an unexpected message. c.mu is held.
 func (c *Comm) unqueue(m *request) {
+	c.tbl.Unqueue(m)
+	c.unqueued(m)
+}
+
+// unqueued gives back the budget an eager message held once it has left
+// the unexpected queue. c.mu is held.
+func (c *Comm) unqueued(m *request) {
 	if m.eager {
 		c.held -= len(m.buf)
 	}
-	c.unexp[m.src].remove(m, bySource)
-	c.arrivals.remove(m, byArrival)
-	m.queued = false
-}
-
-// takePosted removes and returns the receive that a message from src with
-// tag matches: the earliest posted of the first match among src's receives
-// and the first among AnySource receives. c.mu is held.
-func (c *Comm) takePosted(src, tag int) *request {
-	var a, b *request
-	if q := c.posted[src]; q != nil {
-		for r := q.head; r != nil; r = r.l[bySource].next {
-			if comm.MatchTag(r.tag, tag) {
-				a = r
-				break
-			}
-		}
-	}
-	for r := c.postedAny.head; r != nil; r = r.l[bySource].next {
-		if comm.MatchTag(r.tag, tag) {
-			b = r
-			break
-		}
-	}
-	if a == nil || (b != nil && b.seq < a.seq) {
-		a = b
-	}
-	if a != nil {
-		c.unpost(a)
-	}
-	return a
 }
 
 // takeUnexpected removes and returns the earliest arrived message that a
 // receive from source with tag matches. c.mu is held.
 func (c *Comm) takeUnexpected(source, tag int) *request {
-	if source == comm.AnySource {
-		for m := c.arrivals.head; m != nil; m = m.l[byArrival].next {
-			if comm.MatchTag(tag, m.tag) {
-				c.unqueue(m)
-				return m
-			}
-		}
-		return nil
+	m := c.tbl.TakeUnexpected(source, tag)
+	if m != nil {
+		c.unqueued(m)
 	}
-	q := c.unexp[source]
-	if q == nil {
-		return nil
-	}
-	for m := q.head; m != nil; m = m.l[bySource].next {
-		if comm.MatchTag(tag, m.tag) {
-			c.unqueue(m)
-			return m
-		}
-	}
-	return nil
+	return m
 }
 
 // deliver copies a message from src with tag into the receive r and
@@ -602,14 +517,7 @@ func (c *Comm) lost(tag int, err error) error {
 // hasPostedReserved reports whether c has a reserved-tag receive posted.
 // c.mu is held.
 func (c *Comm) hasPostedReserved() bool {
-	for _, q := range c.posted {
-		for r := q.head; r != nil; r = r.l[bySource].next {
-			if r.tag > comm.MaxTag {
-				return true
-			}
-		}
-	}
-	for r := c.postedAny.head; r != nil; r = r.l[bySource].next {
+	for r := range c.tbl.Posted() {
 		if r.tag > comm.MaxTag {
 			return true
 		}
@@ -627,31 +535,17 @@ func (g *group) revoke(culprit int) {
 	for _, p := range g.ranks {
 		p.mu.Lock()
 		if !p.closed.Load() {
-			for _, q := range p.posted {
-				for r := q.head; r != nil; {
-					next := r.l[bySource].next
-					if r.tag > comm.MaxTag {
-						p.unpost(r)
-						r.complete(comm.Status{}, err)
-					}
-					r = next
-				}
-			}
-			for r := p.postedAny.head; r != nil; {
-				next := r.l[bySource].next
+			for r := range p.tbl.Posted() {
 				if r.tag > comm.MaxTag {
-					p.unpost(r)
+					p.tbl.Unpost(r)
 					r.complete(comm.Status{}, err)
 				}
-				r = next
 			}
-			for m := p.arrivals.head; m != nil; {
-				next := m.l[byArrival].next
+			for m := range p.tbl.Arrivals() {
 				if !m.eager && m.tag > comm.MaxTag {
 					p.unqueue(m)
 					m.complete(comm.Status{}, err)
 				}
-				m = next
 			}
 		}
 		p.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/match"
 )
 
 // closedCh is the done channel of every request that completes while it is
@@ -15,18 +16,6 @@ var closedCh = func() chan struct{} {
 	close(ch)
 	return ch
 }()
-
-// links are one pair of list pointers of a request.
-type links struct{ prev, next *request }
-
-// Link sets of a request. A posted receive sits in one list (its source's,
-// or the AnySource list) through bySource. A message in the unexpected queue
-// sits in two: its source's list (bySource) and the arrival list of every
-// source (byArrival), which orders AnySource matching.
-const (
-	bySource  = 0
-	byArrival = 1
-)
 
 // request is a send or a receive in flight, and also the message of an
 // eager send waiting in a receiver's unexpected queue.
@@ -49,9 +38,8 @@ type request struct {
 	// has been delivered or dropped; nil when not pooled.
 	pooled *[]byte
 	// ---
-	queued bool     // in a queue of dst
-	seq    uint64   // posting order of a receive, among dst's posted receives
-	l      [2]links // list links, indexed by bySource and byArrival
+	// Entry is the request's place in dst.tbl (posted or unexpected).
+	match.Entry[request]
 
 	done chan struct{}
 	st   comm.Status
@@ -118,12 +106,12 @@ func (r *request) Cancel() error {
 	}
 	d := r.dst
 	d.mu.Lock()
-	if !r.queued {
+	if !r.Queued() {
 		d.mu.Unlock()
 		return nil
 	}
 	if r.recv {
-		d.unpost(r)
+		d.tbl.Unpost(r)
 	} else {
 		d.unqueue(r)
 	}
@@ -134,32 +122,4 @@ func (r *request) Cancel() error {
 	}
 	r.complete(comm.Status{}, opErr(op, fmt.Errorf("rank %d: %w", r.owner.rank, comm.ErrCanceled)))
 	return nil
-}
-
-// queue is a doubly linked list of requests through one of their link sets.
-type queue struct{ head, tail *request }
-
-func (q *queue) push(r *request, k int) {
-	r.l[k] = links{prev: q.tail}
-	if q.tail == nil {
-		q.head = r
-	} else {
-		q.tail.l[k].next = r
-	}
-	q.tail = r
-}
-
-func (q *queue) remove(r *request, k int) {
-	p, n := r.l[k].prev, r.l[k].next
-	if p == nil {
-		q.head = n
-	} else {
-		p.l[k].next = n
-	}
-	if n == nil {
-		q.tail = p
-	} else {
-		n.l[k].prev = p
-	}
-	r.l[k] = links{}
 }

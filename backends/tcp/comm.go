@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -24,16 +25,15 @@ type Comm struct {
 	lim   limits
 	links []*link // by rank; nil for this rank (and while Dial connects)
 
-	mu        sync.Mutex
-	closed    bool
-	lost      []error // by rank: why the peer is lost; nil while it is up
-	nlost     int     // peers lost
-	posted    []queue // posted receives by source (not AnySource)
-	postedAny queue   // posted AnySource receives
-	postSeq   uint64
-	unexp     []queue // unexpected messages by source
-	arrivals  queue   // every unexpected message, in arrival order
-	selfHeld  int     // bytes of eager messages to itself held
+	mu     sync.Mutex
+	closed bool
+	lost   []error // by rank: why the peer is lost; nil while it is up
+	nlost  int     // peers lost
+	// tbl holds the posted receives and the unexpected messages: eager
+	// payloads, announcements of rendezvous messages, and sends to this
+	// rank waiting for their receive.
+	tbl      match.Table[request, *request]
+	selfHeld int // bytes of eager messages to itself held
 
 	// parked counts goroutines blocked in Wait without reading a link.
 	parked atomic.Int32
@@ -60,13 +60,13 @@ var (
 func newComm(cfg Config) *Comm {
 	c := &Comm{
 		cfg: cfg, rank: cfg.Rank, size: cfg.Size,
-		lim:    limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
-		links:  make([]*link, cfg.Size),
-		lost:   make([]error, cfg.Size),
-		posted: make([]queue, cfg.Size), unexp: make([]queue, cfg.Size),
+		lim:   limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
+		links: make([]*link, cfg.Size),
+		lost:  make([]error, cfg.Size),
 		stop:  make(chan struct{}),
 		conns: map[net.Conn]struct{}{},
 	}
+	c.tbl.Init(cfg.Size)
 	return c
 }
 
@@ -156,7 +156,7 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 	if c.closed {
 		return nil, c.closedErr()
 	}
-	if rr := c.takePosted(c.rank, r.tag); rr != nil {
+	if rr := c.tbl.TakePosted(c.rank, r.tag); rr != nil {
 		rr.complete(deliverTo(c.rank, rr, r.buf, c.rank, r.tag))
 		r.done = closedCh
 		r.fin.Store(true)
@@ -272,7 +272,7 @@ func (c *Comm) irecv(r *request) (*request, error) {
 		return nil, err
 	}
 	r.done = make(chan struct{})
-	c.post(r)
+	c.tbl.Post(r, r.peer, r.tag)
 	c.mu.Unlock()
 	return r, nil
 }
@@ -326,22 +326,19 @@ func (c *Comm) peerDown(peer int, err error) {
 	if c.closed {
 		return
 	}
-	q := &c.posted[peer]
-	for r := q.head; r != nil; r = q.head {
-		c.unpost(r)
+	for r := range c.tbl.PostedFrom(peer) {
+		c.tbl.Unpost(r)
 		r.complete(comm.Status{}, err)
 	}
-	for m := c.unexp[peer].head; m != nil; {
-		next := m.l[bySource].next
+	for m := range c.tbl.UnexpectedFrom(peer) {
 		if m.kind == kindRTSMsg {
 			c.unqueue(m)
 		}
-		m = next
 	}
 	if c.nlost == c.size-1 {
 		all := opErr("recv", fmt.Errorf("rank %d from any source: every other rank is lost: %w", c.rank, comm.ErrPeerLost))
-		for r := c.postedAny.head; r != nil; r = c.postedAny.head {
-			c.unpost(r)
+		for r := range c.tbl.PostedAny() {
+			c.tbl.Unpost(r)
 			r.complete(comm.Status{}, all)
 		}
 	}
@@ -362,18 +359,11 @@ func (c *Comm) shutdown() {
 	c.mu.Lock()
 	c.closed = true
 	closed := c.closedErr()
-	for i := range c.posted {
-		q := &c.posted[i]
-		for r := q.head; r != nil; r = q.head {
-			c.unpost(r)
-			r.complete(comm.Status{}, closed)
-		}
-	}
-	for r := c.postedAny.head; r != nil; r = c.postedAny.head {
-		c.unpost(r)
+	for r := range c.tbl.Posted() {
+		c.tbl.Unpost(r)
 		r.complete(comm.Status{}, closed)
 	}
-	for m := c.arrivals.head; m != nil; m = c.arrivals.head {
+	for m := range c.tbl.Arrivals() {
 		c.unqueue(m)
 		putBuf(m.pooled)
 		if m.kind == kindSelf {
@@ -431,33 +421,9 @@ func (c *Comm) closeListener() {
 	}
 }
 
-// post queues a receive. c.mu is held.
-func (c *Comm) post(r *request) {
-	c.postSeq++
-	r.seq = c.postSeq
-	r.queued = true
-	if r.peer == comm.AnySource {
-		c.postedAny.push(r, bySource)
-		return
-	}
-	c.posted[r.peer].push(r, bySource)
-}
-
-// unpost removes a queued receive. c.mu is held.
-func (c *Comm) unpost(r *request) {
-	if r.peer == comm.AnySource {
-		c.postedAny.remove(r, bySource)
-	} else {
-		c.posted[r.peer].remove(r, bySource)
-	}
-	r.queued = false
-}
-
 // enqueue queues an unexpected message. c.mu is held.
 func (c *Comm) enqueue(m *request) {
-	m.queued = true
-	c.unexp[m.peer].push(m, bySource)
-	c.arrivals.push(m, byArrival)
+	c.tbl.Arrive(m, m.peer, m.tag)
 	if m.kind == kindRTSMsg {
 		m.via.rtsHeld++
 	}
@@ -465,59 +431,26 @@ func (c *Comm) enqueue(m *request) {
 
 // unqueue removes an unexpected message. c.mu is held.
 func (c *Comm) unqueue(m *request) {
-	c.unexp[m.peer].remove(m, bySource)
-	c.arrivals.remove(m, byArrival)
-	m.queued = false
+	c.tbl.Unqueue(m)
+	c.unqueued(m)
+}
+
+// unqueued keeps the count of a link's held announcements once m has left
+// the unexpected queue. c.mu is held.
+func (c *Comm) unqueued(m *request) {
 	if m.kind == kindRTSMsg {
 		m.via.rtsHeld--
 	}
 }
 
-// takePosted removes and returns the receive a message from src with tag
-// matches: the earliest posted of the first match among src's receives
-// and the first among AnySource receives. c.mu is held.
-func (c *Comm) takePosted(src, tag int) *request {
-	var a, b *request
-	for r := c.posted[src].head; r != nil; r = r.l[bySource].next {
-		if comm.MatchTag(r.tag, tag) {
-			a = r
-			break
-		}
-	}
-	for r := c.postedAny.head; r != nil; r = r.l[bySource].next {
-		if comm.MatchTag(r.tag, tag) {
-			b = r
-			break
-		}
-	}
-	if a == nil || (b != nil && b.seq < a.seq) {
-		a = b
-	}
-	if a != nil {
-		c.unpost(a)
-	}
-	return a
-}
-
 // takeUnexpected removes and returns the earliest arrived message that a
 // receive from source with tag matches. c.mu is held.
 func (c *Comm) takeUnexpected(source, tag int) *request {
-	if source == comm.AnySource {
-		for m := c.arrivals.head; m != nil; m = m.l[byArrival].next {
-			if comm.MatchTag(tag, m.tag) {
-				c.unqueue(m)
-				return m
-			}
-		}
-		return nil
+	m := c.tbl.TakeUnexpected(source, tag)
+	if m != nil {
+		c.unqueued(m)
 	}
-	for m := c.unexp[source].head; m != nil; m = m.l[bySource].next {
-		if comm.MatchTag(tag, m.tag) {
-			c.unqueue(m)
-			return m
-		}
-	}
-	return nil
+	return m
 }
 
 // hostArgs checks the arguments of a point-to-point call op (rank is the

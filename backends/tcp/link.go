@@ -596,7 +596,7 @@ func (l *link) onEager(tag, n int) error {
 		return protoErr("rank %d sent %d eager bytes beyond the budget of %d", l.peer, l.eagerIn+n-c.lim.budget, c.lim.budget)
 	}
 	l.eagerIn += n
-	r := c.takePosted(l.peer, tag)
+	r := c.tbl.TakePosted(l.peer, tag)
 	if r != nil {
 		// The message goes straight into r, never held: its bytes are
 		// given back at once.
@@ -628,7 +628,7 @@ func (l *link) onEager(tag, n int) error {
 		putBuf(h)
 		return nil
 	}
-	if r := c.takePosted(l.peer, tag); r != nil {
+	if r := c.tbl.TakePosted(l.peer, tag); r != nil {
 		c.consumed(l, n)
 		c.mu.Unlock()
 		r.complete(deliverMsg(r, m))
@@ -711,7 +711,7 @@ func (l *link) onRTS(tag, size int, id uint64) error {
 		c.mu.Unlock()
 		return protoErr("rank %d announced over %d unmatched messages", l.peer, maxHeldRTS)
 	}
-	r := c.takePosted(l.peer, tag)
+	r := c.tbl.TakePosted(l.peer, tag)
 	if r == nil {
 		c.enqueue(&request{c: c, kind: kindRTSMsg, peer: l.peer, tag: tag, id: id, size: size, via: l})
 		c.mu.Unlock()
@@ -796,7 +796,7 @@ func (l *link) onCancel(id uint64) {
 	c := l.c
 	c.mu.Lock()
 	var found *request
-	for m := c.unexp[l.peer].head; m != nil; m = m.l[bySource].next {
+	for m := range c.tbl.UnexpectedFrom(l.peer) {
 		if m.kind == kindRTSMsg && m.id == id {
 			found = m
 			break

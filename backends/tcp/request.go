@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -24,14 +25,6 @@ const (
 	kindEagerMsg         // unexpected: an eager message (payload held in buf)
 	kindRTSMsg           // unexpected: a peer's announcement of a large message
 	kindCompleted        // a request complete when started
-)
-
-// links are one pair of list pointers.
-type links struct{ prev, next *request }
-
-const (
-	bySource  = 0 // list of one source's posted receives or unexpected messages
-	byArrival = 1 // list of every unexpected message in arrival order
 )
 
 // request is a send or receive in flight, and also an entry of the
@@ -54,9 +47,8 @@ type request struct {
 	// pooled is the pool handle of an eager message's payload.
 	pooled *[]byte
 	// ---
-	queued bool
-	seq    uint64   // posting order of a receive
-	l      [2]links // queue links
+	// Entry is the request's place in Comm.tbl (posted or unexpected).
+	match.Entry[request]
 
 	// Rendezvous state. For a send: id names it to the peer; token and
 	// accept come with the clear-to-send, sent counts bytes handed to the
@@ -207,12 +199,12 @@ func (r *request) Cancel() error {
 	case kindRecv, kindSelf:
 		c := r.c
 		c.mu.Lock()
-		if !r.queued {
+		if !r.Queued() {
 			c.mu.Unlock()
 			return nil
 		}
 		if r.kind == kindRecv {
-			c.unpost(r)
+			c.tbl.Unpost(r)
 		} else {
 			c.unqueue(r)
 		}
@@ -228,32 +220,4 @@ func (r *request) Cancel() error {
 		}
 	}
 	return nil
-}
-
-// queue is a doubly linked list of requests through one of their link sets.
-type queue struct{ head, tail *request }
-
-func (q *queue) push(r *request, k int) {
-	r.l[k] = links{prev: q.tail}
-	if q.tail == nil {
-		q.head = r
-	} else {
-		q.tail.l[k].next = r
-	}
-	q.tail = r
-}
-
-func (q *queue) remove(r *request, k int) {
-	p, n := r.l[k].prev, r.l[k].next
-	if p == nil {
-		q.head = n
-	} else {
-		p.l[k].next = n
-	}
-	if n == nil {
-		q.tail = p
-	} else {
-		n.l[k].prev = p
-	}
-	r.l[k] = links{}
 }
