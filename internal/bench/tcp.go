@@ -200,6 +200,37 @@ func rawPair(b *testing.B, size int, end func(conn net.Conn, side int) error) {
 	}
 }
 
+// RawPingPongRound is one round trip of the plain Go ping-pong on one end
+// of conn: side 0 writes buf and reads the answer into it, side 1 reads
+// into buf and writes it back. RawTCPPingPong and the process-per-rank
+// baseline of tcpbench both run it, so they time the same thing.
+func RawPingPongRound(conn net.Conn, buf []byte, side int) error {
+	if side == 1 {
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			return err
+		}
+	}
+	if _, err := conn.Write(buf); err != nil {
+		return err
+	}
+	if side == 0 {
+		_, err := io.ReadFull(conn, buf)
+		return err
+	}
+	return nil
+}
+
+// RawExchangeStep is one step of the plain Go exchange in which both ends
+// write, then read: it writes out to conn, then reads len(in) bytes. It is
+// the floor of a 2-rank allreduce (RawTCPExchange, tcpbench).
+func RawExchangeStep(conn net.Conn, out, in []byte) error {
+	if _, err := conn.Write(out); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(conn, in)
+	return err
+}
+
 // RawTCPPingPong is TCPPingPong's baseline: Write and ReadFull of size
 // bytes over one Go loopback connection, the floor of any Go transport.
 func RawTCPPingPong(size int) func(b *testing.B) {
@@ -207,18 +238,8 @@ func RawTCPPingPong(size int) func(b *testing.B) {
 		rawPair(b, size, func(conn net.Conn, side int) error {
 			buf := make([]byte, size)
 			for range (b.N + 1) / 2 {
-				if side == 1 {
-					if _, err := io.ReadFull(conn, buf); err != nil {
-						return err
-					}
-				}
-				if _, err := conn.Write(buf); err != nil {
+				if err := RawPingPongRound(conn, buf, side); err != nil {
 					return err
-				}
-				if side == 0 {
-					if _, err := io.ReadFull(conn, buf); err != nil {
-						return err
-					}
 				}
 			}
 			return nil
@@ -234,10 +255,7 @@ func RawTCPExchange(size int) func(b *testing.B) {
 		rawPair(b, size, func(conn net.Conn, _ int) error {
 			out, in := make([]byte, size), make([]byte, size)
 			for range b.N {
-				if _, err := conn.Write(out); err != nil {
-					return err
-				}
-				if _, err := io.ReadFull(conn, in); err != nil {
+				if err := RawExchangeStep(conn, out, in); err != nil {
 					return err
 				}
 			}

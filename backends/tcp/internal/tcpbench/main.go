@@ -13,6 +13,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/bench"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -139,21 +140,7 @@ func run() error {
 			}
 			return comm.Send(ctx, c, buf, 0, 1)
 		}
-		rawPingpong := func() error {
-			if r == 1 {
-				if _, err := io.ReadFull(conn, raw); err != nil {
-					return err
-				}
-			}
-			if _, err := conn.Write(raw); err != nil {
-				return err
-			}
-			if r == 0 {
-				_, err := io.ReadFull(conn, raw)
-				return err
-			}
-			return nil
-		}
+		rawPingpong := func() error { return bench.RawPingPongRound(conn, raw, r) }
 		ours, base, err := paired(10000, pingpong, rawPingpong)
 		if err != nil {
 			return err
@@ -212,16 +199,10 @@ func run() error {
 			continue
 		}
 		out, in := make([]byte, 8*k.n), make([]byte, 8*k.n)
-		exchange := func() error {
-			// Both ends write, then read, as the communicator does: up
-			// to 64 KiB the kernel's buffers take both writes. A
-			// deadline turns a stall into an error, not a hang.
-			if _, err := conn.Write(out); err != nil {
-				return err
-			}
-			_, err := io.ReadFull(conn, in)
-			return err
-		}
+		// Both ends write, then read, as the communicator does: up to
+		// 64 KiB the kernel's buffers take both writes. A deadline turns a
+		// stall into an error, not a hang.
+		exchange := func() error { return bench.RawExchangeStep(conn, out, in) }
 		if err := conn.SetDeadline(time.Now().Add(time.Minute)); err != nil {
 			return err
 		}
