@@ -158,7 +158,7 @@ func (c *Comm) drainHeld(name string) error {
 }
 
 func (c *Comm) exitColl() {
-	if v := c.state.Add(endedUnit - 1 - collBit); v&paceMask == 0 || v&liveMask == closedBit {
+	if v := c.state.Add(endedUnit - 1 - collBit); wantsMore(v) {
 		c.exited(v)
 	}
 }

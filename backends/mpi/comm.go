@@ -160,10 +160,14 @@ func (c *Comm) enterAny() bool {
 // exit ends an operation; the last one after Close frees the communicator.
 // Every paceCalls-th looks whether to yield (pace).
 func (c *Comm) exit() {
-	if v := c.state.Add(endedUnit - 1); v&paceMask == 0 || v&liveMask == closedBit {
+	if v := c.state.Add(endedUnit - 1); wantsMore(v) {
 		c.exited(v)
 	}
 }
+
+// wantsMore reports whether the state v left by an operation's end asks
+// for exited: the last operation after Close, or a paceCalls-th end.
+func wantsMore(v int64) bool { return v&paceMask == 0 || v&liveMask == closedBit }
 
 // exited finishes exit, exitColl or exitSlow when the state after it, v,
 // asks for more: freeing the communicators, or a look at the clock.
