@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // OptionError reports an option whose value a driver cannot use: it names
@@ -16,14 +19,25 @@ type OptionError struct {
 	Key   string // the option's key
 	Value string // its value, as given
 	Want  string // what would be accepted, e.g. "an integer in [1, 64]"
+	// Err is the sentinel the error matches: ErrInvalidArgument when nil,
+	// ErrUnknownOption for a key the driver does not know.
+	Err error
 }
 
 func (e *OptionError) Error() string {
+	if e.Err == ErrUnknownOption {
+		return fmt.Sprintf("unknown option %s=%q: %s", e.Key, e.Value, e.Want)
+	}
 	return fmt.Sprintf("option %s=%q: want %s", e.Key, e.Value, e.Want)
 }
 
-// Unwrap returns ErrInvalidArgument.
-func (e *OptionError) Unwrap() error { return ErrInvalidArgument }
+// Unwrap returns Err, or ErrInvalidArgument when Err is nil.
+func (e *OptionError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return ErrInvalidArgument
+}
 
 // Invalid returns an *OptionError for key, with its value in o and want,
 // what the driver accepts. Drivers use it for values that parse but are out
@@ -130,4 +144,215 @@ func parseBytes(s string) (int64, bool) {
 		return 0, false
 	}
 	return n << shift, true
+}
+
+// ErrUnknownOption reports an option key that the driver being opened does
+// not know (a typo, or a key meant for another backend). It matches
+// ErrInvalidArgument too.
+var ErrUnknownOption = xerr.NewKind("unknown option", xerr.ErrInvalidArgument)
+
+// OptionReader reads the options of one driver's Open, checks each value's
+// type and range as it is read, and refuses the keys that were not read:
+//
+//	r := opts.Reader("cpu")
+//	workers := r.Int(OptWorkers, 0, 1, MaxWorkers)
+//	limit := r.Bytes(OptLimit, 0, 1, math.MaxInt64)
+//	huge := r.Bool(OptHugePages, false)
+//	if err := r.Err(); err != nil {
+//		return nil, xerr.Op("cpu", "open", err)
+//	}
+//
+// Every accessor returns its default when the key is absent, and also after
+// an error; Err returns the first error, or, when every value was good, an
+// error for the first key no accessor read, which names it and the keys the
+// driver knows. A key may be scoped to one backend as "name.key"
+// ("cpu.limit"): the reader of that backend reads it as key (and it takes
+// precedence over a bare key), and every other reader skips it, so one set
+// of options can serve a fallback chain of backends ("XPU_BACKEND=cuda,cpu").
+// Bare keys are read by whichever backend is opened.
+//
+// An OptionReader is for one goroutine; it is cheap (no allocation unless
+// an option is set).
+type OptionReader struct {
+	opts    Options
+	backend string
+	known   []string
+	err     error
+}
+
+// Reader returns an OptionReader of o for the driver registered as backend.
+func (o Options) Reader(backend string) *OptionReader {
+	return &OptionReader{opts: o, backend: backend}
+}
+
+// lookup marks key known and returns its value, scoped keys first.
+func (r *OptionReader) lookup(key string) (string, bool) {
+	r.known = append(r.known, key)
+	if r.err != nil {
+		return "", false
+	}
+	if v, ok := r.opts[r.backend+"."+key]; ok {
+		return v, true
+	}
+	v, ok := r.opts[key]
+	return v, ok
+}
+
+// fail records the first error; it returns def for the accessor to return.
+func fail[T any](r *OptionReader, key, value, want string, def T) T {
+	if r.err == nil {
+		r.err = &OptionError{Key: key, Value: value, Want: want}
+	}
+	return def
+}
+
+// Int reads key as a decimal integer in [lo, hi].
+func (r *OptionReader) Int(key string, def, lo, hi int) int {
+	v, ok := r.lookup(key)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < lo || n > hi {
+		return fail(r, key, v, fmt.Sprintf("an integer in [%d, %d]", lo, hi), def)
+	}
+	return n
+}
+
+// Bytes reads key as a size in bytes in [lo, hi], written as Options.Bytes
+// describes ("4096", "64K", "2 MiB").
+func (r *OptionReader) Bytes(key string, def, lo, hi int64) int64 {
+	v, ok := r.lookup(key)
+	if !ok {
+		return def
+	}
+	n, good := parseBytes(v)
+	if !good || n < lo || n > hi {
+		return fail(r, key, v, fmt.Sprintf(`a size in bytes from %s to %s, such as "4096" or "64K"`, FormatBytes(lo), FormatBytes(hi)), def)
+	}
+	return n
+}
+
+// Duration reads key as a Go duration ("250ms", "3s") in [lo, hi]; a bare
+// "0" is zero.
+func (r *OptionReader) Duration(key string, def, lo, hi time.Duration) time.Duration {
+	v, ok := r.lookup(key)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < lo || d > hi {
+		return fail(r, key, v, fmt.Sprintf("a duration from %v to %v", lo, hi), def)
+	}
+	return d
+}
+
+// Bool reads key as a boolean, as Options.Bool does.
+func (r *OptionReader) Bool(key string, def bool) bool {
+	v, ok := r.lookup(key)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return fail(r, key, v, "true or false", def)
+	}
+	return b
+}
+
+// Choice reads key as one of choices, compared without regard to case or
+// surrounding spaces, and returns it as written in choices.
+func (r *OptionReader) Choice(key, def string, choices ...string) string {
+	v, ok := r.lookup(key)
+	if !ok {
+		return def
+	}
+	for _, c := range choices {
+		if strings.EqualFold(strings.TrimSpace(v), c) {
+			return c
+		}
+	}
+	return fail(r, key, v, "one of "+strings.Join(choices, ", "), def)
+}
+
+// Err returns the first bad value read, else an *OptionError matching
+// ErrUnknownOption for the first key (in sorted order) that is neither read
+// by an accessor nor scoped to another backend, else nil.
+func (r *OptionReader) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	var unknown []string
+	for k := range r.opts {
+		name := k
+		if scope, rest, ok := strings.Cut(k, "."); ok {
+			if scope != r.backend {
+				continue
+			}
+			name = rest
+		}
+		if !slices.Contains(r.known, name) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	k := unknown[0]
+	known := slices.Clone(r.known)
+	slices.Sort(known)
+	known = slices.Compact(known)
+	want := r.backend + " takes no options"
+	if len(known) > 0 {
+		want = r.backend + " takes " + strings.Join(known, ", ")
+		if near := nearest(k, known); near != "" {
+			want = fmt.Sprintf("%s (did you mean %s?)", want, near)
+		}
+	}
+	return &OptionError{Key: k, Value: r.opts[k], Want: want, Err: ErrUnknownOption}
+}
+
+// nearest returns the known key within edit distance 2 of key, if one is.
+func nearest(key string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// FormatBytes writes n bytes as the largest unit of 1024 that divides it
+// exactly ("64 KiB", "1 GiB", "1000 B"), the form option errors use.
+func FormatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	u := 0
+	for n != 0 && n%1024 == 0 && u < len(units)-1 {
+		n /= 1024
+		u++
+	}
+	return strconv.FormatInt(n, 10) + " " + units[u]
 }

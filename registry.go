@@ -2,11 +2,14 @@ package xpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/xpu-go/xpu/xerr"
 )
 
 var (
@@ -79,7 +82,12 @@ func Open(ctx context.Context, name string, opts Options) (*Backend, error) {
 	}
 	b, err := d.Open(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("xpu: open %s: %w", name, err)
+		// A driver's own *xerr.Error names the backend already.
+		var xe *xerr.Error
+		if errors.As(err, &xe) && xe.Backend == name {
+			return nil, err
+		}
+		return nil, xerr.Op(name, "open", err)
 	}
 	if b.Name == "" {
 		b.Name = name

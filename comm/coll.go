@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"unsafe"
 
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -504,7 +505,7 @@ func checkRoot(p, root int, name string) error {
 
 //go:noinline
 func rootErr(name string, root, p int) error {
-	return fmt.Errorf("comm: %s root: %w", name, CheckRank(root, p, false))
+	return fmt.Errorf("comm: %s root: %w", name, impl.CheckRank(root, p, false))
 }
 
 // checkElems validates a reduction's element type and op, and that n
@@ -520,7 +521,7 @@ func checkElems(name string, dt DType, op Op, n int) error {
 
 //go:noinline
 func elemsErr(name string, dt DType, op Op, n int) error {
-	if err := CheckOp(op, dt); err != nil {
+	if err := op.Check(dt); err != nil {
 		return fmt.Errorf("comm: %s: %w", name, err)
 	}
 	return fmt.Errorf("comm: %s of %d bytes, not a whole number of %v: %w", name, n, dt, ErrInvalidArgument)

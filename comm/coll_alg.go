@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 
+	"github.com/xpu-go/xpu/internal/doubling"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -265,7 +266,7 @@ func allreduceShared(ctx context.Context, c Comm, send, recv memspace.Block, dt 
 }
 
 // allreduceRecursiveDoubling: log2 p rounds in which partners exchange
-// and fold their whole vectors, in the schedule of Doubling (with p not a
+// and fold their whole vectors, in the schedule of doubling.Schedule (with p not a
 // power of two, some ranks hand their vector over and sit out). Partners
 // fold the same two vectors in either order, so every rank ends with the
 // bitwise-same result.
@@ -282,7 +283,7 @@ func allreduceRecursiveDoubling(ctx context.Context, c Comm, send, recv memspace
 			return err
 		}
 		tmp, tmpB := f.alloc(n)
-		d := NewDoubling(p, r)
+		d := doubling.New(p, r)
 		if h := d.HandsTo(); h >= 0 {
 			if err := f.exchange(ctx, recv, h, memspace.Block{}, -1, tag); err != nil {
 				return err

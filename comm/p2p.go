@@ -3,9 +3,9 @@ package comm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -15,7 +15,7 @@ import (
 // a short grace: a send the backend cannot cancel (MPI) and the peer has
 // not taken by then stays in flight, still reading buf, as for Sendrecv.
 func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
-	if err := CheckTag(tag, false); err != nil {
+	if err := impl.CheckTag(tag, false); err != nil {
 		return err
 	}
 	if b, ok := c.(Blocking); ok {
@@ -33,7 +33,7 @@ func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 // On ctx done the receive is canceled where no message has matched yet and
 // ctx.Err() is returned.
 func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
-	if err := CheckTag(tag, true); err != nil {
+	if err := impl.CheckTag(tag, true); err != nil {
 		return Status{}, err
 	}
 	if b, ok := c.(Blocking); ok {
@@ -164,48 +164,4 @@ func Await(ctx context.Context, r Request) (Status, error) {
 		return st, nil
 	}
 	return Status{}, err
-}
-
-// CheckTag validates a user tag; wildcard allows AnyTag.
-func CheckTag(tag int, wildcard bool) error {
-	if tag == AnyTag && wildcard {
-		return nil
-	}
-	if tag < 0 || tag > MaxTag {
-		return fmt.Errorf("comm: tag %d outside [0, %d]: %w", tag, MaxTag, ErrInvalidArgument)
-	}
-	return nil
-}
-
-// CheckRank validates a rank of a group of size n; wildcard allows AnySource.
-func CheckRank(rank, n int, wildcard bool) error {
-	if rank == AnySource && wildcard {
-		return nil
-	}
-	if rank < 0 || rank >= n {
-		return fmt.Errorf("comm: rank %d outside [0, %d): %w", rank, n, ErrInvalidArgument)
-	}
-	return nil
-}
-
-// CheckWireTag validates a tag at the byte level (Isend, Irecv), where the
-// reserved tags of the collective algorithms are allowed; wildcard allows
-// AnyTag. Backends call it.
-func CheckWireTag(tag int, wildcard bool) error {
-	if tag == AnyTag && wildcard {
-		return nil
-	}
-	if tag < 0 || tag > MaxReservedTag {
-		return fmt.Errorf("comm: tag %d outside [0, %d]: %w", tag, MaxReservedTag, ErrInvalidArgument)
-	}
-	return nil
-}
-
-// MatchTag reports whether a message with tag matches a receive posted with
-// want, honouring AnyTag and the reserved range.
-func MatchTag(want, tag int) bool {
-	if want == AnyTag {
-		return tag <= MaxTag
-	}
-	return want == tag
 }

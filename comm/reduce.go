@@ -14,7 +14,7 @@ import (
 // aligned for dt. It is the kernel of the shared algorithms, exported for
 // backends that reduce on the host in their own collectives.
 func ReduceLocal(dst, a, b memspace.Block, dt DType, op Op) error {
-	if err := CheckOp(op, dt); err != nil {
+	if err := op.Check(dt); err != nil {
 		return err
 	}
 	n := dst.Len()

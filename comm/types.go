@@ -133,9 +133,9 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-// CheckOp reports whether op applies to d: a known op, and no Min or Max on
-// complex numbers.
-func CheckOp(op Op, d DType) error {
+// Check reports whether op applies to elements of d: a known op, and no Min
+// or Max on complex numbers. The error matches ErrInvalidArgument.
+func (op Op) Check(d DType) error {
 	if op < Sum || op > Max {
 		return fmt.Errorf("comm: unknown reduction %v: %w", op, ErrInvalidArgument)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 )
@@ -116,7 +117,7 @@ func memOf(b memspace.Block) ([]byte, error) {
 }
 
 func (s *fakeSpace) Allocate(size, align int) (memspace.Block, error) {
-	align, err := memspace.CheckAlloc(size, align, s.Properties().Alignment)
+	align, err := impl.CheckAlloc(size, align, s.Properties().Alignment)
 	if err != nil {
 		return memspace.Block{}, err
 	}

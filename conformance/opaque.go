@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // opaqueSpace is a space of memory the host cannot touch and no transfer
@@ -31,9 +33,9 @@ func (s *opaqueSpace) Properties() memspace.Properties {
 }
 
 func (s *opaqueSpace) Allocate(size, align int) (memspace.Block, error) {
-	align, err := memspace.CheckAlloc(size, align, 256)
+	align, err := impl.CheckAlloc(size, align, 256)
 	if err != nil {
-		return memspace.Block{}, err
+		return memspace.Block{}, xerr.Op(s.name, "alloc", err)
 	}
 	if size > 1<<40 {
 		return memspace.Block{}, fmt.Errorf("conformance: %s: %d bytes: %w", s.name, size, memspace.ErrOutOfMemory)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -59,7 +60,7 @@ func (f *fakeSpace) Properties() memspace.Properties {
 }
 
 func (f *fakeSpace) Allocate(size, align int) (memspace.Block, error) {
-	align, err := memspace.CheckAlloc(size, align, f.align)
+	align, err := impl.CheckAlloc(size, align, f.align)
 	if err != nil {
 		return memspace.Block{}, err
 	}

@@ -68,6 +68,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -298,9 +299,9 @@ func (p *Pool) roundSize(size int) int {
 // retries before returning ErrOutOfMemory. After Close it returns
 // ErrClosed.
 func (p *Pool) Allocate(size, align int) (Block, error) {
-	align, err := CheckAlloc(size, align, p.minBlock)
+	align, err := impl.CheckAlloc(size, align, p.minBlock)
 	if err != nil {
-		return Block{}, err
+		return Block{}, p.opErr("alloc", err)
 	}
 	if size > maxPoolRequest {
 		return Block{}, p.opErr("alloc", fmt.Errorf("%d bytes: %w", size, ErrOutOfMemory))

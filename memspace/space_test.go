@@ -47,32 +47,6 @@ func TestStatsOf(t *testing.T) {
 	assert.Contains(t, err.Error(), "go-heap")
 }
 
-func TestCheckAlloc(t *testing.T) {
-	for _, c := range []struct{ size, align, def, want int }{
-		{1, 0, 64, 64},
-		{1, 8, 64, 64},
-		{1, 128, 64, 128},
-		{1, memspace.MaxAlign, 64, memspace.MaxAlign},
-		{1, 1, 1, 1},
-	} {
-		got, err := memspace.CheckAlloc(c.size, c.align, c.def)
-		require.NoError(t, err, "%+v", c)
-		assert.Equal(t, c.want, got, "%+v", c)
-	}
-	for _, c := range []struct{ size, align int }{
-		{0, 0}, {-5, 0}, {1, 3}, {1, -1}, {1, -64}, {1, memspace.MaxAlign << 1}, {1, 6},
-	} {
-		_, err := memspace.CheckAlloc(c.size, c.align, 64)
-		assert.ErrorIs(t, err, memspace.ErrInvalidArgument, "%+v", c)
-	}
-	_, err := memspace.CheckAlloc(-12, 0, 64)
-	assert.ErrorContains(t, err, "size -12 is not positive")
-	_, err = memspace.CheckAlloc(0, 0, 64)
-	assert.ErrorContains(t, err, "size 0 is not positive")
-	_, err = memspace.CheckAlloc(8, 24, 64)
-	assert.ErrorContains(t, err, "alignment 24 is not a power of two")
-}
-
 func TestSentinelKinds(t *testing.T) {
 	assert.ErrorIs(t, memspace.ErrDoubleFree, memspace.ErrInvalidArgument)
 	assert.ErrorIs(t, memspace.ErrForeignBlock, memspace.ErrInvalidArgument)

@@ -2,6 +2,8 @@ package xerr
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -63,7 +65,7 @@ func (e *Error) Error() string {
 	b.WriteString(e.Backend)
 	if e.Device >= 0 {
 		b.WriteString(":")
-		b.WriteString(itoa(e.Device))
+		b.WriteString(strconv.Itoa(e.Device))
 	}
 	if e.Op != "" {
 		b.WriteString(" ")
@@ -90,24 +92,30 @@ func Op(backend, op string, err error) error {
 	return &Error{Backend: backend, Device: -1, Op: op, Err: err}
 }
 
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
+// Dev wraps err as an *Error for backend, operation op on device. A nil err
+// returns nil.
+func Dev(backend string, device int, op string, err error) error {
+	if err == nil {
+		return nil
 	}
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	var buf [20]byte
-	i := len(buf)
-	for n > 0 {
-		i--
-		buf[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		buf[i] = '-'
-	}
-	return string(buf[i:])
+	return &Error{Backend: backend, Device: device, Op: op, Err: err}
+}
+
+// Errorf returns an *Error for backend and operation op, with no device,
+// whose cause is the detail formatted from format and args followed by
+// sentinel: Errorf("cpu", "alloc", ErrInvalidArgument, "size %d is not
+// positive", 0) prints "cpu alloc: size 0 is not positive: invalid
+// argument" and matches ErrInvalidArgument. This is the one shape of a
+// backend error: one line, the place first, the detail, the sentinel last.
+// The args may wrap further errors with %w.
+func Errorf(backend, op string, sentinel error, format string, args ...any) error {
+	return &Error{Backend: backend, Device: -1, Op: op, Err: Detail(sentinel, format, args...)}
+}
+
+// Detail returns the cause of an *Error: the detail formatted from format
+// and args, then ": " and sentinel, on one line, matching sentinel (and any
+// error args wraps with %w) under errors.Is. Errorf and a Dev of a Detail
+// are its usual callers.
+func Detail(sentinel error, format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, sentinel)...)
 }

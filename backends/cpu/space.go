@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -143,9 +144,9 @@ func opErr(op string, err error) error {
 // memory cannot be had or the Limit would be passed, and ErrClosed after
 // Close.
 func (s *Space) Allocate(size, align int) (memspace.Block, error) {
-	align, err := memspace.CheckAlloc(size, align, DefaultAlignment)
+	align, err := impl.CheckAlloc(size, align, DefaultAlignment)
 	if err != nil {
-		return memspace.Block{}, err
+		return memspace.Block{}, opErr("alloc", err)
 	}
 	if !sysHasMmap {
 		return memspace.Block{}, opErr("alloc", fmt.Errorf("%w: %v", memspace.ErrNotSupported, errNoMmapText))

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -193,10 +194,10 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 // send starts a send. It returns the request when the send is pending, or
 // nil and the status when it has completed; err when it did not start.
 func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, error) {
-	if err := comm.CheckRank(dest, len(c.g.ranks), false); err != nil {
+	if err := impl.CheckRank(dest, len(c.g.ranks), false); err != nil {
 		return nil, comm.Status{}, opErr("send", err)
 	}
-	if err := comm.CheckWireTag(tag, false); err != nil {
+	if err := impl.CheckWireTag(tag, false); err != nil {
 		return nil, comm.Status{}, opErr("send", err)
 	}
 	data, err := hostBytes(buf)
@@ -285,10 +286,10 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 // pending, or nil and its outcome (st, res) when it has completed; err when
 // it did not start.
 func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.Status, res, err error) {
-	if err := comm.CheckRank(source, len(c.g.ranks), true); err != nil {
+	if err := impl.CheckRank(source, len(c.g.ranks), true); err != nil {
 		return nil, comm.Status{}, nil, opErr("recv", err)
 	}
-	if err := comm.CheckWireTag(tag, true); err != nil {
+	if err := impl.CheckWireTag(tag, true); err != nil {
 		return nil, comm.Status{}, nil, opErr("recv", err)
 	}
 	data, err := hostBytes(buf)

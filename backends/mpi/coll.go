@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -86,7 +87,7 @@ func reduction(name string, dt comm.DType, op comm.Op) (int, int, error) {
 
 //go:noinline
 func reductionErr(name string, dt comm.DType, op comm.Op) error {
-	if err := comm.CheckOp(op, dt); err != nil {
+	if err := op.Check(dt); err != nil {
 		return opErr(name, err)
 	}
 	return opErr(name, fmt.Errorf("no MPI type for %v %v: %w", op, dt, comm.ErrInvalidArgument))
@@ -382,7 +383,7 @@ func (c *Comm) bcastWatched(ctx context.Context, buf memspace.Block, root int) e
 
 //go:noinline
 func rootErr(name string, root, size int) error {
-	return opErr(name, comm.CheckRank(root, size, false))
+	return opErr(name, impl.CheckRank(root, size, false))
 }
 
 // Reduce reduces send over every rank with op into recv on rank root

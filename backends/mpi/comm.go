@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -346,10 +347,10 @@ func hostArgs(op string, buf memspace.Block) (unsafe.Pointer, int, error) {
 // p2pArgs validates a point-to-point call and returns its MPI arguments.
 func (c *Comm) p2pArgs(op string, buf memspace.Block, peer, tag int, recv bool) (unsafe.Pointer, int, handle, int, error) {
 	var h handle
-	if err := comm.CheckWireTag(tag, recv); err != nil {
+	if err := impl.CheckWireTag(tag, recv); err != nil {
 		return nil, 0, h, 0, opErr(op, err)
 	}
-	if err := comm.CheckRank(peer, c.size, recv); err != nil {
+	if err := impl.CheckRank(peer, c.size, recv); err != nil {
 		return nil, 0, h, 0, opErr(op, err)
 	}
 	if peer == comm.AnySource {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/doubling"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -13,7 +14,7 @@ const tagSmall = tagRing + 1
 
 // allreduceSmall is the allreduce up to ringMin: recursive doubling, in
 // which partners exchange their whole vectors log2(p) times, each folding
-// the partner's vector into its own, in the schedule of comm.Doubling
+// the partner's vector into its own, in the schedule of doubling.Schedule
 // (the shared algorithm's).
 //
 // It does what the shared algorithm does with less around it: it runs as
@@ -47,7 +48,7 @@ func (c *Comm) allreduceSmall(ctx context.Context, sc *smallColl, send, recv mem
 	acc, accB := recv, recvB
 	other, otherB := sc.tmpBlk, sc.tmp[:n]
 
-	d := comm.NewDoubling(p, r)
+	d := doubling.New(p, r)
 	if h := d.HandsTo(); h >= 0 {
 		// Hand the vector over, then take the result back.
 		q, err := sc.send(c, h, accB)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -457,10 +458,10 @@ func (c *Comm) takeUnexpected(source, tag int) *request {
 // destination, or the source where wildcard allows AnySource and AnyTag)
 // and returns the host view of buf.
 func (c *Comm) hostArgs(op string, buf memspace.Block, rank, tag int, wildcard bool) ([]byte, error) {
-	if err := comm.CheckRank(rank, c.size, wildcard); err != nil {
+	if err := impl.CheckRank(rank, c.size, wildcard); err != nil {
 		return nil, opErr(op, err)
 	}
-	if err := comm.CheckWireTag(tag, wildcard); err != nil {
+	if err := impl.CheckWireTag(tag, wildcard); err != nil {
 		return nil, opErr(op, err)
 	}
 	data, err := hostBytes(buf)

@@ -7,7 +7,9 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Space is a fixed-capacity host memory space.
@@ -57,9 +59,9 @@ func (s *Space) Properties() memspace.Properties {
 
 // Allocate returns the first free span that fits size at align.
 func (s *Space) Allocate(size, align int) (memspace.Block, error) {
-	align, err := memspace.CheckAlloc(size, align, 16)
+	align, err := impl.CheckAlloc(size, align, 16)
 	if err != nil {
-		return memspace.Block{}, err
+		return memspace.Block{}, xerr.Op("arena", "alloc", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

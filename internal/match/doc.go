@@ -16,7 +16,7 @@
 // those it matches (TakeUnexpected). Together these keep MPI's
 // non-overtaking order: two messages from one sender that one receive
 // matches are received in the order they were sent. comm.AnyTag never
-// matches the reserved tags of the collectives (comm.MatchTag).
+// matches the reserved tags of the collectives (impl.MatchTag).
 //
 // A Table does no locking: its owner guards it, as it guards the state it
 // changes in the same critical sections. Entries are linked in place, so

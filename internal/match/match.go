@@ -4,6 +4,7 @@ import (
 	"iter"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 )
 
 // Entry is the part of a request or message that a Table keeps; embed it.
@@ -85,7 +86,7 @@ func (q *queue[T, P]) all(k int) iter.Seq[P] {
 func (q *queue[T, P]) first(k int, tag int, recv bool) P {
 	for x := q.head; x != nil; x = P(x).entry().l[k].next {
 		e := P(x).entry()
-		if recv && comm.MatchTag(e.tag, tag) || !recv && comm.MatchTag(tag, e.tag) {
+		if recv && impl.MatchTag(e.tag, tag) || !recv && impl.MatchTag(tag, e.tag) {
 			return P(x)
 		}
 	}

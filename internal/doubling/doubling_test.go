@@ -1,4 +1,4 @@
-package comm_test
+package doubling_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/doubling"
 )
 
 // TestDoubling runs the schedule of every group size up to 33 on sets of
@@ -15,10 +15,10 @@ import (
 func TestDoubling(t *testing.T) {
 	for p := 1; p <= 33; p++ {
 		t.Run(fmt.Sprint(p), func(t *testing.T) {
-			ds := make([]comm.Doubling, p)
+			ds := make([]doubling.Schedule, p)
 			has := make([]uint64, p)
 			for r := range p {
-				ds[r] = comm.NewDoubling(p, r)
+				ds[r] = doubling.New(p, r)
 				has[r] = 1 << r
 			}
 			steps := -1

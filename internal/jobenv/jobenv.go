@@ -1,0 +1,128 @@
+package jobenv
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// The variables `xpu run` sets in every rank, and XPU_BACKEND, which
+// xpu.OpenDefault reads.
+const (
+	Rank       = "XPU_RANK"        // the rank, 0 … N-1
+	WorldSize  = "XPU_WORLD_SIZE"  // N
+	LocalRank  = "XPU_LOCAL_RANK"  // the rank among those on its host
+	LocalSize  = "XPU_LOCAL_SIZE"  // the number of ranks on its host
+	MasterAddr = "XPU_MASTER_ADDR" // host of rank 0's rendezvous store
+	MasterPort = "XPU_MASTER_PORT" // its port
+	JobSecret  = "XPU_JOB_SECRET"  // the key that authenticates the job's ranks to each other
+	Backend    = "XPU_BACKEND"     // the backend chain of xpu.OpenDefault ("cuda,cpu")
+)
+
+// Getenv reads one variable; os.Getenv is one.
+type Getenv func(string) string
+
+// OS reads the process's environment.
+var OS Getenv = os.Getenv
+
+// Launcher is how one launcher names a process's place in its job.
+type Launcher struct {
+	Name      string // "xpu", "open-mpi", "pmix", "pmi", "slurm"
+	Rank      string // the variable holding the rank
+	Size      string // the variable holding the number of ranks
+	LocalSize string // the number of ranks on this host, "" when the launcher sets none
+}
+
+// Launchers lists the launchers in the order they are tried: xpu's own
+// first, so `xpu run` under an outer launcher wins; then Open MPI, PMIx,
+// PMI (MPICH's hydra, Intel MPI) and Slurm.
+var Launchers = []Launcher{
+	{Name: "xpu", Rank: Rank, Size: WorldSize, LocalSize: LocalSize},
+	{Name: "open-mpi", Rank: "OMPI_COMM_WORLD_RANK", Size: "OMPI_COMM_WORLD_SIZE",
+		LocalSize: "OMPI_COMM_WORLD_LOCAL_SIZE"},
+	{Name: "pmix", Rank: "PMIX_RANK", Size: "PMIX_SIZE"},
+	{Name: "pmi", Rank: "PMI_RANK", Size: "PMI_SIZE", LocalSize: "MPI_LOCALNRANKS"},
+	{Name: "slurm", Rank: "SLURM_PROCID", Size: "SLURM_NTASKS", LocalSize: "SLURM_NTASKS_PER_NODE"},
+}
+
+// Place is a process's place in a job, as its launcher gave it.
+type Place struct {
+	Launcher string // the Launcher's Name
+	Rank     int    // in [0, Size)
+	Size     int    // at least 1
+}
+
+// Find returns the place the first launcher that set both its rank and its
+// size variables gives, ok false when none did. A launcher whose variables
+// are set but do not describe a rank of a job (not integers, a rank outside
+// [0, size)) is an error matching xerr.ErrInvalidArgument that names them:
+// a job described wrongly is never taken for no job.
+func Find(env Getenv) (p Place, ok bool, err error) {
+	for _, l := range Launchers {
+		rs, ss := strings.TrimSpace(env(l.Rank)), strings.TrimSpace(env(l.Size))
+		if rs == "" || ss == "" {
+			continue
+		}
+		r, err1 := strconv.Atoi(rs)
+		s, err2 := strconv.Atoi(ss)
+		if err1 != nil || err2 != nil || s < 1 || r < 0 || r >= s {
+			return Place{}, false, xerr.Errorf("env", l.Name, xerr.ErrInvalidArgument,
+				"%s=%q and %s=%q are not a rank of a job of at least one rank", l.Rank, rs, l.Size, ss)
+		}
+		return Place{Launcher: l.Name, Rank: r, Size: s}, true, nil
+	}
+	return Place{}, false, nil
+}
+
+// InJob reports whether a launcher set both its rank and size variables.
+func InJob(env Getenv) bool {
+	for _, l := range Launchers {
+		if env(l.Rank) != "" && env(l.Size) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// AllLocal reports whether the launcher says all size ranks run on this
+// host: a job of one rank, a launcher's local size equal to size, or a
+// Slurm allocation of one node.
+func AllLocal(env Getenv, size int) bool {
+	if size == 1 {
+		return true
+	}
+	for _, l := range Launchers {
+		if l.LocalSize == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(env(l.LocalSize))); err == nil && n == size {
+			return true
+		}
+	}
+	return env("SLURM_NNODES") == "1"
+}
+
+// JobID returns an identity of the job that its ranks share, or "" when no
+// launcher gives one. Slurm's names the job and the step.
+func JobID(env Getenv) string {
+	if j := env("SLURM_JOB_ID"); j != "" {
+		return "slurm " + j + "." + env("SLURM_STEP_ID")
+	}
+	for _, v := range []string{"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_KVSNAME"} {
+		if j := env(v); j != "" {
+			return v + " " + j
+		}
+	}
+	return ""
+}
+
+// String describes p for messages: "rank 2 of 4 (open-mpi)".
+func (p Place) String() string {
+	return fmt.Sprintf("rank %d of %d (%s)", p.Rank, p.Size, p.Launcher)
+}
+
+// Map returns a Getenv over m, for tests.
+func Map(m map[string]string) Getenv { return func(k string) string { return m[k] } }
