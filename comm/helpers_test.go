@@ -6,16 +6,16 @@ import (
 	"reflect"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/commtest"
 	"github.com/xpu-go/xpu/memspace"
 )
 
 // guard is the generous time limit that turns a hang into a failure.
-const guard = 10 * time.Second
+const guard = commtest.Guard
 
 // Celsius is a named element type: reductions must find its kind.
 type Celsius float32
@@ -36,17 +36,10 @@ var protocols = []struct {
 // newGroup makes a group of n local ranks, closed when the test ends.
 func newGroup(t testing.TB, n int, opts local.Options) []comm.Comm {
 	t.Helper()
-	ls, err := local.NewGroup(n, opts)
-	require.NoError(t, err)
 	cs := make([]comm.Comm, n)
-	for i, c := range ls {
+	for i, c := range commtest.Group(t, n, local.NewGroup, opts) {
 		cs[i] = c
 	}
-	t.Cleanup(func() {
-		for _, c := range cs {
-			_ = c.Close()
-		}
-	})
 	return cs
 }
 
@@ -77,29 +70,7 @@ func run(t testing.TB, n int, opts local.Options, fn func(ctx context.Context, c
 // buf views s as a buffer of the Go heap.
 func buf[T any](t testing.TB, s []T) *memspace.Buffer[T] {
 	t.Helper()
-	b, err := memspace.FromSlice(s)
-	require.NoError(t, err)
-	return b
-}
-
-// fromInt converts v to T, whatever T's kind (named types included); for a
-// complex T, im is the imaginary part.
-func fromInt[T any](v, im int) T {
-	var x T
-	rv := reflect.ValueOf(&x).Elem()
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		rv.SetInt(int64(v))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		rv.SetUint(uint64(v))
-	case reflect.Float32, reflect.Float64:
-		rv.SetFloat(float64(v))
-	case reflect.Complex64, reflect.Complex128:
-		rv.SetComplex(complex(float64(v), float64(im)))
-	default:
-		panic(fmt.Sprintf("fromInt: kind %v", rv.Kind()))
-	}
-	return x
+	return commtest.Buffer(t, s)
 }
 
 // isUnsigned reports whether T is an unsigned integer type.
@@ -120,13 +91,13 @@ func input[T comm.Number](op comm.Op, r, j int) T {
 		if isUnsigned[T]() {
 			f = [...]int{2, 1, 3, 1}[(r*3+j)%4]
 		}
-		return fromInt[T](f, (r+j)%2)
+		return commtest.FromInt[T](f, (r+j)%2)
 	}
 	v := (r*7+j*3)%11 - 5
 	if isUnsigned[T]() {
 		v += 5
 	}
-	return fromInt[T](v, (r+2*j)%5-2)
+	return commtest.FromInt[T](v, (r+2*j)%5-2)
 }
 
 // less orders the ordered kinds (not complex) by value.

@@ -1,32 +1,22 @@
 package local_test
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/commtest"
 	"github.com/xpu-go/xpu/memspace"
 )
 
 // guard is the generous time limit that turns a hang into a failure.
-const guard = 10 * time.Second
+const guard = commtest.Guard
 
 // group makes a group and closes its ranks when the test ends.
 func group(t testing.TB, n int, opts local.Options) []*local.Comm {
 	t.Helper()
-	cs, err := local.NewGroup(n, opts)
-	require.NoError(t, err)
-	require.Len(t, cs, n)
-	t.Cleanup(func() {
-		for _, c := range cs {
-			require.NoError(t, c.Close())
-		}
-	})
-	return cs
+	return commtest.Group(t, n, local.NewGroup, opts)
 }
 
 // protocols are the option sets that force each protocol.
@@ -42,12 +32,7 @@ var protocols = []struct {
 // goroutine (it reports a failure with Errorf, never FailNow).
 func blk(t testing.TB, p []byte) memspace.Block {
 	t.Helper()
-	b, err := memspace.FromSlice(p)
-	if err != nil {
-		t.Errorf("FromSlice: %v", err)
-		return memspace.Block{}
-	}
-	return b.Block()
+	return commtest.Block(t, p)
 }
 
 // pattern returns n bytes that depend on seed.
@@ -62,11 +47,7 @@ func pattern(n int, seed byte) []byte {
 // wait waits for r under the guard and fails the test on a hang.
 func wait(t testing.TB, r comm.Request) (comm.Status, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	defer cancel()
-	st, err := r.Wait(ctx)
-	require.False(t, errors.Is(err, context.DeadlineExceeded), "request did not complete within %v", guard)
-	return st, err
+	return commtest.Wait(t, r, guard)
 }
 
 // pending asserts that r has not completed.

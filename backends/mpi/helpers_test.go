@@ -5,13 +5,12 @@ package mpi_test
 import (
 	"context"
 	"os"
-	"reflect"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/commtest"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -63,9 +62,7 @@ var contexts = []struct {
 // buf views a Go slice as a block.
 func buf[T any](t testing.TB, s []T) memspace.Block {
 	t.Helper()
-	b, err := memspace.FromSlice(s)
-	require.NoError(t, err)
-	return b.Block()
+	return commtest.Buffer(t, s).Block()
 }
 
 // pattern returns n bytes that depend on seed.
@@ -79,30 +76,12 @@ func pattern(n int, seed int) []byte {
 
 // mk returns the element of T with real part re and imaginary part im
 // (ignored for real types).
-func mk[T comm.Number](re, im int) T {
-	var z T
-	v := reflect.ValueOf(&z).Elem()
-	switch v.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(int64(re))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		v.SetUint(uint64(re))
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(float64(re))
-	case reflect.Complex64, reflect.Complex128:
-		v.SetComplex(complex(float64(re), float64(im)))
-	}
-	return z
-}
+func mk[T comm.Number](re, im int) T { return commtest.FromInt[T](re, im) }
 
 // wait waits for r under the guard.
 func wait(t testing.TB, r comm.Request) (comm.Status, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	defer cancel()
-	st, err := r.Wait(ctx)
-	require.NotErrorIs(t, err, context.DeadlineExceeded, "request did not complete within %v", guard)
-	return st, err
+	return commtest.Wait(t, r, guard)
 }
 
 func mod(a, p int) int { return ((a % p) + p) % p }
