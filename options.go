@@ -306,7 +306,7 @@ func (r *OptionReader) Err() error {
 	want := r.backend + " takes no options"
 	if len(known) > 0 {
 		want = r.backend + " takes " + strings.Join(known, ", ")
-		if near := nearest(k, known); near != "" {
+		if near := nearest(strings.TrimPrefix(k, r.backend+"."), known); near != "" {
 			want = fmt.Sprintf("%s (did you mean %s?)", want, near)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -19,7 +20,7 @@ var (
 
 // EnvBackend is the environment variable OpenDefault reads: a
 // comma-separated, ordered fallback chain of backend names ("cuda,cpu").
-const EnvBackend = "XPU_BACKEND"
+const EnvBackend = jobenv.Backend
 
 // DefaultChain is the chain OpenDefault tries when EnvBackend is unset.
 var DefaultChain = []string{"cuda", "cpu"}
@@ -60,7 +61,9 @@ func Drivers() []string {
 	return names
 }
 
-func lookup(name string) (Driver, error) {
+// lookup returns the driver registered under name, or an error of op
+// matching ErrUnknownBackend that lists the registered names.
+func lookup(op, name string) (Driver, error) {
 	driversMu.RLock()
 	d, ok := drivers[name]
 	driversMu.RUnlock()
@@ -69,14 +72,14 @@ func lookup(name string) (Driver, error) {
 		if avail == "" {
 			avail = "none"
 		}
-		return nil, fmt.Errorf("xpu: %w %q (forgotten import?); available: %s", ErrUnknownBackend, name, avail)
+		return nil, xerr.Op("xpu", op, fmt.Errorf("%w %q (forgotten import?); available: %s", ErrUnknownBackend, name, avail))
 	}
 	return d, nil
 }
 
 // Open opens the backend registered under name.
 func Open(ctx context.Context, name string, opts Options) (*Backend, error) {
-	d, err := lookup(name)
+	d, err := lookup("open", name)
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +99,9 @@ func Open(ctx context.Context, name string, opts Options) (*Backend, error) {
 }
 
 // SkipError is returned by OpenDefault when no candidate of the chain could
-// be opened. It lists each candidate with the reason it was skipped, and
-// matches each reason under errors.Is (ErrUnavailable, typically).
+// be opened. It lists the reason each candidate was skipped, each of which
+// names its candidate, on one line separated by "; ", and matches each
+// reason under errors.Is (ErrUnavailable, typically).
 type SkipError struct {
 	Chain   []string
 	Reasons []error
@@ -109,7 +113,12 @@ func (e *SkipError) Error() string {
 	b.WriteString(strings.Join(e.Chain, ","))
 	b.WriteString(" could be opened")
 	for i, r := range e.Reasons {
-		fmt.Fprintf(&b, "\n  %s: %v", e.Chain[i], r)
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(r.Error())
 	}
 	return b.String()
 }
@@ -153,7 +162,7 @@ func OpenDefault(ctx context.Context, opts Options) (*Backend, []error, error) {
 
 // Describe returns the Info of the backend registered under name.
 func Describe(ctx context.Context, name string) (Info, error) {
-	d, err := lookup(name)
+	d, err := lookup("describe", name)
 	if err != nil {
 		return Info{}, err
 	}

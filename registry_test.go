@@ -67,6 +67,11 @@ func TestOpenUnknown(t *testing.T) {
 	assert.ErrorIs(t, err, xpu.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `"t-nope" (forgotten import?)`)
 	assert.Contains(t, err.Error(), "t-known", "the error lists what is available")
+	assert.Equal(t, `xpu open: unknown backend "t-nope" (forgotten import?); available: `+strings.Join(xpu.Drivers(), ", "),
+		err.Error())
+	var xe *xerr.Error
+	require.ErrorAs(t, err, &xe)
+	assert.Equal(t, "xpu", xe.Backend)
 }
 
 func TestOpenAndClose(t *testing.T) {
@@ -84,6 +89,47 @@ func TestOpenAndClose(t *testing.T) {
 	_, err = xpu.Open(context.Background(), "t-down", nil)
 	assert.ErrorIs(t, err, xpu.ErrUnavailable)
 	assert.Contains(t, err.Error(), "no device", "the reason is kept")
+	assert.Equal(t, "t-down open: no device: backend unavailable", err.Error())
+}
+
+// A driver's own *xerr.Error names the backend already: Open returns it as
+// it is, so the backend is named once. Any other error is wrapped as the
+// backend's "open".
+func TestOpenDriverErrors(t *testing.T) {
+	own := xerr.Errorf("t-own", "open", xpu.ErrUnavailable, "no device")
+	register(t, "t-own", &fakeDriver{err: own})
+	_, err := xpu.Open(context.Background(), "t-own", nil)
+	assert.Same(t, own, err, "returned unwrapped")
+	assert.Equal(t, "t-own open: no device: backend unavailable", err.Error())
+
+	// Wrapped deeper, it still names the backend.
+	deep := fmt.Errorf("probe: %w", xerr.Op("t-deep", "init", xpu.ErrUnavailable))
+	register(t, "t-deep", &fakeDriver{err: deep})
+	_, err = xpu.Open(context.Background(), "t-deep", nil)
+	assert.Same(t, deep, err)
+	assert.Equal(t, "probe: t-deep init: backend unavailable", err.Error())
+
+	// An *xerr.Error of another place does not name this backend.
+	other := xerr.Errorf("env", "xpu", xpu.ErrInvalidArgument, "XPU_RANK=%q", "x")
+	register(t, "t-other", &fakeDriver{err: other})
+	_, err = xpu.Open(context.Background(), "t-other", nil)
+	assert.ErrorIs(t, err, xpu.ErrInvalidArgument)
+	assert.Equal(t, `t-other open: env xpu: XPU_RANK="x": invalid argument`, err.Error())
+	var xe *xerr.Error
+	require.ErrorAs(t, err, &xe)
+	assert.Equal(t, xerr.Error{Backend: "t-other", Device: -1, Op: "open", Err: other}, *xe)
+
+	plain := errors.New("libfake.so: cannot open shared object file")
+	register(t, "t-plain", &fakeDriver{err: plain})
+	_, err = xpu.Open(context.Background(), "t-plain", nil)
+	assert.ErrorIs(t, err, plain)
+	assert.Equal(t, "t-plain open: libfake.so: cannot open shared object file", err.Error())
+
+	for _, name := range []string{"t-own", "t-deep", "t-other", "t-plain"} {
+		_, err := xpu.Open(context.Background(), name, nil)
+		assert.NotContains(t, err.Error(), "\n", name)
+		assert.Equal(t, 1, strings.Count(err.Error(), name), "%s is named once: %v", name, err)
+	}
 }
 
 func TestCloseJoinsErrorsButNotErrClosed(t *testing.T) {
@@ -122,7 +168,9 @@ func TestOpenDefaultChain(t *testing.T) {
 	assert.Equal(t, []string{"t-down", "t-missing"}, se.Chain)
 	assert.ErrorIs(t, err, xpu.ErrUnavailable, "the reasons are reachable with errors.Is")
 	msg := err.Error()
-	assert.True(t, strings.Contains(msg, "t-down: ") && strings.Contains(msg, "t-missing: "), msg)
+	assert.True(t, strings.Contains(msg, "t-down ") && strings.Contains(msg, `"t-missing"`), msg)
+	assert.Equal(t, `xpu: no backend of t-down,t-missing could be opened: t-down open: libfake.so not found: backend unavailable; `+
+		`xpu open: unknown backend "t-missing" (forgotten import?); available: `+strings.Join(xpu.Drivers(), ", "), msg)
 
 	t.Setenv(xpu.EnvBackend, "")
 	assert.Equal(t, xpu.DefaultChain, xpu.Chain())
@@ -136,6 +184,7 @@ func TestDescribe(t *testing.T) {
 	assert.False(t, info.Available)
 	_, err = xpu.Describe(context.Background(), "t-none")
 	assert.ErrorIs(t, err, xpu.ErrUnknownBackend)
+	assert.True(t, strings.HasPrefix(err.Error(), `xpu describe: unknown backend "t-none" (forgotten import?); available: `), err.Error())
 	var found bool
 	for _, in := range xpu.DescribeAll(context.Background()) {
 		found = found || in.Name == "t-info"

@@ -51,7 +51,8 @@ func (b *Backend) OnClose(f func() error) { b.closers = append(b.closers, f) }
 // Close releases the backend's components: its Comm, executor and spaces,
 // as the driver registered them. A component the program already closed is
 // not an error (its ErrClosed is dropped); every other error is returned,
-// joined.
+// joined with errors.Join: separate failures of separate components, one
+// line each.
 func (b *Backend) Close() error {
 	var errs []error
 	for i := len(b.closers) - 1; i >= 0; i-- {

@@ -33,15 +33,17 @@ func openBackend(name string, opts xpu.Options) func(t *testing.T) *xpu.Backend 
 	}
 }
 
-// TestCPU runs every suite over the reference host backend.
+// TestCPU runs every suite over the reference host backend, opened by
+// name, and checks what its driver's Info claims.
 func TestCPU(t *testing.T) {
-	conformance.Run(t, openBackend("cpu", xpu.Options{"workers": "4"}))
+	conformance.RunDriver(t, "cpu", xpu.Options{"workers": "4"})
 }
 
 // TestLocal runs the communicator suite over the in-process backend, as
-// registered (eager messages up to the default limit).
+// registered (eager messages up to the default limit), and checks what its
+// driver's Info claims.
 func TestLocal(t *testing.T) {
-	conformance.Run(t, openBackend(local.Name, nil))
+	conformance.RunDriver(t, local.Name, nil)
 }
 
 // TestLocalRendezvous runs the communicator suite over groups that send

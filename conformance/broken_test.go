@@ -42,9 +42,10 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 		t.Skip("in the child process")
 	}
 	cases := []struct {
-		test string // the TestBroken… function, with an optional -run suffix
-		ok   bool   // the child must pass (declarations), not fail
-		want []string
+		test   string // the TestBroken… function, with an optional -run suffix
+		ok     bool   // the child must pass (declarations), not fail
+		want   []string
+		absent []string // what the child's output must not say
 	}{
 		{test: "TestBrokenAlignment", want: []string{
 			"--- FAIL: TestBrokenAlignment/space/alloc/alignment",
@@ -90,6 +91,28 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			`Declare("executor/no-such-case") names no case of the executor suite`,
 			`Declare("executor/name") has no reason`,
 		}},
+		{test: "TestBrokenCapabilitiesListed/^backend$/^capabilities$", want: []string{
+			"--- FAIL: TestBrokenCapabilitiesListed/backend/capabilities",
+			"Info lists memory.stats 2 times",
+			"Info lists memory.lookup but conformance_test.fakeSpace does not implement memspace.Lookuper",
+			"Info lists streams but the backend has no executor",
+			"Info lists group but Backend.Group is nil",
+		}},
+		{test: "TestBrokenCapabilitiesUnlisted/^backend$/^capabilities$", want: []string{
+			"--- FAIL: TestBrokenCapabilitiesUnlisted/backend/capabilities",
+			"conformance_test.fakeSpace implements memspace.StatsSpace but Info does not list memory.stats",
+			"local.Comm implements comm.Comm but Info does not list p2p",
+			"Backend.Group is set but Info does not list group",
+		}},
+		{test: "TestHonestDriver/^backend$/^capabilities$", ok: true, want: []string{
+			"--- PASS: TestHonestDriver/backend/capabilities",
+		}, absent: []string{"Info lists", "Info does not list"}},
+		{test: "TestBrokenUnknownDriver", want: []string{
+			`conformance: xpu describe: unknown backend "conformance-test-no-such-driver" (forgotten import?)`,
+		}},
+		{test: "TestRunDoesNotCheckInfo/^backend$", ok: true, want: []string{
+			"--- PASS: TestRunDoesNotCheckInfo/backend/composition",
+		}, absent: []string{"backend/capabilities"}},
 		{test: "TestDeclared", ok: true, want: []string{
 			"--- SKIP: TestDeclared/executor/parallel/nested",
 			"declared by the implementation: nested loops are not supported here",
@@ -120,6 +143,9 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			}
 			for _, w := range tc.want {
 				assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
+			}
+			for _, w := range tc.absent {
+				assert.NotContains(t, text, w, "the child's output says %q:\n%s", w, tail(text))
 			}
 			// A child that crashed (other than by the watchdog) proves nothing.
 			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")

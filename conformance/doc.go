@@ -20,6 +20,16 @@
 //		})
 //	}
 //
+// A backend registered with xpu.Register can be run by name instead:
+// RunDriver opens it through the registry for every case, as `xpu
+// conformance` does, and also checks that the driver's Info tells the
+// truth: that it lists exactly the concept-level capabilities (xpu.Derived)
+// the opened components implement ("backend/capabilities").
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.RunDriver(t, "mybackend", xpu.Options{"workers": "4"})
+//	}
+//
 // Run picks the suites that apply from the backend's composition. Each
 // suite can also be called alone over the smallest thing it needs:
 // TestSpace over a factory of spaces (generic over the concrete type, so

@@ -30,6 +30,15 @@ func ExampleRun() {
 	}
 }
 
+// A registered backend is run by name: RunDriver opens it through the
+// registry for every case, and also checks that its driver's Info lists
+// exactly the capabilities its components implement.
+func ExampleRunDriver() {
+	_ = func(t *testing.T) { // func TestConformance(t *testing.T) in mybackend_test.go
+		conformance.RunDriver(t, "cpu", xpu.Options{"workers": "4"})
+	}
+}
+
 // One suite alone: TestSpace is generic over the space's type, so the
 // factory returns the concrete type.
 func ExampleTestSpace() {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/xpu-go/xpu"
 )
 
 func TestDeclaredMatchesPrefixes(t *testing.T) {
@@ -69,4 +71,16 @@ func TestPatternAndDiff(t *testing.T) {
 func hex(b byte) string {
 	const digits = "0123456789abcdef"
 	return "0x" + string(digits[b>>4]) + string(digits[b&15])
+}
+
+// derivedCaps describes every concept-level capability, once: a name added
+// to xpu.Derived must be described here for its failures to read well.
+func TestDerivedCapsCoverDerived(t *testing.T) {
+	var names []string
+	for _, d := range derivedCaps {
+		names = append(names, d.name)
+		assert.NotEmpty(t, d.iface, d.name)
+		assert.Contains(t, []string{kindComm, kindExec, kindEvent, kindSpace}, d.kind, d.name)
+	}
+	assert.ElementsMatch(t, xpu.Derived, names)
 }

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/xpu-go/xpu/impl"
@@ -38,7 +37,7 @@ func (s *opaqueSpace) Allocate(size, align int) (memspace.Block, error) {
 		return memspace.Block{}, xerr.Op(s.name, "alloc", err)
 	}
 	if size > 1<<40 {
-		return memspace.Block{}, fmt.Errorf("conformance: %s: %d bytes: %w", s.name, size, memspace.ErrOutOfMemory)
+		return memspace.Block{}, xerr.Errorf(s.name, "alloc", memspace.ErrOutOfMemory, "%d bytes", size)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -54,12 +53,12 @@ func (s *opaqueSpace) Allocate(size, align int) (memspace.Block, error) {
 
 func (s *opaqueSpace) Free(b memspace.Block) error {
 	if b.Space() != memspace.Space(s) {
-		return fmt.Errorf("conformance: %s: free of %v: %w", s.name, b, memspace.ErrForeignBlock)
+		return xerr.Errorf(s.name, "free", memspace.ErrForeignBlock, "%v", b)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, ok := s.live[b.Addr()]; !ok || n != b.Len() {
-		return fmt.Errorf("conformance: %s: free of %v: %w", s.name, b, memspace.ErrDoubleFree)
+		return xerr.Errorf(s.name, "free", memspace.ErrDoubleFree, "%v", b)
 	}
 	delete(s.live, b.Addr())
 	return nil

@@ -36,6 +36,51 @@ import (
 // then once per case. opts go to every suite; see Declare.
 func Run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, opts ...Option) {
 	t.Helper()
+	run(t, newBackend, nil, opts)
+}
+
+// RunDriver runs Run over the backend registered as name (by xpu.Register),
+// opened for each case with xpu.Open(ctx, name, options) and closed when the
+// case ends: what `xpu conformance` runs for each backend. It skips, with
+// the reason, when the driver's Info says the backend is unavailable here.
+//
+// Besides Run's cases it checks that the driver's Info tells the truth, in
+// the case "backend/capabilities": a freshly opened backend's components —
+// its spaces, its executor, an event recorded on one of its streams, its
+// job communicator and the ranks of a group of 2 — implement exactly the
+// concept-level capabilities (xpu.Derived) Info lists, as
+// xpu.CapabilitiesOf derives them; Info lists no capability twice; and it
+// lists xpu.CapGroup exactly when Backend.Group is set.
+func RunDriver(t *testing.T, name string, options xpu.Options, opts ...Option) {
+	t.Helper()
+	info, err := xpu.Describe(t.Context(), name)
+	if err != nil {
+		t.Fatalf("conformance: %v", err)
+	}
+	if !info.Available {
+		t.Skipf("backend %s is unavailable here: %s", name, info.Reason)
+	}
+	run(t, func(t *testing.T) *xpu.Backend {
+		t.Helper()
+		b, err := xpu.Open(t.Context(), name, options)
+		if err != nil {
+			t.Fatalf("conformance: %v", err)
+		}
+		t.Cleanup(func() {
+			// A case may close a component itself (space/close): that is
+			// not an error of the backend's Close.
+			if err := b.Close(); err != nil && !errors.Is(err, xpu.ErrClosed) {
+				t.Errorf("conformance: close %s: %v", name, err)
+			}
+		})
+		return b
+	}, &info, opts)
+}
+
+// run is Run; with info, the driver's description of the backends
+// newBackend opens, it also checks their capabilities.
+func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Info, opts []Option) {
+	t.Helper()
 	s := newSuite(t, "backend", opts)
 	defer s.finish(t)
 	// The suites that apply depend on the composition, which is learned from
@@ -57,6 +102,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, opts ...Optio
 			t.Fatal("conformance: the factory returned a nil backend")
 		}
 		return b
+	}
+	if info != nil {
+		s.root().run(t, "capabilities", func(c *tcase) { checkCapabilities(c, *info, open(c.T)) })
 	}
 	for i, name := range shape.spaces {
 		t.Run(name, func(t *testing.T) {

@@ -2,12 +2,12 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Comm wraps a communicator and consults an injector before each Isend
@@ -88,7 +88,7 @@ func (c *Comm) isLost(p int) bool {
 }
 
 func (c *Comm) errLost(p int) error {
-	return fmt.Errorf("faults: rank %d lost peer %d: %w", c.inner.Rank(), p, comm.ErrPeerLost)
+	return xerr.Errorf(Name, "", comm.ErrPeerLost, "rank %d lost peer %d", c.inner.Rank(), p)
 }
 
 func (c *Comm) begin(op Op) (Fault, error) {
@@ -96,7 +96,7 @@ func (c *Comm) begin(op Op) (Fault, error) {
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return Fault{}, fmt.Errorf("faults: %v after Close: %w", op.Kind, comm.ErrClosed)
+		return Fault{}, xerr.Op(Name, op.Kind.String(), comm.ErrClosed)
 	}
 	if c.isLost(op.Peer) {
 		return Fault{}, c.errLost(op.Peer)
@@ -108,6 +108,9 @@ func (c *Comm) begin(op Op) (Fault, error) {
 	}
 	if f.Err != nil {
 		return Fault{}, inject(op, f.Err)
+	}
+	if f.LoseDevice {
+		return Fault{}, inject(op, xerr.ErrDeviceLost)
 	}
 	return f, nil
 }
@@ -254,9 +257,9 @@ func (c *Comm) delayed(d time.Duration, peer int, start func() (comm.Request, er
 		select {
 		case <-t.C:
 		case <-q.timerCh:
-			err = fmt.Errorf("faults: delayed operation: %w", comm.ErrCanceled)
+			err = xerr.Errorf(Name, "", comm.ErrCanceled, "delayed operation")
 		case <-c.stop.Done():
-			err = fmt.Errorf("faults: delayed operation: %w", comm.ErrClosed)
+			err = xerr.Errorf(Name, "", comm.ErrClosed, "delayed operation")
 		case <-lost.Done():
 			err = c.errLost(peer)
 		}

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -62,10 +63,18 @@ type Fault struct {
 	// involving it fail with comm.ErrPeerLost, and pending ones are
 	// released.
 	LosePeer bool
+	// LoseDevice makes a Space's device lost for good, as a device that
+	// failed is: this and every later operation of the Space fail with an
+	// error that matches ErrInjected and xerr.ErrDeviceLost (the value
+	// memspace and executor re-export). A Comm has no device: it fails the
+	// one operation with that error.
+	LoseDevice bool
 }
 
 // IsZero reports whether f lets the operation through untouched.
-func (f Fault) IsZero() bool { return f.Err == nil && f.Delay == 0 && !f.Drop && !f.LosePeer }
+func (f Fault) IsZero() bool {
+	return f.Err == nil && f.Delay == 0 && !f.Drop && !f.LosePeer && !f.LoseDevice
+}
 
 // Injector decides the fault for each operation. It must be safe for
 // concurrent use.
@@ -180,18 +189,12 @@ func (s *Switch) Inject(op Op) Fault {
 	return s.inj.Inject(op)
 }
 
-// injected is the error a Fault's Err becomes.
-type injected struct {
-	op  Op
-	err error
+// Name is the backend name of the errors the wrappers make themselves
+// (xerr.Error.Backend): "faults isend: injected fault: peer lost".
+const Name = "faults"
+
+// inject returns the error a Fault's Err becomes: it names the operation
+// and matches both ErrInjected and err.
+func inject(op Op, err error) error {
+	return xerr.Op(Name, op.Kind.String(), fmt.Errorf("%w: %w", ErrInjected, err))
 }
-
-func (e *injected) Error() string {
-	return "faults: injected " + e.op.Kind.String() + " failure: " + e.err.Error()
-}
-
-func (e *injected) Is(target error) bool { return target == ErrInjected }
-
-func (e *injected) Unwrap() error { return e.err }
-
-func inject(op Op, err error) error { return &injected{op: op, err: err} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/faults"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -103,6 +105,92 @@ func TestSpaceFaults(t *testing.T) {
 	assert.ErrorIs(t, s.Free(b), memspace.ErrForeignBlock)
 	require.NoError(t, inner.Free(b))
 	assert.Equal(t, "faults:"+inner.Name(), s.Name())
+}
+
+// An injected error names the wrapper and the operation, matches
+// ErrInjected and the sentinel, and is one line.
+func TestInjectedErrorShape(t *testing.T) {
+	inner := cpu.NewSpace(cpu.SpaceOptions{})
+	t.Cleanup(func() { require.NoError(t, inner.Close()) })
+	s := faults.WrapSpace(inner, faults.Always(faults.Fault{Err: memspace.ErrOutOfMemory}))
+	_, err := s.Allocate(64, 0)
+	require.Error(t, err)
+	assert.Equal(t, "faults alloc: injected fault: out of memory", err.Error())
+	assert.ErrorIs(t, err, faults.ErrInjected)
+	assert.ErrorIs(t, err, memspace.ErrOutOfMemory)
+	var xe *xerr.Error
+	require.ErrorAs(t, err, &xe)
+	assert.Equal(t, faults.Name, xe.Backend)
+	assert.Equal(t, "alloc", xe.Op)
+}
+
+// A lost device fails the operation that lost it and every later one of
+// the space, without asking the injector again, with ErrDeviceLost.
+func TestSpaceLoseDevice(t *testing.T) {
+	inner := cpu.NewSpace(cpu.SpaceOptions{})
+	t.Cleanup(func() { require.NoError(t, inner.Close()) })
+	var asked atomic.Int64
+	count := faults.InjectorFunc(func(faults.Op) faults.Fault { asked.Add(1); return faults.Fault{} })
+	s := faults.WrapSpace(inner, faults.Any(count, faults.OnKind(faults.Alloc, faults.Nth(2, faults.Fault{LoseDevice: true}))))
+
+	a, err := memspace.Alloc[float32](s, 16)
+	require.NoError(t, err)
+	assert.False(t, s.DeviceLost())
+
+	_, err = memspace.Alloc[float32](s, 16)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, xerr.ErrDeviceLost)
+	assert.ErrorIs(t, err, faults.ErrInjected)
+	assert.Equal(t, "faults alloc: injected fault: device lost", err.Error())
+	assert.True(t, s.DeviceLost())
+	assert.EqualValues(t, 2, asked.Load())
+
+	// Lost for good: allocations and frees fail, the injector is not asked.
+	for range 3 {
+		_, err = s.Allocate(64, 0)
+		assert.ErrorIs(t, err, xerr.ErrDeviceLost)
+	}
+	err = a.Free()
+	assert.ErrorIs(t, err, xerr.ErrDeviceLost)
+	assert.Equal(t, "faults free: injected fault: device lost", err.Error())
+	assert.EqualValues(t, 2, asked.Load())
+
+	// The block stays allocated in the inner space, which frees it.
+	st, err := memspace.StatsOf(s)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.Live)
+	blk := a.Block()
+	require.NoError(t, inner.Free(memspace.NewBlock(inner, blk.Addr(), blk.Len(), blk.HostPointer())))
+
+	// LoseDevice does the same by hand.
+	s2 := faults.WrapSpace(inner, faults.None)
+	b, err := s2.Allocate(64, 0)
+	require.NoError(t, err)
+	s2.LoseDevice()
+	assert.ErrorIs(t, s2.Free(b), xerr.ErrDeviceLost)
+	_, err = s2.Allocate(64, 0)
+	assert.ErrorIs(t, err, xerr.ErrDeviceLost)
+	require.NoError(t, inner.Free(memspace.NewBlock(inner, b.Addr(), b.Len(), b.HostPointer())))
+
+	assert.False(t, faults.Fault{LoseDevice: true}.IsZero())
+}
+
+// A communicator has no device: a LoseDevice fault fails the one operation.
+func TestCommLoseDevice(t *testing.T) {
+	g := group(t, 2, func(rank int) faults.Injector {
+		if rank == 0 {
+			return faults.OnKind(faults.Isend, faults.Nth(1, faults.Fault{LoseDevice: true}))
+		}
+		return faults.None
+	})
+	ctx := context.Background()
+	_, err := g[0].Isend(bytesBuf(t, 8).Block(), 1, 2)
+	assert.ErrorIs(t, err, xerr.ErrDeviceLost)
+	assert.ErrorIs(t, err, faults.ErrInjected)
+	assert.Equal(t, "faults isend: injected fault: device lost", err.Error())
+	go func() { _ = comm.Send(ctx, g[0], bytesBuf(t, 8).Block(), 1, 2) }()
+	_, err = comm.Recv(ctx, g[1], bytesBuf(t, 8).Block(), 0, 2)
+	assert.NoError(t, err, "the next send goes through")
 }
 
 func group(t *testing.T, n int, inj func(rank int) faults.Injector) []*faults.Comm {
@@ -216,6 +304,7 @@ func TestCommLosePeer(t *testing.T) {
 	// Later operations naming it fail at once; others still work.
 	_, err = g[0].Isend(bytesBuf(t, 8).Block(), 2, 0)
 	assert.ErrorIs(t, err, comm.ErrPeerLost)
+	assert.Equal(t, "faults: rank 0 lost peer 2: peer lost", err.Error())
 	go func() { _ = comm.Send(ctx, g[1], bytesBuf(t, 8).Block(), 0, 5) }()
 	_, err = comm.Recv(wctx, g[0], bytesBuf(t, 8).Block(), 1, 5)
 	assert.NoError(t, err)

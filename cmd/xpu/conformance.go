@@ -51,18 +51,10 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 			continue
 		}
 		tests = append(tests, testing.InternalTest{Name: name, F: func(t *testing.T) {
-			conformance.Run(t, func(t *testing.T) *xpu.Backend {
-				b, err := xpu.Open(ctx, name, nil)
-				if err != nil {
-					t.Fatalf("open %s: %v", name, err)
-				}
-				t.Cleanup(func() {
-					if err := b.Close(); err != nil {
-						t.Errorf("close %s: %v", name, err)
-					}
-				})
-				return b
-			})
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("not run: %v", err) // interrupted
+			}
+			conformance.RunDriver(t, name, nil)
 		}})
 	}
 	flags := []string{}

@@ -18,9 +18,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: xpu run -n N [flags] [--] prog [args...]")
 		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Starts N ranks of prog on this machine with XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR,")
-		fmt.Fprintln(stderr, "XPU_MASTER_PORT, XPU_JOB_SECRET and XPU_BACKEND (tcp unless set) in their environment,")
-		fmt.Fprintln(stderr, "prefixes their output lines with [rank], and stops them all when one fails.")
+		fmt.Fprintf(stderr, "Starts N ranks of prog on this machine with %s, %s, %s, %s,\n",
+			launch.EnvRank, launch.EnvWorldSize, launch.EnvLocalRank, launch.EnvLocalSize)
+		fmt.Fprintf(stderr, "%s, %s, %s and %s (%s unless set) in their\n",
+			launch.EnvMasterAddr, launch.EnvMasterPort, launch.EnvJobSecret, launch.EnvBackend, launch.DefaultBackend)
+		fmt.Fprintln(stderr, "environment, prefixes their output lines with [rank], and stops them all when one fails.")
 		fmt.Fprintln(stderr, "`go run pkg` as prog is built once and the binary started N times.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()

@@ -105,6 +105,8 @@ func TestRunUsage(t *testing.T) {
 	assert.Equal(t, 0, run(testCtx(t), []string{"run", "-h"}, new(bytes.Buffer), &stderr))
 	assert.Contains(t, stderr.String(), "usage: xpu run -n N")
 	assert.Contains(t, stderr.String(), "-timeout")
+	assert.Contains(t, stderr.String(), "with XPU_RANK, XPU_WORLD_SIZE, XPU_LOCAL_RANK, XPU_LOCAL_SIZE,\n"+
+		"XPU_MASTER_ADDR, XPU_MASTER_PORT, XPU_JOB_SECRET and XPU_BACKEND (tcp unless set) in their\n")
 }
 
 func TestRunRanks(t *testing.T) {

@@ -3,8 +3,8 @@
 //
 // Run starts Spec.N copies of a program, each in its own process group, with
 // an environment that tells it its place in the job (EnvRank, EnvWorldSize,
-// EnvMasterAddr, EnvMasterPort, EnvJobSecret and EnvBackend), and waits for
-// them:
+// EnvLocalRank, EnvLocalSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret and
+// EnvBackend: the names of package jobenv), and waits for them:
 //
 //	res, err := launch.Run(ctx, launch.Spec{N: 4, Prog: "./allreduce"})
 //

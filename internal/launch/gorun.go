@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // GoRun is a `go run` command line taken apart:
@@ -114,7 +116,7 @@ func buildGoRun(ctx context.Context, spec *Spec, out *output) (prog string, args
 	}
 	dir, err := os.MkdirTemp("", "xpu-run-")
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("launch: build once for go run: %w", err)
+		return "", nil, nil, xerr.Op(place, "", fmt.Errorf("build once for go run: %w", err))
 	}
 	cleanup = func() { _ = os.RemoveAll(dir) }
 	bin := filepath.Join(dir, g.binName())
@@ -136,9 +138,9 @@ func buildGoRun(ctx context.Context, spec *Spec, out *output) (prog string, args
 	if err := cmd.Run(); err != nil {
 		cleanup()
 		if ctx.Err() != nil {
-			return "", nil, nil, fmt.Errorf("launch: building %s: %w", strings.Join(g.Target, " "), ctx.Err())
+			return "", nil, nil, xerr.Op(place, "", fmt.Errorf("building %s: %w", strings.Join(g.Target, " "), ctx.Err()))
 		}
-		return "", nil, nil, fmt.Errorf("launch: %s %s: %w", g.Go, strings.Join(bargs, " "), err)
+		return "", nil, nil, xerr.Op(place, "", fmt.Errorf("%s %s: %w", g.Go, strings.Join(bargs, " "), err))
 	}
 	return bin, g.ProgArgs, cleanup, nil
 }

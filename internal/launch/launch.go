@@ -15,18 +15,21 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/xerr"
 )
 
-// The environment variables Run sets in every rank.
+// The environment variables Run sets in every rank: the names of package
+// jobenv, which the ranks read them with.
 const (
-	EnvRank       = "XPU_RANK"        // the rank, 0 … N-1
-	EnvWorldSize  = "XPU_WORLD_SIZE"  // N
-	EnvLocalRank  = "XPU_LOCAL_RANK"  // the rank among those on this host (all of them, here)
-	EnvMasterAddr = "XPU_MASTER_ADDR" // host of rank 0's rendezvous store
-	EnvMasterPort = "XPU_MASTER_PORT" // its port
-	EnvJobSecret  = "XPU_JOB_SECRET"  // shared key that authenticates the job's ranks to each other
-	EnvBackend    = "XPU_BACKEND"     // the backend chain of xpu.OpenDefault
+	EnvRank       = jobenv.Rank       // the rank, 0 … N-1
+	EnvWorldSize  = jobenv.WorldSize  // N
+	EnvLocalRank  = jobenv.LocalRank  // the rank among those on this host (all of them, here)
+	EnvLocalSize  = jobenv.LocalSize  // the number of ranks on this host: N, here
+	EnvMasterAddr = jobenv.MasterAddr // host of rank 0's rendezvous store
+	EnvMasterPort = jobenv.MasterPort // its port
+	EnvJobSecret  = jobenv.JobSecret  // shared key that authenticates the job's ranks to each other
+	EnvBackend    = jobenv.Backend    // the backend chain of xpu.OpenDefault
 )
 
 // Defaults of Spec.
@@ -41,6 +44,10 @@ const (
 	// passed hex-encoded, twice as many characters).
 	SecretBytes = 32
 )
+
+// place is the backend name of the package's *xerr.Error values:
+// "launch: no program to run: invalid argument".
+const place = "launch"
 
 // Errors of the package.
 var (
@@ -211,7 +218,7 @@ var signalNames = map[syscall.Signal]string{
 // normalize checks s and fills in its defaults.
 func (s *Spec) normalize() error {
 	bad := func(format string, args ...any) error {
-		return &invalidError{err: fmt.Errorf("launch: "+format, args...)}
+		return xerr.Errorf(place, "", ErrInvalidArgument, format, args...)
 	}
 	switch {
 	case s.N < 1:
@@ -243,14 +250,6 @@ func (s *Spec) normalize() error {
 	return nil
 }
 
-// invalidError reports a bad Spec: it reads as its cause and matches both
-// the cause and ErrInvalidArgument.
-type invalidError struct{ err error }
-
-func (e *invalidError) Error() string        { return e.err.Error() }
-func (e *invalidError) Unwrap() error        { return e.err }
-func (e *invalidError) Is(target error) bool { return target == ErrInvalidArgument }
-
 // NewSecret returns SecretBytes fresh random bytes, hex-encoded.
 func NewSecret() string {
 	b := make([]byte, SecretBytes)
@@ -263,7 +262,7 @@ func NewSecret() string {
 func FreePort(addr string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
-		return 0, fmt.Errorf("launch: no free port on %s (give one explicitly): %w", addr, err)
+		return 0, xerr.Op(place, "", fmt.Errorf("no free port on %s (give one explicitly): %w", addr, err))
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	return port, l.Close()
@@ -299,6 +298,7 @@ func withEnv(env []string, set ...string) []string {
 func (s *Spec) jobEnv() []string {
 	set := []string{
 		EnvWorldSize + "=" + strconv.Itoa(s.N),
+		EnvLocalSize + "=" + strconv.Itoa(s.N), // every rank runs on this host
 		EnvMasterAddr + "=" + s.MasterAddr,
 		EnvMasterPort + "=" + strconv.Itoa(s.MasterPort),
 		EnvJobSecret + "=" + s.Secret,
@@ -344,7 +344,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		spec.Prog, spec.Args = prog, args
 	}
 	if c := exec.Command(spec.Prog); c.Err != nil {
-		return nil, &invalidError{err: fmt.Errorf("launch: cannot run %s: %w", spec.Prog, c.Err)}
+		return nil, xerr.Errorf(place, "", ErrInvalidArgument, "cannot run %s: %w", spec.Prog, c.Err)
 	}
 	j := &job{spec: spec, out: out, parent: ctx}
 	return j.run()

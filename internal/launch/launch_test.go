@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/jobenv"
 )
 
 func TestRunSuccess(t *testing.T) {
@@ -73,7 +75,15 @@ func TestRunEnvironment(t *testing.T) {
 			assert.Equal(t, strconv.Itoa(r), env[r][EnvRank])
 			assert.Equal(t, strconv.Itoa(r), env[r][EnvLocalRank])
 			assert.Equal(t, "3", env[r][EnvWorldSize])
+			assert.Equal(t, "3", env[r][EnvLocalSize], "every rank runs on this host")
 			assert.Equal(t, "127.0.0.1", env[r][EnvMasterAddr])
+			// What a rank reads from it, as the backends read it.
+			getenv := jobenv.Map(env[r])
+			p, ok, err := jobenv.Find(getenv)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, jobenv.Place{Launcher: "xpu", Rank: r, Size: 3}, p)
+			assert.True(t, jobenv.AllLocal(getenv, 3))
 			assert.Equal(t, strconv.Itoa(res.MasterPort), env[r][EnvMasterPort])
 			assert.Equal(t, secret, env[r][EnvJobSecret], "every rank shares the secret")
 			assert.Equal(t, DefaultBackend, env[r][EnvBackend])
@@ -91,7 +101,8 @@ func TestRunEnvironment(t *testing.T) {
 		var stdout syncBuffer
 		spec := roleSpec(2, "env")
 		// Values from the environment are kept, except stale job variables.
-		spec.Env = append(spec.Env, EnvJobSecret+"=from-env", EnvBackend+"=cpu", EnvRank+"=99", EnvWorldSize+"=7")
+		spec.Env = append(spec.Env, EnvJobSecret+"=from-env", EnvBackend+"=cpu", EnvRank+"=99", EnvWorldSize+"=7",
+			EnvLocalSize+"=7")
 		spec.MasterAddr = "localhost"
 		spec.MasterPort = 40123
 		spec.Stdout = &stdout
@@ -102,6 +113,7 @@ func TestRunEnvironment(t *testing.T) {
 		for r := range 2 {
 			assert.Equal(t, strconv.Itoa(r), env[r][EnvRank])
 			assert.Equal(t, "2", env[r][EnvWorldSize])
+			assert.Equal(t, "2", env[r][EnvLocalSize])
 			assert.Equal(t, "localhost", env[r][EnvMasterAddr])
 			assert.Equal(t, "40123", env[r][EnvMasterPort])
 			assert.Equal(t, "from-env", env[r][EnvJobSecret])
@@ -360,8 +372,13 @@ func TestRunBadSpec(t *testing.T) {
 			res, err := Run(ctx, spec)
 			require.ErrorIs(t, err, ErrInvalidArgument)
 			assert.Nil(t, res)
+			msg := err.Error()
+			assert.True(t, strings.HasPrefix(msg, "launch: ") && strings.HasSuffix(msg, ": invalid argument"), msg)
+			assert.NotContains(t, msg, "\n")
 		})
 	}
+	_, err := Run(ctx, Spec{N: 0, Prog: os.Args[0]})
+	assert.Equal(t, "launch: the number of ranks is 0; want at least 1: invalid argument", err.Error())
 }
 
 func TestRunCancelledBeforeStart(t *testing.T) {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/xpu-go/xpu/internal/jobenv"
 )
 
 // The test binary is also the ranks' program: started with roleEnv set, it
@@ -50,7 +52,7 @@ func TestMain(m *testing.M) {
 //	spawn          start a sleeping child, "child PID", "ready", then sleep
 //	partial        a line, then text without a newline, on both streams
 //	flood L        L numbered lines on each stream, written in random pieces
-//	mpienv         the rank and size MPI gives, and XPU_BACKEND
+//	mpienv         the rank and size the launcher gives, and XPU_BACKEND
 func playRole(args []string) int {
 	rank, _ := strconv.Atoi(os.Getenv(EnvRank))
 	arg := func(i int) int {
@@ -128,8 +130,12 @@ func playRole(args []string) int {
 		flood(rank, arg(1))
 		return 0
 	case "mpienv":
-		fmt.Printf("rank %s of %s backend %s\n", os.Getenv("OMPI_COMM_WORLD_RANK"),
-			os.Getenv("OMPI_COMM_WORLD_SIZE"), os.Getenv(EnvBackend))
+		p, ok, err := jobenv.Find(jobenv.OS)
+		if !ok || err != nil {
+			fmt.Printf("no place in a job (%v)\n", err)
+			return 1
+		}
+		fmt.Printf("rank %d of %d backend %s\n", p.Rank, p.Size, os.Getenv(EnvBackend))
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "unknown role %q\n", args)

@@ -62,14 +62,14 @@ func MPICommand(path, flavour string, root bool, n int, prog string, args []stri
 func FindMPI(ctx context.Context) (path, flavour string, err error) {
 	path, err = exec.LookPath("mpirun")
 	if err != nil {
-		return "", "", fmt.Errorf("launch: %w: %v", ErrNoMPI, err)
+		return "", "", xerr.Errorf(place, "", ErrNoMPI, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
 	if err != nil && len(out) == 0 {
 		if ctx.Err() != nil {
-			return "", "", fmt.Errorf("launch: %s --version: %w", path, ctx.Err())
+			return "", "", xerr.Op(place, "", fmt.Errorf("%s --version: %w", path, ctx.Err()))
 		}
 		return path, UnknownMPI, nil
 	}
@@ -126,7 +126,7 @@ func RunMPI(ctx context.Context, spec Spec) error {
 		defer cancel()
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("launch: start %s: %w", path, err)
+		return xerr.Op(place, "", fmt.Errorf("start %s: %w", path, err))
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -159,7 +159,7 @@ func RunMPI(ctx context.Context, spec Spec) error {
 		return interrupted
 	}
 	if cmd.ProcessState == nil {
-		return fmt.Errorf("launch: wait for %s: %w", path, werr)
+		return xerr.Op(place, "", fmt.Errorf("wait for %s: %w", path, werr))
 	}
 	code, sig := exitInfo(cmd.ProcessState)
 	switch {
