@@ -12,6 +12,10 @@ var (
 	ErrInvalidArgument = xerr.ErrInvalidArgument
 	ErrClosed          = xerr.ErrClosed
 	ErrNotSupported    = xerr.ErrNotSupported
+	// ErrDeviceLost reports that the device an executor runs work on has
+	// failed, with the work queued on it: a device backend whose device
+	// failed returns it, and the fault-injecting wrappers inject it.
+	ErrDeviceLost = xerr.ErrDeviceLost
 	// ErrPanic reports that user code panicked; the error carries the panic
 	// value and stack.
 	ErrPanic = xerr.NewKind("panic in user code", nil)

@@ -277,10 +277,6 @@ func (p *Pool) Properties() Properties {
 // Unwrap returns the upstream space.
 func (p *Pool) Unwrap() Space { return p.up }
 
-func (p *Pool) opErr(op string, err error) error {
-	return &xerr.Error{Backend: p.name, Device: p.device, Op: op, Err: err}
-}
-
 // roundSize returns the size a request of size bytes is served with.
 func (p *Pool) roundSize(size int) int {
 	if d := p.divisions; d > 0 && size > p.minBlock {
@@ -301,10 +297,10 @@ func (p *Pool) roundSize(size int) int {
 func (p *Pool) Allocate(size, align int) (Block, error) {
 	align, err := impl.CheckAlloc(size, align, p.minBlock)
 	if err != nil {
-		return Block{}, p.opErr("alloc", err)
+		return Block{}, xerr.Dev(p.name, p.device, "alloc", err)
 	}
 	if size > maxPoolRequest {
-		return Block{}, p.opErr("alloc", fmt.Errorf("%d bytes: %w", size, ErrOutOfMemory))
+		return Block{}, xerr.Dev(p.name, p.device, "alloc", xerr.Detail(ErrOutOfMemory, "%d bytes", size))
 	}
 	rsize := p.roundSize(size)
 	h := &p.small
@@ -314,7 +310,7 @@ func (p *Pool) Allocate(size, align int) (Block, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return Block{}, p.opErr("alloc", fmt.Errorf("pool is closed: %w", ErrClosed))
+		return Block{}, xerr.Dev(p.name, p.device, "alloc", xerr.Detail(ErrClosed, "pool is closed"))
 	}
 	var c *chunk
 	if align <= p.minBlock {
@@ -440,12 +436,14 @@ func (p *Pool) grow(h *poolHeap, rsize, align int) (*chunk, error) {
 		}
 	}
 	if err != nil {
-		return nil, p.opErr("alloc", fmt.Errorf("segment of %d bytes from %s: %w", segSize, p.up.Name(), err))
+		return nil, xerr.Dev(p.name, p.device, "alloc", fmt.Errorf("segment of %d bytes from %s: %w", segSize, p.up.Name(), err))
 	}
 	if blk.space != p.up || blk.size != segSize || uintptr(blk.addr)%uintptr(segAlign) != 0 {
-		ferr := p.up.Free(blk)
-		return nil, p.opErr("alloc", errors.Join(fmt.Errorf("upstream %s returned %v for %d bytes at alignment %d: %w",
-			p.up.Name(), blk, segSize, segAlign, ErrNotSupported), ferr))
+		err := xerr.Detail(ErrNotSupported, "upstream %s returned %v for %d bytes at alignment %d", p.up.Name(), blk, segSize, segAlign)
+		if ferr := p.up.Free(blk); ferr != nil {
+			err = fmt.Errorf("%w; freeing it: %w", err, ferr)
+		}
+		return nil, xerr.Dev(p.name, p.device, "alloc", err)
 	}
 	p.upAllocs++
 	seg := &segment{blk: blk, heap: h}
@@ -467,13 +465,13 @@ func (p *Pool) grow(h *poolHeap, rsize, align int) (*chunk, error) {
 // Close, so that memory still held at Close can be returned upstream.
 func (p *Pool) Free(b Block) error {
 	if b.space != Space(p) {
-		return p.opErr("free", fmt.Errorf("block %v: %w", b, ErrForeignBlock))
+		return xerr.Dev(p.name, p.device, "free", xerr.Detail(ErrForeignBlock, "block %v", b))
 	}
 	p.mu.Lock()
 	c := p.live.get(b.addr)
 	if c == nil || c.req != b.size {
 		p.mu.Unlock()
-		return p.opErr("free", fmt.Errorf("block %v is not a live allocation of this pool (freed twice, never allocated, or a sub-slice): %w", b, ErrDoubleFree))
+		return xerr.Dev(p.name, p.device, "free", xerr.Detail(ErrDoubleFree, "block %v is not a live allocation of this pool (freed twice, never allocated, or a sub-slice)", b))
 	}
 	p.live.del(b.addr)
 	p.inUse -= int64(c.req)
@@ -506,7 +504,7 @@ func (p *Pool) Free(b Block) error {
 		err := p.releaseSegment(c.seg)
 		p.mu.Unlock()
 		if err != nil {
-			return p.opErr("free", err)
+			return xerr.Dev(p.name, p.device, "free", err)
 		}
 		return nil
 	}
@@ -565,7 +563,7 @@ func (p *Pool) Trim() (released int64, err error) {
 	defer p.mu.Unlock()
 	released, err = p.trimLocked()
 	if err != nil {
-		err = p.opErr("trim", err)
+		err = xerr.Dev(p.name, p.device, "trim", err)
 	}
 	return released, err
 }
@@ -579,12 +577,12 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return p.opErr("close", fmt.Errorf("pool closed twice: %w", ErrClosed))
+		return xerr.Dev(p.name, p.device, "close", xerr.Detail(ErrClosed, "pool closed twice"))
 	}
 	p.closed = true
 	p.maxCached = 0
 	if _, err := p.trimLocked(); err != nil {
-		return p.opErr("close", err)
+		return xerr.Dev(p.name, p.device, "close", err)
 	}
 	return nil
 }

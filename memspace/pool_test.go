@@ -852,6 +852,15 @@ func TestPoolMisbehavingUpstream(t *testing.T) {
 	require.ErrorIs(t, err, memspace.ErrNotSupported, "a short segment is refused")
 	assert.Zero(t, up.Stats().InUse, "and given back")
 	assert.Equal(t, memspace.Stats{}, p.Stats())
+	assert.NotContains(t, err.Error(), "\n", "one line")
+
+	up.failFree = true
+	_, err = p.Allocate(100, 0)
+	require.ErrorIs(t, err, memspace.ErrNotSupported, "a short segment is refused")
+	require.ErrorIs(t, err, memspace.ErrClosed, "and upstream's failure to take it back is reported too")
+	assert.NotContains(t, err.Error(), "\n", "one line")
+	assert.Equal(t, memspace.Stats{}, p.Stats())
+	up.failFree = false
 
 	up.short = 0
 	up.failFree = true

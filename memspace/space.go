@@ -1,8 +1,6 @@
 package memspace
 
 import (
-	"errors"
-
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -13,6 +11,10 @@ var (
 	ErrOutOfMemory     = xerr.ErrOutOfMemory
 	ErrNotSupported    = xerr.ErrNotSupported
 	ErrClosed          = xerr.ErrClosed
+	// ErrDeviceLost reports that the device a space's memory lives on has
+	// failed and the memory is gone: a device backend whose device failed
+	// returns it, and the fault-injecting wrappers inject it.
+	ErrDeviceLost = xerr.ErrDeviceLost
 
 	// ErrDoubleFree reports a Free of a block that is no longer allocated.
 	// It also matches ErrInvalidArgument.
@@ -140,5 +142,5 @@ func StatsOf(s Space) (Stats, error) {
 	if ss, ok := As[StatsSpace](s); ok {
 		return ss.Stats(), nil
 	}
-	return Stats{}, errors.Join(ErrNotSupported, errors.New("space "+s.Name()+" keeps no ledger"))
+	return Stats{}, xerr.Detail(ErrNotSupported, "space %s keeps no ledger", s.Name())
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 func TestAsFindsCapabilitiesThroughWrappers(t *testing.T) {
@@ -45,6 +46,7 @@ func TestStatsOf(t *testing.T) {
 	_, err = memspace.StatsOf(memspace.GoHeap)
 	require.ErrorIs(t, err, memspace.ErrNotSupported)
 	assert.Contains(t, err.Error(), "go-heap")
+	assert.NotContains(t, err.Error(), "\n", "one line")
 }
 
 func TestSentinelKinds(t *testing.T) {
@@ -54,4 +56,5 @@ func TestSentinelKinds(t *testing.T) {
 	assert.ErrorIs(t, memspace.ErrNotHostAccessible, memspace.ErrNotSupported)
 	assert.NotErrorIs(t, memspace.ErrDoubleFree, memspace.ErrForeignBlock)
 	assert.NotErrorIs(t, memspace.ErrOutOfMemory, memspace.ErrInvalidArgument)
+	assert.ErrorIs(t, memspace.ErrDeviceLost, xerr.ErrDeviceLost, "the value of package xerr")
 }

@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -39,21 +40,48 @@ func (f PathFunc) Copy(ctx context.Context, dst, src memspace.Block) error { ret
 
 type key struct{ dst, src string }
 
+// entry is one registration: unregister removes the entry it made and no
+// other, even when the pair has been registered again since.
+type entry struct{ p Path }
+
 var (
-	mu    sync.RWMutex
-	paths = map[key]Path{}
+	mu sync.RWMutex
+	// paths holds the registrations of each pair, oldest first; the last
+	// one is in force.
+	paths = map[key][]*entry{}
 )
 
 // Register makes p the path from space kind srcKind to dstKind (the Kind of
-// memspace.Properties). A later registration of the same pair replaces the
-// earlier one, so a backend can install a faster path than the default.
-func Register(dstKind, srcKind string, p Path) {
+// memspace.Properties) and returns the function that removes exactly this
+// registration; calling it more than once does nothing. A backend calls it
+// in Open with a path bound to what it opened, and the returned function
+// when it closes, so no path outlives its backend.
+//
+// A pair registered again is served by the newer path until that one is
+// removed, then by the older again: two cpu backends open at once each
+// register their own host path, and copies use the one opened last for as
+// long as it is open. A registered path takes precedence over the built-in
+// host path. Register panics if p is nil, as xpu.Register does for a nil
+// driver.
+func Register(dstKind, srcKind string, p Path) (unregister func()) {
 	if p == nil {
 		panic("transfer: Register of a nil path")
 	}
+	k := key{dstKind, srcKind}
+	e := &entry{p}
 	mu.Lock()
 	defer mu.Unlock()
-	paths[key{dstKind, srcKind}] = p
+	paths[k] = append(paths[k], e)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		list := slices.DeleteFunc(paths[k], func(x *entry) bool { return x == e })
+		if len(list) == 0 {
+			delete(paths, k)
+			return
+		}
+		paths[k] = list
+	}
 }
 
 // Paths lists the registered pairs as "src->dst", sorted.
@@ -75,9 +103,12 @@ func Paths() []string {
 func Lookup(dst, src memspace.Space) (Path, error) {
 	dp, sp := dst.Properties(), src.Properties()
 	mu.RLock()
-	p, ok := paths[key{dp.Kind, sp.Kind}]
+	var p Path
+	if list := paths[key{dp.Kind, sp.Kind}]; len(list) > 0 {
+		p = list[len(list)-1].p
+	}
 	mu.RUnlock()
-	if ok {
+	if p != nil {
 		return p, nil
 	}
 	if dp.HostAccessible && sp.HostAccessible {
@@ -170,30 +201,4 @@ func hostCopy(ctx context.Context, dst, src memspace.Block) error {
 	}
 	copy(d, s)
 	return nil
-}
-
-// ParallelHost returns a host path that splits copies of at least threshold
-// bytes across p's workers, in chunks of at least threshold/
-// p.MaxParallelism() bytes aligned to 64 bytes, and copies smaller ones
-// with one memmove. A threshold <= 0 never splits.
-func ParallelHost(p executor.Parallel, threshold int) Path {
-	return PathFunc(func(ctx context.Context, dst, src memspace.Block) error {
-		n := dst.Len()
-		w := p.MaxParallelism()
-		if threshold <= 0 || n < threshold || w < 2 || memspace.Overlaps(dst, src) {
-			return hostCopy(ctx, dst, src)
-		}
-		d, err := dst.Bytes()
-		if err != nil {
-			return err
-		}
-		s, err := src.Bytes()
-		if err != nil {
-			return err
-		}
-		grain := (n/w + 63) &^ 63
-		return p.ParallelRange(ctx, n, grain, func(lo, hi int) {
-			copy(d[lo:hi], s[lo:hi])
-		})
-	})
 }

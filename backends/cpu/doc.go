@@ -24,8 +24,11 @@
 // (NewStream) are ordered queues, each served by a goroutine of its own,
 // with events that record when they completed.
 //
-// HostPath, registered for "host" to "host", splits large copies across
-// the workers of an open backend.
+// Each backend Open returns registers transfer.ParallelHost over its
+// executor for "host" to "host" until the backend is closed, so large host
+// copies are split across the workers of the backend opened last of those
+// still open. With no backend open they are copied by the built-in
+// memmove path.
 //
 // Lifetimes: Close the executor (or the backend) to stop its goroutines;
 // Close the space to unmap its memory. Everything in the package is safe

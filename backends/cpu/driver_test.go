@@ -19,11 +19,20 @@ import (
 
 func TestDriverRegistered(t *testing.T) {
 	assert.Contains(t, xpu.Drivers(), "cpu")
+}
+
+// An open backend registers its host path and its Close removes it.
+func TestHostPathRegistered(t *testing.T) {
+	require.NotContains(t, transfer.Paths(), "host->host", "no cpu backend is open yet")
+	b, err := xpu.Open(context.Background(), "cpu", nil)
+	require.NoError(t, err)
 	assert.Contains(t, transfer.Paths(), "host->host")
+	require.NoError(t, b.Close())
+	assert.NotContains(t, transfer.Paths(), "host->host", "Close removes the path")
 }
 
 func TestOpenComposition(t *testing.T) {
-	b := openCPU(t, xpu.Options{"workers": "3", "limit": "64M", "device": "ignored"})
+	b := openCPU(t, xpu.Options{"workers": "3", "limit": "64M", "tcp.device": "ignored"})
 	assert.Equal(t, "cpu", b.Name)
 	sp, ok := b.Memory.(*cpu.Space)
 	require.True(t, ok)
@@ -66,6 +75,29 @@ func TestOpenBadOptions(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
+// A key the driver does not know is refused, named with the keys it knows;
+// keys scoped to another backend are skipped, and those scoped to cpu read.
+func TestOpenUnknownOption(t *testing.T) {
+	ctx := context.Background()
+	_, err := xpu.Open(ctx, "cpu", xpu.Options{"limt": "64K"})
+	require.ErrorIs(t, err, xpu.ErrUnknownOption)
+	assert.ErrorIs(t, err, xpu.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "limt")
+	assert.Contains(t, err.Error(), "limit")
+	assert.NotContains(t, err.Error(), "\n", "one line")
+	var oe *xpu.OptionError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "limt", oe.Key)
+
+	_, err = xpu.Open(ctx, "cpu", xpu.Options{"cpu.workerz": "2"})
+	require.ErrorIs(t, err, xpu.ErrUnknownOption, "a key scoped to cpu is checked")
+
+	b := openCPU(t, xpu.Options{cpu.OptLimit: "64K"})
+	assert.Equal(t, int64(64<<10), b.Memory.(*cpu.Space).Limit())
+	b = openCPU(t, xpu.Options{"cpu.limit": "128K", cpu.OptLimit: "64K", "local.eager_limit": "bad"})
+	assert.Equal(t, int64(128<<10), b.Memory.(*cpu.Space).Limit(), "the scoped key wins; another backend's is skipped")
+}
+
 func TestOpenLimitUnits(t *testing.T) {
 	for in, want := range map[string]int64{
 		"4096": 4096, "1K": 1 << 10, "2KiB": 2 << 10, "3m": 3 << 20, "1G": 1 << 30, "1GB": 1 << 30, " 5 MiB ": 5 << 20, "1T": 1 << 40,
@@ -96,9 +128,11 @@ func TestInfo(t *testing.T) {
 	require.Len(t, info.Devices, 1)
 	assert.NotEmpty(t, info.Devices[0].Name)
 	assert.Equal(t, []string{"memory", "executor", "transfer"}, info.Concepts)
-	for _, c := range []string{"streams", "events.timing", "memory.stats", "memory.lookup", "parallel.nested"} {
+	for _, c := range []string{"parallel", "streams", "events.timing", "memory.stats", "memory.lookup",
+		"memory.available", "memory.limit", "parallel.nested", "parallel.dynamic", "transfer.host-parallel"} {
 		assert.Contains(t, info.Capabilities, c)
 	}
+	assert.NotContains(t, info.Capabilities, "p2p")
 	for _, ty := range xpu.NumericTypes {
 		assert.Contains(t, info.ElementTypes, ty)
 	}
@@ -166,7 +200,42 @@ func TestHostPathCanceled(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	assert.ErrorIs(t, cpu.HostPath.Copy(ctx, dst, src), context.Canceled)
+	path, err := transfer.Lookup(b.Memory, b.Memory)
+	require.NoError(t, err)
+	assert.ErrorIs(t, path.Copy(ctx, dst, src), context.Canceled)
 	require.NoError(t, b.Memory.Free(src))
 	require.NoError(t, b.Memory.Free(dst))
+}
+
+// Two backends may be open at once; closing either leaves host copies
+// working, served by the path of a backend still open.
+func TestHostPathTwoBackends(t *testing.T) {
+	ctx := context.Background()
+	a, err := xpu.Open(ctx, "cpu", xpu.Options{"workers": "2"})
+	require.NoError(t, err)
+	b, err := xpu.Open(ctx, "cpu", xpu.Options{"workers": "3"})
+	require.NoError(t, err)
+	copyOnce := func(be *xpu.Backend, what string) {
+		const n = 3 << 20
+		src, err := be.Memory.Allocate(n, 0)
+		require.NoError(t, err)
+		dst, err := be.Memory.Allocate(n, 0)
+		require.NoError(t, err)
+		sb, _ := src.Bytes()
+		for i := range sb {
+			sb[i] = byte(i * 13)
+		}
+		require.NoError(t, transfer.CopyBlock(ctx, dst, src), what)
+		db, _ := dst.Bytes()
+		require.True(t, bytes.Equal(db, sb), what)
+		require.NoError(t, be.Memory.Free(src))
+		require.NoError(t, be.Memory.Free(dst))
+	}
+	copyOnce(a, "both open")
+	require.NoError(t, b.Close())
+	copyOnce(a, "the second closed")
+	c := openCPU(t, nil)
+	require.NoError(t, a.Close())
+	copyOnce(c, "the first closed, a third open")
+	assert.Contains(t, transfer.Paths(), "host->host")
 }

@@ -3,7 +3,6 @@ package cpu
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/bits"
 	"runtime"
 	"runtime/debug"
@@ -116,7 +115,7 @@ func (e *Executor) runHelper() {
 }
 
 // Name returns "cpu".
-func (e *Executor) Name() string { return "cpu" }
+func (e *Executor) Name() string { return Name }
 
 // MaxParallelism returns the number of workers, the calling goroutine
 // included.
@@ -133,10 +132,6 @@ func (e *Executor) SuggestedGrain(n int) int {
 	return max(1, n/parts+min(1, n%parts))
 }
 
-func (e *Executor) errClosed(op string) error {
-	return &xerr.Error{Backend: "cpu", Device: -1, Op: op, Err: executor.ErrClosed}
-}
-
 // ParallelFor calls body(i) for every i in [0, n), in chunks of
 // SuggestedGrain(n) indices, on the caller and the helpers. It returns an
 // error matching executor.ErrPanic if body panics, ctx.Err() if ctx is done
@@ -144,7 +139,7 @@ func (e *Executor) errClosed(op string) error {
 // executor.ErrClosed after Close.
 func (e *Executor) ParallelFor(ctx context.Context, n int, body func(i int)) error {
 	if body == nil {
-		return e.argErr("parallel-for", "nil body")
+		return xerr.Errorf(Name, "parallel-for", executor.ErrInvalidArgument, "nil body")
 	}
 	return e.loop(ctx, "parallel-for", n, 0, nil, body)
 }
@@ -154,21 +149,17 @@ func (e *Executor) ParallelFor(ctx context.Context, n int, body func(i int)) err
 // are those of ParallelFor.
 func (e *Executor) ParallelRange(ctx context.Context, n, grain int, body func(lo, hi int)) error {
 	if body == nil {
-		return e.argErr("parallel-range", "nil body")
+		return xerr.Errorf(Name, "parallel-range", executor.ErrInvalidArgument, "nil body")
 	}
 	return e.loop(ctx, "parallel-range", n, grain, body, nil)
 }
 
-func (e *Executor) argErr(op, msg string) error {
-	return &xerr.Error{Backend: "cpu", Device: -1, Op: op, Err: fmt.Errorf("%s: %w", msg, executor.ErrInvalidArgument)}
-}
-
 func (e *Executor) loop(ctx context.Context, op string, n, grain int, rangeBody func(lo, hi int), forBody func(i int)) error {
 	if n < 0 {
-		return e.argErr(op, fmt.Sprintf("loop over %d indices", n))
+		return xerr.Errorf(Name, op, executor.ErrInvalidArgument, "loop over %d indices", n)
 	}
 	if e.closed.Load() {
-		return e.errClosed(op)
+		return xerr.Op(Name, op, executor.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -210,10 +201,10 @@ func (e *Executor) loop(ctx context.Context, op string, n, grain int, rangeBody 
 // is done before fn starts, fn does not run and ctx.Err() is returned.
 func (e *Executor) Execute(ctx context.Context, fn func(ctx context.Context) error) error {
 	if fn == nil {
-		return e.argErr("execute", "nil function")
+		return xerr.Errorf(Name, "execute", executor.ErrInvalidArgument, "nil function")
 	}
 	if e.closed.Load() {
-		return e.errClosed("execute")
+		return xerr.Op(Name, "execute", executor.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -254,7 +245,7 @@ func (e *Executor) Execute(ctx context.Context, fn func(ctx context.Context) err
 // After Close every method returns executor.ErrClosed, Close included.
 func (e *Executor) Close() error {
 	if !e.closed.CompareAndSwap(false, true) {
-		return e.errClosed("close")
+		return xerr.Op(Name, "close", executor.ErrClosed)
 	}
 	e.mu.Lock()
 	streams := make([]*Stream, 0, len(e.streams))

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -122,7 +121,7 @@ func NewSpace(opts SpaceOptions) *Space {
 }
 
 // Name returns "cpu".
-func (s *Space) Name() string { return "cpu" }
+func (s *Space) Name() string { return Name }
 
 // Properties describes host memory: kind "host", no device, host-accessible,
 // pageable, atomics, 64-byte default alignment.
@@ -134,10 +133,6 @@ func (s *Space) Properties() memspace.Properties {
 // Limit returns the cap on bytes in use, or 0 when there is none.
 func (s *Space) Limit() int64 { return s.limit }
 
-func opErr(op string, err error) error {
-	return &xerr.Error{Backend: "cpu", Device: -1, Op: op, Err: err}
-}
-
 // Allocate returns size bytes aligned to align (a power of two up to
 // memspace.MaxAlign; zero means DefaultAlignment). It returns an error
 // matching ErrInvalidArgument for bad arguments, ErrOutOfMemory when the
@@ -146,10 +141,10 @@ func opErr(op string, err error) error {
 func (s *Space) Allocate(size, align int) (memspace.Block, error) {
 	align, err := impl.CheckAlloc(size, align, DefaultAlignment)
 	if err != nil {
-		return memspace.Block{}, opErr("alloc", err)
+		return memspace.Block{}, xerr.Op(Name, "alloc", err)
 	}
 	if !sysHasMmap {
-		return memspace.Block{}, opErr("alloc", fmt.Errorf("%w: %v", memspace.ErrNotSupported, errNoMmapText))
+		return memspace.Block{}, xerr.Errorf(Name, "alloc", memspace.ErrNotSupported, errNoMmapText)
 	}
 	if size <= maxSmall && align <= maxSmall {
 		shift := uint(bits.Len(uint(size - 1)))
@@ -166,17 +161,19 @@ func (s *Space) Allocate(size, align int) (memspace.Block, error) {
 
 const errNoMmapText = "this system has no mmap"
 
-func (s *Space) oom(size int, why string) error {
-	return opErr("alloc", fmt.Errorf("%d bytes: %s: %w", size, why, memspace.ErrOutOfMemory))
+// oom returns the error of an allocation of size bytes that failed for the
+// reason format and args give.
+func (s *Space) oom(size int, format string, args ...any) error {
+	return xerr.Errorf(Name, "alloc", memspace.ErrOutOfMemory, "%d bytes: "+format, append([]any{size}, args...)...)
 }
 
 // reserve checks the limit and counts size as committed. s.mu is held.
 func (s *Space) reserve(size int) error {
 	if s.closed {
-		return opErr("alloc", memspace.ErrClosed)
+		return xerr.Op(Name, "alloc", memspace.ErrClosed)
 	}
 	if s.limit > 0 && int64(size) > s.limit-s.committed {
-		return s.oom(size, fmt.Sprintf("limit of %d bytes, %d in use", s.limit, s.committed))
+		return s.oom(size, "limit of %d bytes, %d in use", s.limit, s.committed)
 	}
 	s.committed += int64(size)
 	return nil
@@ -203,7 +200,7 @@ func (s *Space) allocSmall(size int, shift uint) (memspace.Block, error) {
 		m, err := sysMap(slabSize, pageSize)
 		if err != nil {
 			s.committed -= int64(size)
-			return memspace.Block{}, s.oom(size, "mapping a slab: "+err.Error())
+			return memspace.Block{}, s.oom(size, "mapping a slab: %w", err)
 		}
 		n := slabSize >> shift
 		sl := &slab{class: c, shift: shift, sizes: make([]uint16, n), free: make([]uint16, n)}
@@ -260,12 +257,12 @@ func (s *Space) allocLarge(size, align int) (memspace.Block, error) {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.committed -= int64(size)
-		return memspace.Block{}, s.oom(size, "mmap: "+err.Error())
+		return memspace.Block{}, s.oom(size, "mmap: %w", err)
 	}
 	if s.closed { // closed while mapping
 		s.committed -= int64(size)
 		_ = sysUnmap(m)
-		return memspace.Block{}, opErr("alloc", memspace.ErrClosed)
+		return memspace.Block{}, xerr.Op(Name, "alloc", memspace.ErrClosed)
 	}
 	if s.huge && a >= hugePage {
 		sysHugePages(m.addr, m.size)
@@ -283,16 +280,16 @@ func (s *Space) allocLarge(size, align int) (memspace.Block, error) {
 // stays usable.
 func (s *Space) Free(b memspace.Block) error {
 	if b.Space() == nil {
-		return opErr("free", fmt.Errorf("the zero block: %w", memspace.ErrInvalidArgument))
+		return xerr.Errorf(Name, "free", memspace.ErrInvalidArgument, "the zero block")
 	}
 	if b.Space() != memspace.Space(s) {
-		return opErr("free", fmt.Errorf("%v: %w", b, memspace.ErrForeignBlock))
+		return xerr.Errorf(Name, "free", memspace.ErrForeignBlock, "%v", b)
 	}
 	addr := uintptr(b.Addr())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return opErr("free", memspace.ErrClosed)
+		return xerr.Op(Name, "free", memspace.ErrClosed)
 	}
 	r := s.idx.floor(addr)
 	if r == nil || b.Len() <= 0 {
@@ -342,7 +339,7 @@ func (s *Space) unmapRegion(r *region) {
 }
 
 func (s *Space) notHeld(b memspace.Block) error {
-	return opErr("free", fmt.Errorf("%v: %w", b, memspace.ErrDoubleFree))
+	return xerr.Errorf(Name, "free", memspace.ErrDoubleFree, "%v", b)
 }
 
 // Lookup returns the live block containing addr.
@@ -403,14 +400,17 @@ func (s *Space) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return opErr("close", memspace.ErrClosed)
+		return xerr.Op(Name, "close", memspace.ErrClosed)
 	}
 	s.closed = true
 	live, bytes := s.stats.Live, s.stats.InUse
-	var errs []error
+	failed, firstErr := 0, error(nil)
 	s.idx.each(func(r *region) {
 		if err := sysUnmap(r.m); err != nil {
-			errs = append(errs, err)
+			if firstErr == nil {
+				firstErr = err
+			}
+			failed++
 		}
 	})
 	s.idx = index{}
@@ -418,11 +418,16 @@ func (s *Space) Close() error {
 	s.committed = 0
 	s.stats.Frees += live
 	s.stats.InUse, s.stats.Live, s.stats.Reserved = 0, 0, 0
+	var err error
+	if failed > 0 {
+		err = fmt.Errorf("munmap failed for %d regions: %w", failed, firstErr)
+	}
 	if live > 0 {
-		errs = append(errs, fmt.Errorf("%d blocks (%d bytes) were still allocated; they are freed now", live, bytes))
+		leak := fmt.Errorf("%d blocks (%d bytes) were still allocated; they are freed now", live, bytes)
+		if err != nil {
+			leak = fmt.Errorf("%w; %w", leak, err)
+		}
+		err = leak
 	}
-	if len(errs) > 0 {
-		return opErr("close", errors.Join(errs...))
-	}
-	return nil
+	return xerr.Op(Name, "close", err)
 }

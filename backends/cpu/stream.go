@@ -26,7 +26,7 @@ func (e *Executor) NewStream() (executor.Stream, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed.Load() {
-		return nil, e.errClosed("new-stream")
+		return nil, xerr.Op(Name, "new-stream", executor.ErrClosed)
 	}
 	s := newStream(e)
 	e.streams[s] = struct{}{}
@@ -87,15 +87,11 @@ func newStream(e *Executor) *Stream {
 	return s
 }
 
-func (s *Stream) errClosed(op string) error {
-	return &xerr.Error{Backend: "cpu", Device: -1, Op: "stream " + op, Err: executor.ErrClosed}
-}
-
 func (s *Stream) push(op string, it item) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return s.errClosed(op)
+		return xerr.Op(Name, "stream "+op, executor.ErrClosed)
 	}
 	s.q = append(s.q, it)
 	s.mu.Unlock()
@@ -110,8 +106,7 @@ func (s *Stream) push(op string, it item) error {
 // it, unless the stream holds a sticky error.
 func (s *Stream) Enqueue(fn func(ctx context.Context) error) error {
 	if fn == nil {
-		return &xerr.Error{Backend: "cpu", Device: -1, Op: "stream enqueue",
-			Err: fmt.Errorf("nil function: %w", executor.ErrInvalidArgument)}
+		return xerr.Errorf(Name, "stream enqueue", executor.ErrInvalidArgument, "nil function")
 	}
 	return s.push("enqueue", item{fn: fn})
 }
@@ -130,8 +125,7 @@ func (s *Stream) Record() (executor.Event, error) {
 // stream of any executor.
 func (s *Stream) WaitEvent(ev executor.Event) error {
 	if ev == nil {
-		return &xerr.Error{Backend: "cpu", Device: -1, Op: "stream wait-event",
-			Err: fmt.Errorf("nil event: %w", executor.ErrInvalidArgument)}
+		return xerr.Errorf(Name, "stream wait-event", executor.ErrInvalidArgument, "nil event")
 	}
 	return s.push("wait-event", item{wait: ev})
 }
@@ -165,7 +159,7 @@ func (s *Stream) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return s.errClosed("close")
+		return xerr.Op(Name, "stream close", executor.ErrClosed)
 	}
 	s.closed = true
 	s.mu.Unlock()
@@ -250,7 +244,7 @@ func (s *Stream) run(it *item) {
 			err = it.wait.Wait(s.ctx)
 		}
 		if err != nil && s.sticky == nil {
-			s.sticky = fmt.Errorf("cpu: stream waited for an event that failed: %w", err)
+			s.sticky = xerr.Op(Name, "stream wait-event", fmt.Errorf("the event failed: %w", err))
 		}
 	case it.sync != nil:
 		if it.sync.state.CompareAndSwap(markPending, markTaken) {
@@ -316,14 +310,12 @@ func (ev *Event) Time() (t time.Time, ok bool) {
 func (ev *Event) Since(start executor.Event) (time.Duration, error) {
 	st, ok := start.(*Event)
 	if !ok {
-		return 0, &xerr.Error{Backend: "cpu", Device: -1, Op: "event since",
-			Err: fmt.Errorf("start event %T is not a cpu event: %w", start, executor.ErrInvalidArgument)}
+		return 0, xerr.Errorf(Name, "event since", executor.ErrInvalidArgument, "start event %T is not a cpu event", start)
 	}
 	t1, ok1 := st.Time()
 	t2, ok2 := ev.Time()
 	if !ok1 || !ok2 {
-		return 0, &xerr.Error{Backend: "cpu", Device: -1, Op: "event since",
-			Err: fmt.Errorf("event has not completed: %w", executor.ErrInvalidArgument)}
+		return 0, xerr.Errorf(Name, "event since", executor.ErrInvalidArgument, "event has not completed")
 	}
 	return t2.Sub(t1), nil
 }

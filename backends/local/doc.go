@@ -8,7 +8,8 @@
 //	// hand ranks[i] to goroutine i; Close each rank when done.
 //
 // The package registers the driver "local" with package xpu; its Backend
-// has only Group (a comm.GroupFunc), with the option "eager_limit".
+// has only Group (a comm.GroupFunc), with the options "eager_limit" and
+// "eager_budget" (OptEagerLimit, OptEagerBudget).
 //
 // # Matching
 //

@@ -3,24 +3,28 @@ package local
 import (
 	"context"
 	"errors"
-	"fmt"
+	"math"
 	"sync"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/xerr"
 )
 
-// Name is the name the driver is registered under.
+// Name is the name the driver is registered under and the backend its
+// errors name.
 const Name = "local"
 
-// Open options, decimal integers in bytes. Open ignores keys it does not
-// know, so that one set of options can serve a fallback chain of backends.
+// Options of Open: sizes in bytes, a decimal integer with an optional unit
+// K, M, G, T, P in powers of 1024 ("4096", "64K", "1 MiB"). The tcp
+// backend reads the same keys with the same meaning.
 const (
-	// OptEagerLimit sets Options.EagerLimit (0: DefaultEagerLimit;
-	// negative: no eager messages).
+	// OptEagerLimit sets the largest message sent eagerly, from 0 (no
+	// eager messages: Options.EagerLimit < 0) to math.MaxInt; default
+	// DefaultEagerLimit.
 	OptEagerLimit = "eager_limit"
-	// OptEagerBudget sets Options.EagerBudget (0: DefaultEagerBudget;
-	// negative: no bound).
+	// OptEagerBudget sets Options.EagerBudget, from 1 to math.MaxInt;
+	// default DefaultEagerBudget.
 	OptEagerBudget = "eager_budget"
 )
 
@@ -31,17 +35,26 @@ type driver struct{}
 // Open returns a backend whose Group makes in-process groups. It has no
 // memory space, executor or job communicator. Closing the backend closes
 // every rank of its groups still open.
+//
+// Its options are OptEagerLimit and OptEagerBudget. A bad value is an error
+// matching xpu.ErrInvalidArgument, and a key the driver does not know one
+// matching xpu.ErrUnknownOption. Keys scoped to another backend
+// ("tcp.eager_limit") are skipped; "local.eager_limit" is read as
+// eager_limit, before a bare eager_limit.
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var o Options
-	var err error
-	if o.EagerLimit, err = opts.Int(OptEagerLimit, 0); err != nil {
-		return nil, opErr("open", err)
+	r := opts.Reader(Name)
+	o := Options{
+		EagerLimit:  int(r.Bytes(OptEagerLimit, DefaultEagerLimit, 0, math.MaxInt)),
+		EagerBudget: int(r.Bytes(OptEagerBudget, DefaultEagerBudget, 1, math.MaxInt)),
 	}
-	if o.EagerBudget, err = opts.Int(OptEagerBudget, 0); err != nil {
-		return nil, opErr("open", err)
+	if err := r.Err(); err != nil {
+		return nil, xerr.Op(Name, "open", err)
+	}
+	if o.EagerLimit == 0 {
+		o.EagerLimit = -1 // no eager messages
 	}
 	t := &tracker{groups: map[*[]comm.Comm]struct{}{}}
 	b := &xpu.Backend{Name: Name, Group: t.groupFunc(o)}
@@ -52,11 +65,12 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 // Info describes the driver: always available, communication only.
 func (driver) Info(ctx context.Context) xpu.Info {
 	return xpu.Info{
-		Name:         Name,
-		Available:    true,
-		Devices:      []xpu.Device{},
-		Concepts:     []string{"comm"},
-		Capabilities: []string{"p2p", "blocking", "anysource", "anytag", "cancel", "eager", "rendezvous", "group", "kill"},
+		Name:      Name,
+		Available: true,
+		Devices:   []xpu.Device{},
+		Concepts:  []string{"comm"},
+		Capabilities: append(xpu.CapabilitiesOf((*Comm)(nil)),
+			xpu.CapAnySource, xpu.CapAnyTag, xpu.CapCancel, xpu.CapEager, xpu.CapRendezvous, xpu.CapGroup, xpu.CapKill),
 		ElementTypes: append([]string(nil), xpu.NumericTypes...),
 	}
 }
@@ -73,7 +87,7 @@ func (t *tracker) groupFunc(o Options) comm.GroupFunc {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if t.closed {
-			return nil, opErr("new group", fmt.Errorf("backend closed: %w", comm.ErrClosed))
+			return nil, xerr.Errorf(Name, "new group", comm.ErrClosed, "backend closed")
 		}
 		key := new([]comm.Comm)
 		cs, err := groupFunc(ctx, n, o, func() {

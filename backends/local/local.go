@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,7 +38,7 @@ type Options struct {
 	// receive has taken yet. A message that would exceed it goes by
 	// rendezvous instead, so a sender that runs ahead of its receiver
 	// waits rather than growing the receiver's queue without bound. Zero
-	// means DefaultEagerBudget; a negative value means no bound.
+	// means DefaultEagerBudget; a negative value is refused.
 	EagerBudget int
 }
 
@@ -47,7 +46,7 @@ type Options struct {
 type group struct {
 	ranks  []*Comm
 	eager  int // effective eager limit; -1: none
-	budget int // effective eager budget per rank; -1: unlimited
+	budget int // effective eager budget per rank
 
 	alive atomic.Int64 // ranks not yet closed or killed
 	// revoked is set once a rank crashed, or left while failing: collective
@@ -87,14 +86,19 @@ var (
 )
 
 // NewGroup returns a group of n ranks in this process; rank i is element i.
-// Close every rank when done. n must be in [1, MaxRanks].
+// Close every rank when done. n must be in [1, MaxRanks] and
+// opts.EagerBudget not negative: anything else is an error matching
+// comm.ErrInvalidArgument.
 func NewGroup(n int, opts Options) ([]*Comm, error) {
 	return newGroup(n, opts, nil)
 }
 
 func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
 	if n < 1 || n > MaxRanks {
-		return nil, opErr("new group", fmt.Errorf("group of %d ranks outside [1, %d]: %w", n, MaxRanks, comm.ErrInvalidArgument))
+		return nil, xerr.Errorf(Name, "new group", comm.ErrInvalidArgument, "group of %d ranks outside [1, %d]", n, MaxRanks)
+	}
+	if opts.EagerBudget < 0 {
+		return nil, xerr.Errorf(Name, "new group", comm.ErrInvalidArgument, "eager budget %d is negative", opts.EagerBudget)
 	}
 	eager := opts.EagerLimit
 	switch {
@@ -104,11 +108,8 @@ func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
 		eager = -1
 	}
 	budget := opts.EagerBudget
-	switch {
-	case budget == 0:
+	if budget == 0 {
 		budget = DefaultEagerBudget
-	case budget < 0:
-		budget = -1
 	}
 	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty}
 	g.alive.Store(int64(n))
@@ -120,8 +121,9 @@ func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
 }
 
 // GroupFunc adapts NewGroup to a comm.GroupFunc: each call makes a new
-// group with opts. It honours ctx only by returning ctx.Err() when ctx is
-// already done, since making a group does not block.
+// group with opts, or fails as NewGroup does. It honours ctx only by
+// returning ctx.Err() when ctx is already done, since making a group does
+// not block.
 func GroupFunc(opts Options) comm.GroupFunc {
 	return func(ctx context.Context, n int) ([]comm.Comm, error) {
 		return groupFunc(ctx, n, opts, nil)
@@ -154,7 +156,7 @@ func (c *Comm) Size() int { return len(c.g.ranks) }
 func (c *Comm) EagerLimit() int { return c.g.eager }
 
 // EagerBudget returns the bytes of unreceived eager messages a rank may
-// hold, or -1 when unbounded.
+// hold.
 func (c *Comm) EagerBudget() int { return c.g.budget }
 
 // Isend starts sending buf to rank dest with tag (reserved tags included).
@@ -195,14 +197,14 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 // nil and the status when it has completed; err when it did not start.
 func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, error) {
 	if err := impl.CheckRank(dest, len(c.g.ranks), false); err != nil {
-		return nil, comm.Status{}, opErr("send", err)
+		return nil, comm.Status{}, xerr.Op(Name, "send", err)
 	}
 	if err := impl.CheckWireTag(tag, false); err != nil {
-		return nil, comm.Status{}, opErr("send", err)
+		return nil, comm.Status{}, xerr.Op(Name, "send", err)
 	}
 	data, err := hostBytes(buf)
 	if err != nil {
-		return nil, comm.Status{}, opErr("send", err)
+		return nil, comm.Status{}, xerr.Op(Name, "send", err)
 	}
 	d := c.g.ranks[dest]
 	st := comm.Status{Source: dest, Tag: tag, Count: len(data)}
@@ -212,11 +214,11 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 	// sweeps d's queues under d.mu, so a send queued here is swept.
 	if c.closed.Load() {
 		d.mu.Unlock()
-		return nil, comm.Status{}, opErr("send", fmt.Errorf("rank %d: %w", c.rank, comm.ErrClosed))
+		return nil, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrClosed, "rank %d", c.rank)
 	}
 	if d.closed.Load() {
 		d.mu.Unlock()
-		return nil, comm.Status{}, c.lost(tag, opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, comm.ErrPeerLost)))
+		return nil, comm.Status{}, c.lost(tag, xerr.Errorf(Name, "send", comm.ErrPeerLost, "rank %d to %d", c.rank, dest))
 	}
 	if rr := d.tbl.TakePosted(c.rank, tag); rr != nil {
 		d.inflight.Add(1)
@@ -226,7 +228,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 		return nil, st, nil
 	}
 	r := &request{src: c.rank, dst: d, owner: c, tag: tag}
-	if len(data) <= c.g.eager && (c.g.budget < 0 || d.held+len(data) <= c.g.budget) {
+	if len(data) <= c.g.eager && d.held+len(data) <= c.g.budget {
 		r.buf, r.pooled = eagerCopy(data)
 		r.eager = true
 		r.done = closedCh
@@ -238,7 +240,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 	}
 	if tag > comm.MaxTag && c.g.revoked.Load() {
 		d.mu.Unlock()
-		return nil, comm.Status{}, c.lost(tag, opErr("send", fmt.Errorf("rank %d to %d: %w", c.rank, dest, errRevoked)))
+		return nil, comm.Status{}, c.lost(tag, xerr.Errorf(Name, "send", errRevoked, "rank %d to %d", c.rank, dest))
 	}
 	r.buf = data
 	r.done = make(chan struct{})
@@ -287,20 +289,20 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 // it did not start.
 func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.Status, res, err error) {
 	if err := impl.CheckRank(source, len(c.g.ranks), true); err != nil {
-		return nil, comm.Status{}, nil, opErr("recv", err)
+		return nil, comm.Status{}, nil, xerr.Op(Name, "recv", err)
 	}
 	if err := impl.CheckWireTag(tag, true); err != nil {
-		return nil, comm.Status{}, nil, opErr("recv", err)
+		return nil, comm.Status{}, nil, xerr.Op(Name, "recv", err)
 	}
 	data, err := hostBytes(buf)
 	if err != nil {
-		return nil, comm.Status{}, nil, opErr("recv", err)
+		return nil, comm.Status{}, nil, xerr.Op(Name, "recv", err)
 	}
 
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
-		return nil, comm.Status{}, nil, opErr("recv", fmt.Errorf("rank %d: %w", c.rank, comm.ErrClosed))
+		return nil, comm.Status{}, nil, xerr.Errorf(Name, "recv", comm.ErrClosed, "rank %d", c.rank)
 	}
 	if m := c.takeUnexpected(source, tag); m != nil {
 		if !m.eager {
@@ -318,15 +320,15 @@ func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.St
 	if source == comm.AnySource {
 		if len(c.g.ranks) > 1 && c.g.alive.Load() <= 1 {
 			c.mu.Unlock()
-			return nil, comm.Status{}, nil, c.lost(tag, opErr("recv", fmt.Errorf("rank %d from any source: every other rank has left: %w", c.rank, comm.ErrPeerLost)))
+			return nil, comm.Status{}, nil, c.lost(tag, xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d from any source: every other rank has left", c.rank))
 		}
 	} else if c.g.ranks[source].closed.Load() {
 		c.mu.Unlock()
-		return nil, comm.Status{}, nil, c.lost(tag, opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, comm.ErrPeerLost)))
+		return nil, comm.Status{}, nil, c.lost(tag, xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d from %d", c.rank, source))
 	}
 	if tag > comm.MaxTag && c.g.revoked.Load() {
 		c.mu.Unlock()
-		return nil, comm.Status{}, nil, c.lost(tag, opErr("recv", fmt.Errorf("rank %d from %d: %w", c.rank, source, errRevoked)))
+		return nil, comm.Status{}, nil, c.lost(tag, xerr.Errorf(Name, "recv", errRevoked, "rank %d from %d", c.rank, source))
 	}
 	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data, done: make(chan struct{})}
 	c.tbl.Post(r, r.src, r.tag)
@@ -378,8 +380,8 @@ func (c *Comm) leave(crash bool) {
 	revoke := crash || c.sawLoss.Load() || c.hasPostedReserved()
 	c.closed.Store(true)
 	g.alive.Add(-1)
-	closedErr := opErr("close", fmt.Errorf("rank %d left the group: %w", c.rank, comm.ErrClosed))
-	lostErr := opErr("close", fmt.Errorf("rank %d left the group: %w", c.rank, comm.ErrPeerLost))
+	closedErr := xerr.Errorf(Name, "close", comm.ErrClosed, "rank %d left the group", c.rank)
+	lostErr := xerr.Errorf(Name, "close", comm.ErrPeerLost, "rank %d left the group", c.rank)
 	for r := range c.tbl.Posted() {
 		c.tbl.Unpost(r)
 		r.complete(comm.Status{}, closedErr)
@@ -423,7 +425,7 @@ func (c *Comm) leave(crash bool) {
 			if len(g.ranks) > 1 && g.alive.Load() <= 1 {
 				for r := range p.tbl.PostedAny() {
 					p.tbl.Unpost(r)
-					r.complete(comm.Status{}, opErr("close", fmt.Errorf("every rank but %d left the group: %w", p.rank, comm.ErrPeerLost)))
+					r.complete(comm.Status{}, xerr.Errorf(Name, "close", comm.ErrPeerLost, "every rank but %d left the group", p.rank))
 				}
 			}
 		}
@@ -479,8 +481,8 @@ func deliverTo(rank int, buf, msg []byte, src, tag int) (comm.Status, error) {
 	n := copy(buf, msg)
 	st := comm.Status{Source: src, Tag: tag, Count: n}
 	if n < len(msg) {
-		return st, opErr("recv", fmt.Errorf("rank %d: %d-byte message from %d tag %d into a %d-byte buffer: %w",
-			rank, len(msg), src, tag, len(buf), comm.ErrTruncated))
+		return st, xerr.Errorf(Name, "recv", comm.ErrTruncated, "rank %d: %d-byte message from %d tag %d into a %d-byte buffer",
+			rank, len(msg), src, tag, len(buf))
 	}
 	return st, nil
 }
@@ -491,17 +493,13 @@ func hostBytes(b memspace.Block) ([]byte, error) {
 		return nil, nil
 	}
 	if !b.HostAccessible() {
-		return nil, fmt.Errorf("buffer %v is not host-accessible: %w", b, memspace.ErrNotHostAccessible)
+		return nil, xerr.Detail(memspace.ErrNotHostAccessible, "buffer %v", b)
 	}
 	return b.Bytes()
 }
 
-func opErr(op string, err error) error {
-	return &xerr.Error{Backend: "local", Device: -1, Op: op, Err: err}
-}
-
 // errRevoked is the cause of collective operations failed by a revocation.
-var errRevoked = fmt.Errorf("collectives revoked after a rank failed: %w", comm.ErrPeerLost)
+var errRevoked = xerr.Detail(comm.ErrPeerLost, "collectives revoked after a rank failed")
 
 // lost records that an operation of c on tag failed with ErrPeerLost and
 // returns err. A collective operation (reserved tag) that meets a lost peer
@@ -532,7 +530,7 @@ func (c *Comm) hasPostedReserved() bool {
 // fail at once; messages already delivered can still be received.
 func (g *group) revoke(culprit int) {
 	g.revoked.Store(true)
-	err := opErr("revoke", fmt.Errorf("rank %d failed: %w", culprit, errRevoked))
+	err := xerr.Errorf(Name, "revoke", errRevoked, "rank %d failed", culprit)
 	for _, p := range g.ranks {
 		p.mu.Lock()
 		if !p.closed.Load() {

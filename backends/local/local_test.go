@@ -26,7 +26,14 @@ func TestNewGroup(t *testing.T) {
 		assert.Equal(t, local.DefaultEagerLimit, c.EagerLimit())
 		assert.Equal(t, local.DefaultEagerBudget, c.EagerBudget())
 	}
-	assert.Equal(t, -1, group(t, 1, local.Options{EagerBudget: -3})[0].EagerBudget())
+	for _, budget := range []int{-1, -3} {
+		_, err := local.NewGroup(1, local.Options{EagerBudget: budget})
+		require.ErrorIs(t, err, comm.ErrInvalidArgument, "a negative eager budget is refused")
+		assert.NotContains(t, err.Error(), "\n", "one line")
+		_, err = local.GroupFunc(local.Options{EagerBudget: budget})(context.Background(), 1)
+		require.ErrorIs(t, err, comm.ErrInvalidArgument, "a negative eager budget is refused by GroupFunc")
+	}
+	assert.Equal(t, 1, group(t, 1, local.Options{EagerBudget: 1})[0].EagerBudget())
 	assert.Equal(t, -1, group(t, 1, local.Options{EagerLimit: -5})[0].EagerLimit())
 	assert.Equal(t, 10, group(t, 1, local.Options{EagerLimit: 10})[0].EagerLimit())
 }
@@ -547,12 +554,9 @@ func TestEagerBudget(t *testing.T) {
 	}
 	require.NoError(t, comm.WaitAll(context.Background(), sends...))
 
-	unbounded := group(t, 2, local.Options{EagerLimit: 100, EagerBudget: -1})
-	for range 1000 {
-		r := isend(t, unbounded[0], make([]byte, 100), 1, 1)
-		_, done, _ := r.Test()
-		require.True(t, done)
-	}
+	// There is no unbounded budget.
+	_, err = local.NewGroup(2, local.Options{EagerLimit: 100, EagerBudget: -1})
+	require.ErrorIs(t, err, comm.ErrInvalidArgument)
 }
 
 // TestBlocking exercises the native blocking calls used by comm.Send and

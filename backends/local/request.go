@@ -3,10 +3,10 @@ package local
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // closedCh is the done channel of every request that completes while it is
@@ -69,7 +69,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	default:
 	}
 	if ctx == nil {
-		return comm.Status{}, fmt.Errorf("local: Wait with a nil context: %w", comm.ErrInvalidArgument)
+		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
 	select {
 	case <-r.done:
@@ -120,6 +120,6 @@ func (r *request) Cancel() error {
 	if r.recv {
 		op = "recv"
 	}
-	r.complete(comm.Status{}, opErr(op, fmt.Errorf("rank %d: %w", r.owner.rank, comm.ErrCanceled)))
+	r.complete(comm.Status{}, xerr.Errorf(Name, op, comm.ErrCanceled, "rank %d", r.owner.rank))
 	return nil
 }

@@ -46,4 +46,13 @@ func TestBadCapacity(t *testing.T) {
 		require.Equal(t, in, oe.Value)
 		require.Contains(t, err.Error(), fmt.Sprintf("capacity=%q", in))
 	}
+	_, err := xpu.Open(context.Background(), "arena", xpu.Options{"capcity": "1MiB"})
+	require.ErrorIs(t, err, xpu.ErrUnknownOption, "a typo is refused")
+	require.Contains(t, err.Error(), "capacity", "and the known key named")
+	b, err := xpu.Open(context.Background(), "arena", xpu.Options{"cpu.limit": "1K", "arena.capacity": "1MiB"})
+	require.NoError(t, err, "keys scoped to another backend are skipped")
+	_, total, err := b.Memory.(memspace.Availability).Available()
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<20), total)
+	require.NoError(t, b.Close())
 }

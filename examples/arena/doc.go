@@ -7,5 +7,6 @@
 //
 // A fixed arena suits programs that must not touch the system allocator
 // after start-up (real-time loops, memory budgets); the capacity is the
-// "capacity" option of Open, in bytes ("268435456" or "256MiB").
+// "capacity" option of Open (OptCapacity), in bytes ("268435456" or
+// "256MiB").
 package arena

@@ -2,46 +2,57 @@ package arena
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
-// DefaultCapacity is the arena's size when Open is given no "capacity".
+// Name is the name the driver is registered under and the backend its
+// errors name.
+const Name = "arena"
+
+// DefaultCapacity is the arena's size when Open is given no OptCapacity.
 const DefaultCapacity = 64 << 20
 
-func init() { xpu.Register("arena", driver{}) }
+// OptCapacity is the option that sets the arena's size: a size in bytes
+// from 1 to math.MaxInt, as a count ("268435456") or with a unit in powers
+// of 1024 ("256MiB").
+const OptCapacity = "capacity"
+
+func init() { xpu.Register(Name, driver{}) }
 
 type driver struct{}
 
-// Open maps an arena of opts["capacity"] bytes (DefaultCapacity if unset):
-// a count of bytes or a size such as "256MiB", as xpu.Options.Bytes reads
-// it. A bad capacity is an error matching xpu.ErrInvalidArgument.
+// Open maps an arena of OptCapacity bytes (DefaultCapacity if unset). A bad
+// capacity is an error matching xpu.ErrInvalidArgument, and any other key
+// one matching xpu.ErrUnknownOption (keys scoped to another backend,
+// "cpu.limit", are skipped).
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
-	_, set := opts["capacity"]
-	capacity, err := opts.Bytes("capacity", DefaultCapacity)
-	if err != nil || set && (capacity <= 0 || capacity > math.MaxInt) {
-		return nil, fmt.Errorf("arena: %w", opts.Invalid("capacity", `a positive size in bytes such as "268435456" or "256MiB"`))
+	r := opts.Reader(Name)
+	capacity := r.Bytes(OptCapacity, DefaultCapacity, 1, math.MaxInt)
+	if err := r.Err(); err != nil {
+		return nil, xerr.Op(Name, "open", err)
 	}
 	s, err := NewSpace(int(capacity))
 	if err != nil {
 		return nil, err
 	}
-	b := &xpu.Backend{Memory: s, Spaces: []memspace.Space{s}, Exec: Serial{}}
+	b := &xpu.Backend{Name: Name, Memory: s, Spaces: []memspace.Space{s}, Exec: Serial{}}
 	b.OnClose(s.Close)
 	return b, nil
 }
 
-// Info describes the backend; it is always available.
+// Info describes the backend; it is always available. Its capabilities are
+// those its types implement.
 func (driver) Info(ctx context.Context) xpu.Info {
 	return xpu.Info{
-		Name:         "arena",
+		Name:         Name,
 		Available:    true,
 		Devices:      []xpu.Device{{Index: 0, Name: "host arena", MemoryTotal: DefaultCapacity, MemoryFree: DefaultCapacity}},
 		Concepts:     []string{"memory", "executor", "transfer"},
-		Capabilities: []string{"memory.stats", "memory.lookup", "memory.available"},
+		Capabilities: xpu.CapabilitiesOf((*Space)(nil), Serial{}),
 		ElementTypes: xpu.NumericTypes,
 	}
 }

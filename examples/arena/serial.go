@@ -2,9 +2,9 @@ package arena
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Serial is an executor that runs everything on the calling goroutine: the
@@ -37,7 +37,7 @@ func (s Serial) ParallelFor(ctx context.Context, n int, body func(i int)) error 
 // chunks.
 func (s Serial) ParallelRange(ctx context.Context, n, grain int, body func(lo, hi int)) error {
 	if n < 0 {
-		return fmt.Errorf("serial: loop over %d: %w", n, executor.ErrInvalidArgument)
+		return xerr.Errorf(Name, "parallel-range", executor.ErrInvalidArgument, "loop over %d indices", n)
 	}
 	if grain <= 0 {
 		grain = s.SuggestedGrain(n)

@@ -35,11 +35,11 @@ var (
 // NewSpace maps a region of capacity bytes.
 func NewSpace(capacity int) (*Space, error) {
 	if capacity <= 0 {
-		return nil, fmt.Errorf("arena: capacity %d: %w", capacity, memspace.ErrInvalidArgument)
+		return nil, xerr.Errorf(Name, "new space", memspace.ErrInvalidArgument, "capacity %d", capacity)
 	}
 	mem, err := syscall.Mmap(-1, 0, capacity, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
-		return nil, fmt.Errorf("arena: map %d bytes: %v: %w", capacity, err, memspace.ErrOutOfMemory)
+		return nil, xerr.Errorf(Name, "new space", memspace.ErrOutOfMemory, "mmap of %d bytes: %w", capacity, err)
 	}
 	return &Space{
 		mem:  mem,
@@ -50,7 +50,7 @@ func NewSpace(capacity int) (*Space, error) {
 }
 
 // Name returns "arena".
-func (s *Space) Name() string { return "arena" }
+func (s *Space) Name() string { return Name }
 
 // Properties describes pageable host memory.
 func (s *Space) Properties() memspace.Properties {
@@ -61,15 +61,15 @@ func (s *Space) Properties() memspace.Properties {
 func (s *Space) Allocate(size, align int) (memspace.Block, error) {
 	align, err := impl.CheckAlloc(size, align, 16)
 	if err != nil {
-		return memspace.Block{}, xerr.Op("arena", "alloc", err)
+		return memspace.Block{}, xerr.Op(Name, "alloc", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return memspace.Block{}, fmt.Errorf("arena: alloc: %w", memspace.ErrClosed)
+		return memspace.Block{}, xerr.Op(Name, "alloc", memspace.ErrClosed)
 	}
 	if size > len(s.mem) {
-		return memspace.Block{}, fmt.Errorf("arena: alloc of %d bytes in a %d-byte arena: %w", size, len(s.mem), memspace.ErrOutOfMemory)
+		return memspace.Block{}, xerr.Errorf(Name, "alloc", memspace.ErrOutOfMemory, "%d bytes in a %d-byte arena", size, len(s.mem))
 	}
 	for i, f := range s.free {
 		addr := uintptr(s.base) + uintptr(f.off)
@@ -95,22 +95,22 @@ func (s *Space) Allocate(size, align int) (memspace.Block, error) {
 		s.stats.Peak = max(s.stats.Peak, s.stats.InUse)
 		return memspace.NewBlock(s, a, size, unsafe.Pointer(&s.mem[off])), nil
 	}
-	return memspace.Block{}, fmt.Errorf("arena: no free span of %d bytes at alignment %d: %w", size, align, memspace.ErrOutOfMemory)
+	return memspace.Block{}, xerr.Errorf(Name, "alloc", memspace.ErrOutOfMemory, "no free span of %d bytes at alignment %d", size, align)
 }
 
 // Free returns b's span to the free list, merging it with its neighbours.
 func (s *Space) Free(b memspace.Block) error {
 	if b.Space() != memspace.Space(s) {
-		return fmt.Errorf("arena: free of %v: %w", b, memspace.ErrForeignBlock)
+		return xerr.Errorf(Name, "free", memspace.ErrForeignBlock, "%v", b)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return fmt.Errorf("arena: free: %w", memspace.ErrClosed)
+		return xerr.Op(Name, "free", memspace.ErrClosed)
 	}
 	size, ok := s.live[b.Addr()]
 	if !ok || size != b.Len() {
-		return fmt.Errorf("arena: free of %v: %w", b, memspace.ErrDoubleFree)
+		return xerr.Errorf(Name, "free", memspace.ErrDoubleFree, "%v", b)
 	}
 	delete(s.live, b.Addr())
 	s.stats.InUse -= int64(size)
@@ -177,10 +177,10 @@ func (s *Space) Close() error {
 	err := syscall.Munmap(s.mem)
 	s.mem = nil
 	if err != nil {
-		return fmt.Errorf("arena: unmap: %v", err)
+		return xerr.Op(Name, "close", fmt.Errorf("munmap: %w", err))
 	}
 	if leaked > 0 {
-		return fmt.Errorf("arena: closed with %d live allocation(s)", leaked)
+		return xerr.Op(Name, "close", fmt.Errorf("%d live allocation(s) lost", leaked))
 	}
 	return nil
 }
