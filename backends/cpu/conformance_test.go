@@ -24,7 +24,7 @@ func openCPU(t *testing.T, opts xpu.Options) *xpu.Backend {
 
 // The whole backend, as `xpu conformance` runs it.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) *xpu.Backend { return openCPU(t, nil) })
+	conformance.RunDriver(t, cpu.Name, nil)
 }
 
 // The executor and streams again with one worker (no helpers: everything

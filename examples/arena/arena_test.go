@@ -14,14 +14,10 @@ import (
 )
 
 // TestConformance is all a backend author writes to prove a backend: the
-// suites for every concept it composes, from one factory.
+// suites for every concept it composes, opened by name as `xpu conformance`
+// opens it, and the check that Info's capabilities are what it implements.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) *xpu.Backend {
-		b, err := xpu.Open(context.Background(), "arena", xpu.Options{"capacity": "268435456"})
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, b.Close()) })
-		return b
-	})
+	conformance.RunDriver(t, "arena", xpu.Options{"capacity": "268435456"})
 }
 
 func TestCapacity(t *testing.T) {
