@@ -16,7 +16,7 @@ import (
 // ErrAuth reports a connection that could not prove membership of the job:
 // a wrong secret, a garbled or foreign handshake, or a rank or world size
 // that does not fit. It matches comm.ErrInvalidArgument too.
-var ErrAuth = xerr.NewKind("tcp: authentication failed", xerr.ErrInvalidArgument)
+var ErrAuth = xerr.NewKind("authentication failed", xerr.ErrInvalidArgument)
 
 // Connection purposes, announced in the hello.
 const (
@@ -61,13 +61,13 @@ func (h *hello) encode() []byte {
 func decodeHello(b []byte) (hello, error) {
 	var h hello
 	if len(b) != helloSize || [4]byte(b[:4]) != helloMagic {
-		return h, fmt.Errorf("%w: not an xpu tcp hello", ErrAuth)
+		return h, xerr.Detail(ErrAuth, "not an xpu tcp hello")
 	}
 	if b[4] != wireVersion {
-		return h, fmt.Errorf("%w: wire version %d, want %d", ErrAuth, b[4], wireVersion)
+		return h, xerr.Detail(ErrAuth, "wire version %d, want %d", b[4], wireVersion)
 	}
 	if b[6] != 0 || b[7] != 0 || binary.LittleEndian.Uint32(b[20:]) != 0 {
-		return h, fmt.Errorf("%w: nonzero reserved bytes in hello", ErrAuth)
+		return h, xerr.Detail(ErrAuth, "nonzero reserved bytes in hello")
 	}
 	h.purpose = b[5]
 	h.rank = binary.LittleEndian.Uint32(b[8:])
@@ -76,7 +76,7 @@ func decodeHello(b []byte) (hello, error) {
 	h.budget = binary.LittleEndian.Uint64(b[24:])
 	copy(h.nonce[:], b[32:])
 	if h.purpose != purposePeer && h.purpose != purposeStore {
-		return h, fmt.Errorf("%w: unknown purpose %d", ErrAuth, h.purpose)
+		return h, xerr.Detail(ErrAuth, "unknown purpose %d", h.purpose)
 	}
 	return h, nil
 }
@@ -101,7 +101,7 @@ func proof(secret, dialerHello, acceptorHello []byte, role byte) []byte {
 // dialer's purpose.
 func handshake(conn net.Conn, secret []byte, mine hello, dialer bool, check func(hello) error) (hello, error) {
 	if _, err := rand.Read(mine.nonce[:]); err != nil {
-		return hello{}, fmt.Errorf("tcp: handshake nonce: %w", err)
+		return hello{}, fmt.Errorf("handshake nonce: %w", err)
 	}
 	// The dialer speaks first; the acceptor answers with the purpose the
 	// dialer asked for, once it has checked the dialer's hello.
@@ -109,19 +109,19 @@ func handshake(conn net.Conn, secret []byte, mine hello, dialer bool, check func
 	if dialer {
 		out = mine.encode()
 		if _, err := conn.Write(out); err != nil {
-			return hello{}, fmt.Errorf("tcp: handshake: %w", err)
+			return hello{}, fmt.Errorf("handshake: %w", err)
 		}
 	}
 	in := make([]byte, helloSize)
 	if _, err := io.ReadFull(conn, in); err != nil {
-		return hello{}, fmt.Errorf("%w: reading the peer's hello: %w", ErrAuth, err)
+		return hello{}, xerr.Detail(ErrAuth, "reading the peer's hello: %w", err)
 	}
 	peer, err := decodeHello(in)
 	if err != nil {
 		return hello{}, err
 	}
 	if peer.nonce == mine.nonce {
-		return hello{}, fmt.Errorf("%w: the peer echoed this side's nonce", ErrAuth)
+		return hello{}, xerr.Detail(ErrAuth, "the peer echoed this side's nonce")
 	}
 	if err := check(peer); err != nil {
 		return hello{}, err
@@ -130,7 +130,7 @@ func handshake(conn net.Conn, secret []byte, mine hello, dialer bool, check func
 		mine.purpose = peer.purpose
 		out = mine.encode()
 		if _, err := conn.Write(out); err != nil {
-			return hello{}, fmt.Errorf("tcp: handshake: %w", err)
+			return hello{}, fmt.Errorf("handshake: %w", err)
 		}
 	}
 	dh, ah, myRole, peerRole := out, in, byte(roleDialer), byte(roleAcceptor)
@@ -138,17 +138,17 @@ func handshake(conn net.Conn, secret []byte, mine hello, dialer bool, check func
 		dh, ah, myRole, peerRole = in, out, roleAcceptor, roleDialer
 	}
 	if _, err := conn.Write(proof(secret, dh, ah, myRole)); err != nil {
-		return hello{}, fmt.Errorf("tcp: handshake: %w", err)
+		return hello{}, fmt.Errorf("handshake: %w", err)
 	}
 	got := make([]byte, macSize)
 	if _, err := io.ReadFull(conn, got); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return hello{}, fmt.Errorf("%w: the peer hung up before proving membership (does it hold another secret?)", ErrAuth)
+			return hello{}, xerr.Detail(ErrAuth, "the peer hung up before proving membership (does it hold another secret?)")
 		}
-		return hello{}, fmt.Errorf("%w: reading the peer's proof: %w", ErrAuth, err)
+		return hello{}, xerr.Detail(ErrAuth, "reading the peer's proof: %w", err)
 	}
 	if !hmac.Equal(got, proof(secret, dh, ah, peerRole)) {
-		return hello{}, fmt.Errorf("%w: the peer's proof does not match this job's secret", ErrAuth)
+		return hello{}, xerr.Detail(ErrAuth, "the peer's proof does not match this job's secret")
 	}
 	return peer, nil
 }
@@ -158,10 +158,10 @@ func handshake(conn net.Conn, secret []byte, mine hello, dialer bool, check func
 func checkHello(size int, okRank func(purpose uint8, rank int) bool) func(hello) error {
 	return func(h hello) error {
 		if int(h.size) != size {
-			return fmt.Errorf("%w: peer of a job of %d ranks, this job has %d", ErrAuth, h.size, size)
+			return xerr.Detail(ErrAuth, "peer of a job of %d ranks, this job has %d", h.size, size)
 		}
 		if int(h.rank) >= size || !okRank(h.purpose, int(h.rank)) {
-			return fmt.Errorf("%w: unexpected rank %d for purpose %d", ErrAuth, h.rank, h.purpose)
+			return xerr.Detail(ErrAuth, "unexpected rank %d for purpose %d", h.rank, h.purpose)
 		}
 		return nil
 	}

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Native collectives.
@@ -126,8 +128,8 @@ func (run *collRun) wait(ctx context.Context, q *request, want int) error {
 // disagree about sizes.
 func checkCount(st comm.Status, want int) error {
 	if want >= 0 && st.Count != want {
-		return fmt.Errorf("received %d bytes from rank %d where %d were expected (do all ranks pass the same sizes?): %w",
-			st.Count, st.Source, want, comm.ErrInvalidArgument)
+		return xerr.Detail(comm.ErrInvalidArgument, "received %d bytes from rank %d where %d were expected (do all ranks pass the same sizes?)",
+			st.Count, st.Source, want)
 	}
 	return nil
 }
@@ -171,7 +173,7 @@ func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func
 	if s.abortFrom != 0 && seq >= s.abortFrom {
 		err := s.abortErr
 		s.mu.Unlock()
-		return opErr(name, err)
+		return xerr.Op(Name, name, err)
 	}
 	s.mu.Unlock()
 	c.mu.Lock()
@@ -185,11 +187,11 @@ func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func
 	}
 	c.mu.Unlock()
 	if closed {
-		return opErr(name, c.closedErr())
+		return xerr.Errorf(Name, name, comm.ErrClosed, "rank %d", c.rank)
 	}
 	if lost != nil {
 		c.abortColl(seq, c.rank, lost)
-		return opErr(name, fmt.Errorf("a rank of the group is lost: %w", lost))
+		return xerr.Op(Name, name, fmt.Errorf("a rank of the group is lost: %w", detailOf(lost)))
 	}
 	run.seq = seq
 	s.mu.Lock()
@@ -217,9 +219,9 @@ func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func
 		c.abortColl(seq, c.rank, err)
 	}
 	if c.isClosed() && !errors.Is(err, comm.ErrClosed) {
-		err = fmt.Errorf("%w (%w)", c.closedErr(), err)
+		return xerr.Errorf(Name, name, comm.ErrClosed, "rank %d closed during the collective: %w", c.rank, detailOf(err))
 	}
-	return opErr(name, err)
+	return xerr.Op(Name, name, detailOf(err))
 }
 
 // abortColl records that collective seq (and every later one) is aborted,
@@ -237,9 +239,9 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 	}
 	s.abortFrom = seq
 	if by == c.rank {
-		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted: %w", c.rank, seq, cause)
+		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted: %w", c.rank, seq, detailOf(cause))
 	} else {
-		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted by rank %d, which lost a peer: %w", c.rank, seq, by, comm.ErrPeerLost)
+		s.abortErr = xerr.Detail(comm.ErrPeerLost, "rank %d: collective #%d aborted by rank %d, which lost a peer", c.rank, seq, by)
 	}
 	for _, run := range s.running {
 		if run.seq >= seq {
@@ -252,7 +254,7 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 	c.mu.Unlock()
 	for _, l := range links {
 		if l != nil && l.peer != by && l.failed() == nil {
-			_ = l.sendCtl(frame{typ: frameAbort, a: seq}, false)
+			_ = l.w.sendCtl(frame{typ: frameAbort, a: seq}, false)
 		}
 	}
 }
@@ -454,7 +456,7 @@ func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt 
 		if u.fold {
 			dst, err1 := recv.Slice(u.off, u.n)
 			own, err2 := send.Slice(u.off, u.n)
-			if err := errors.Join(err1, err2); err != nil {
+			if err := cmp.Or(err1, err2); err != nil {
 				return err
 			}
 			q.red = &reduction{dst: dst, own: own, dt: dt, op: op}

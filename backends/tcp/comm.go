@@ -87,7 +87,7 @@ func (c *Comm) isClosed() bool {
 }
 
 func (c *Comm) closedErr() error {
-	return opErr("close", fmt.Errorf("rank %d: %w", c.rank, comm.ErrClosed))
+	return xerr.Errorf(Name, "close", comm.ErrClosed, "rank %d", c.rank)
 }
 
 // Isend starts sending buf to rank dest with tag (reserved tags included).
@@ -239,7 +239,7 @@ func (c *Comm) irecv(r *request) (*request, error) {
 		switch m.kind {
 		case kindEagerMsg:
 			if m.via != nil {
-				c.consumed(m.via, len(m.buf))
+				m.via.consumed(len(m.buf))
 			} else {
 				c.selfHeld -= len(m.buf)
 			}
@@ -266,7 +266,7 @@ func (c *Comm) irecv(r *request) (*request, error) {
 	if r.peer == comm.AnySource {
 		if c.size > 1 && c.nlost == c.size-1 {
 			c.mu.Unlock()
-			return nil, opErr("recv", fmt.Errorf("rank %d from any source: every other rank is lost: %w", c.rank, comm.ErrPeerLost))
+			return nil, c.allLostErr()
 		}
 	} else if err := c.lost[r.peer]; err != nil {
 		c.mu.Unlock()
@@ -276,6 +276,12 @@ func (c *Comm) irecv(r *request) (*request, error) {
 	c.tbl.Post(r, r.peer, r.tag)
 	c.mu.Unlock()
 	return r, nil
+}
+
+// allLostErr is the error of a receive from any source once every other
+// rank is lost.
+func (c *Comm) allLostErr() error {
+	return xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d from any source: every other rank is lost", c.rank)
 }
 
 // deliverMsg delivers the held message m into the receive r.
@@ -296,21 +302,6 @@ func deliverTo(rank int, r *request, msg []byte, src, tag int) (comm.Status, err
 		copy(r.buf, msg)
 	}
 	return recvOutcome(rank, src, tag, len(msg), k)
-}
-
-// consumed returns n eager bytes of l's budget once a receive has taken
-// them, in credit frames of at least a quarter of the budget. c.mu is held.
-func (c *Comm) consumed(l *link, n int) {
-	if n == 0 {
-		return
-	}
-	l.creditDue += n
-	if l.creditDue >= max(1, c.lim.budget/4) {
-		amt := l.creditDue
-		l.creditDue = 0
-		l.eagerIn -= amt
-		_ = l.sendCtl(frame{typ: frameCredit, a: uint64(amt)}, false)
-	}
 }
 
 // peerDown records that peer is lost and fails what waits on it: receives
@@ -337,7 +328,7 @@ func (c *Comm) peerDown(peer int, err error) {
 		}
 	}
 	if c.nlost == c.size-1 {
-		all := opErr("recv", fmt.Errorf("rank %d from any source: every other rank is lost: %w", c.rank, comm.ErrPeerLost))
+		all := c.allLostErr()
 		for r := range c.tbl.PostedAny() {
 			c.tbl.Unpost(r)
 			r.complete(comm.Status{}, all)
@@ -379,8 +370,8 @@ func (c *Comm) shutdown() {
 	c.closeListener()
 	for _, l := range links {
 		if l != nil {
-			l.bye()
-			l.wakeReader() // to read the peer's goodbye
+			l.w.bye()
+			l.role.wakeReader() // to read the peer's goodbye
 		}
 	}
 	deadline := time.NewTimer(c.cfg.CloseTimeout)
@@ -400,7 +391,7 @@ func (c *Comm) shutdown() {
 		if l != nil {
 			l.fail(errPeerClosed)
 			l.wg.Wait()
-			l.rwg.Wait()
+			l.role.holders.Wait()
 		}
 	}
 	c.bg.Wait()
@@ -426,7 +417,7 @@ func (c *Comm) closeListener() {
 func (c *Comm) enqueue(m *request) {
 	c.tbl.Arrive(m, m.peer, m.tag)
 	if m.kind == kindRTSMsg {
-		m.via.rtsHeld++
+		m.via.credit.rtsHeld++
 	}
 }
 
@@ -440,7 +431,7 @@ func (c *Comm) unqueue(m *request) {
 // the unexpected queue. c.mu is held.
 func (c *Comm) unqueued(m *request) {
 	if m.kind == kindRTSMsg {
-		m.via.rtsHeld--
+		m.via.credit.rtsHeld--
 	}
 }
 
@@ -459,14 +450,14 @@ func (c *Comm) takeUnexpected(source, tag int) *request {
 // and returns the host view of buf.
 func (c *Comm) hostArgs(op string, buf memspace.Block, rank, tag int, wildcard bool) ([]byte, error) {
 	if err := impl.CheckRank(rank, c.size, wildcard); err != nil {
-		return nil, opErr(op, err)
+		return nil, xerr.Op(Name, op, err)
 	}
 	if err := impl.CheckWireTag(tag, wildcard); err != nil {
-		return nil, opErr(op, err)
+		return nil, xerr.Op(Name, op, err)
 	}
 	data, err := hostBytes(buf)
 	if err != nil {
-		return nil, opErr(op, err)
+		return nil, xerr.Op(Name, op, err)
 	}
 	return data, nil
 }
@@ -477,13 +468,19 @@ func hostBytes(b memspace.Block) ([]byte, error) {
 		return nil, nil
 	}
 	if !b.HostAccessible() {
-		return nil, fmt.Errorf("buffer %v is not host-accessible: %w", b, memspace.ErrNotHostAccessible)
+		return nil, xerr.Detail(memspace.ErrNotHostAccessible, "buffer %v is not host-accessible", b)
 	}
 	return b.Bytes()
 }
 
-func opErr(op string, err error) error {
-	return &xerr.Error{Backend: Name, Device: -1, Op: op, Err: err}
+// detailOf returns what err says after its place when err is an error of
+// this backend, else err: the cause for an error that names the place
+// again, so that the place is named once.
+func detailOf(err error) error {
+	if e, ok := err.(*xerr.Error); ok && e.Backend == Name {
+		return e.Err
+	}
+	return err
 }
 
 // monitor cuts links that have been silent for the timeout.
@@ -510,7 +507,7 @@ func (c *Comm) monitor() {
 			if l == nil || l.failed() != nil {
 				continue
 			}
-			if n := l.reads.Load(); known[i] != l || n != seen[i] {
+			if n := l.rd.reads.Load(); known[i] != l || n != seen[i] {
 				known[i], seen[i], since[i] = l, n, now
 				continue
 			}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/internal/jobenv"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Defaults of Config.
@@ -35,13 +36,28 @@ const (
 	MaxRanks = 1 << 16
 )
 
-// Environment variables read by FromEnv (and by the driver's Open).
+// Bounds of Config, and of the options that set its fields.
 const (
-	EnvRank       = "XPU_RANK"
-	EnvWorldSize  = "XPU_WORLD_SIZE"
-	EnvMasterAddr = "XPU_MASTER_ADDR"
-	EnvMasterPort = "XPU_MASTER_PORT"
-	EnvJobSecret  = "XPU_JOB_SECRET"
+	// MaxEagerLimit is the largest Config.EagerLimit.
+	MaxEagerLimit = 1 << 30
+	// MaxEagerBudget is the largest Config.EagerBudget.
+	MaxEagerBudget = 1 << 40
+	// minChunk and maxChunk bound Config.Chunk.
+	minChunk, maxChunk = 4 << 10, 64 << 20
+	// maxSpin bounds Config.Spin: a kick (a context ending, a cancel)
+	// reaches a polling waiter only when its poll ends.
+	maxSpin = 10 * time.Millisecond
+)
+
+// Environment variables read by FromEnv (and by the driver's Open). The
+// first five are the variables `xpu run` sets, as package jobenv names
+// them.
+const (
+	EnvRank       = jobenv.Rank
+	EnvWorldSize  = jobenv.WorldSize
+	EnvMasterAddr = jobenv.MasterAddr
+	EnvMasterPort = jobenv.MasterPort
+	EnvJobSecret  = jobenv.JobSecret
 	// EnvTimeout overrides Config.Timeout: a Go duration ("3s").
 	EnvTimeout = "XPU_TCP_TIMEOUT"
 	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.
@@ -79,16 +95,19 @@ type Config struct {
 	// CloseTimeout bounds how long Close waits for peers to acknowledge
 	// the goodbye before cutting the links. Zero means min(Timeout, 5s).
 	CloseTimeout time.Duration
-	// EagerLimit is the largest message sent eagerly; larger ones go by
-	// rendezvous and land straight in the receive buffer. Zero means
-	// DefaultEagerLimit; negative sends every nonempty message by
-	// rendezvous.
+	// EagerLimit is the largest message sent eagerly, at most
+	// MaxEagerLimit; larger ones go by rendezvous and land straight in
+	// the receive buffer. Zero means DefaultEagerLimit; negative sends
+	// every nonempty message by rendezvous. A limit above EagerBudget is
+	// lowered to it.
 	EagerLimit int
 	// EagerBudget is how many eager bytes this rank holds for one peer
-	// before receives take them; a peer past it sends by rendezvous.
-	// Zero means DefaultEagerBudget.
+	// before receives take them, at most MaxEagerBudget; a peer past it
+	// sends by rendezvous. Zero means DefaultEagerBudget; negative is an
+	// error.
 	EagerBudget int
-	// Chunk is the size of data frames. Zero means DefaultChunk.
+	// Chunk is the size of data frames, from 4 KiB to 64 MiB. Zero means
+	// DefaultChunk.
 	Chunk int
 	// Spin is how long a goroutine waiting for a receive polls the socket
 	// before it blocks (Linux; elsewhere it blocks at once). Polling
@@ -101,10 +120,11 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
-// normalize validates cfg and fills in defaults.
+// normalize validates cfg and fills in defaults. It is the one check of a
+// Config's values: the driver's options are read within the same bounds.
 func (cfg Config) normalize() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
-		return cfg, opErr("dial", fmt.Errorf(format+": %w", append(args, comm.ErrInvalidArgument)...))
+		return cfg, xerr.Errorf(Name, "dial", xerr.ErrInvalidArgument, format, args...)
 	}
 	if cfg.Size < 1 || cfg.Size > MaxRanks {
 		return bad("world size %d outside [1, %d]", cfg.Size, MaxRanks)
@@ -128,6 +148,12 @@ func (cfg Config) normalize() (Config, error) {
 	}
 	if cfg.Spin > maxSpin {
 		return bad("spin %v above %v", cfg.Spin, maxSpin)
+	}
+	if cfg.EagerLimit > MaxEagerLimit {
+		return bad("eager limit of %d bytes above %s", cfg.EagerLimit, xpu.FormatBytes(MaxEagerLimit))
+	}
+	if cfg.EagerBudget > MaxEagerBudget {
+		return bad("eager budget of %d bytes above %s", cfg.EagerBudget, xpu.FormatBytes(MaxEagerBudget))
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
@@ -153,14 +179,11 @@ func (cfg Config) normalize() (Config, error) {
 	if cfg.EagerLimit > cfg.EagerBudget {
 		cfg.EagerLimit = cfg.EagerBudget
 	}
-	if cfg.EagerLimit > 1<<30 || cfg.EagerBudget > 1<<40 {
-		return bad("eager limit %d or budget %d too large", cfg.EagerLimit, cfg.EagerBudget)
-	}
 	if cfg.Chunk == 0 {
 		cfg.Chunk = DefaultChunk
 	}
-	if cfg.Chunk < 4096 || cfg.Chunk > 64<<20 {
-		return bad("chunk of %d bytes outside [4 KiB, 64 MiB]", cfg.Chunk)
+	if cfg.Chunk < minChunk || cfg.Chunk > maxChunk {
+		return bad("chunk of %d bytes outside [%s, %s]", cfg.Chunk, xpu.FormatBytes(minChunk), xpu.FormatBytes(maxChunk))
 	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
 	return cfg, nil
@@ -182,32 +205,13 @@ func FromEnv(ctx context.Context) (*Comm, error) {
 	return Dial(ctx, cfg)
 }
 
-// launcherVars are the (rank, size) variable pairs FromEnv understands, in
-// order of preference: xpu's own, Open MPI's, PMI's (MPICH, Intel MPI) and
-// Slurm's.
-var launcherVars = [][2]string{
-	{EnvRank, EnvWorldSize},
-	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-	{"PMI_RANK", "PMI_SIZE"},
-	{"SLURM_PROCID", "SLURM_NTASKS"},
-}
-
-// InJob reports whether the environment names a job: a rank and a world
-// size of xpu run, mpirun, a PMI launcher or srun.
-func InJob() bool {
-	for _, v := range launcherVars {
-		if os.Getenv(v[0]) != "" && os.Getenv(v[1]) != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // ConfigFromEnv reads a Config from the environment:
 //
-//   - rank and size from XPU_RANK and XPU_WORLD_SIZE, else
-//     OMPI_COMM_WORLD_RANK/SIZE (mpirun), PMI_RANK/PMI_SIZE, or
-//     SLURM_PROCID/SLURM_NTASKS (srun);
+//   - rank and size from the first launcher of jobenv.Launchers that set
+//     both: XPU_RANK and XPU_WORLD_SIZE (xpu run), else
+//     OMPI_COMM_WORLD_RANK/SIZE (mpirun), PMIX_RANK/PMIX_SIZE,
+//     PMI_RANK/PMI_SIZE, or SLURM_PROCID/SLURM_NTASKS (srun); variables
+//     set but not a rank of a job are an error;
 //   - the master from XPU_MASTER_ADDR and XPU_MASTER_PORT (or MASTER_ADDR,
 //     MASTER_PORT); under Slurm the first host of SLURM_NODELIST when it is
 //     a plain list, else SLURM_LAUNCH_NODE_IPADDR; 127.0.0.1 when the
@@ -216,75 +220,61 @@ func InJob() bool {
 //     the launcher's job identity (Slurm job and step, Open MPI or PMIx
 //     namespace): that keeps other jobs out by accident, not an attacker
 //     who can read the job id — set XPU_JOB_SECRET where that matters;
-//   - Timeout from XPU_TCP_TIMEOUT.
+//   - Timeout from XPU_TCP_TIMEOUT, Spin from XPU_TCP_SPIN.
 func ConfigFromEnv() (Config, error) {
 	var cfg Config
-	found := false
-	for _, v := range launcherVars {
-		rs, ss := os.Getenv(v[0]), os.Getenv(v[1])
-		if rs == "" && ss == "" {
-			continue
-		}
-		r, err1 := strconv.Atoi(strings.TrimSpace(rs))
-		s, err2 := strconv.Atoi(strings.TrimSpace(ss))
-		if err1 != nil || err2 != nil {
-			return cfg, envErr("%s=%q and %s=%q are not integers", v[0], rs, v[1], ss)
-		}
-		cfg.Rank, cfg.Size, found = r, s, true
-		break
+	place, ok, err := jobenv.Find(jobenv.OS)
+	if err != nil {
+		return cfg, err
 	}
-	if !found {
-		return cfg, envErr("no rank in the environment (set %s and %s, or run under mpirun or srun)", EnvRank, EnvWorldSize)
+	if !ok {
+		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
+			"no rank in the environment (set %s and %s, or run under mpirun or srun)", EnvRank, EnvWorldSize)
 	}
+	cfg.Rank, cfg.Size = place.Rank, place.Size
 	host := firstEnv(EnvMasterAddr, "MASTER_ADDR")
 	if host == "" {
 		host = slurmMaster()
 	}
-	if host == "" && allLocal(cfg.Size) {
+	if host == "" && jobenv.AllLocal(jobenv.OS, cfg.Size) {
 		host = "127.0.0.1"
 	}
 	if host == "" && cfg.Size > 1 {
-		return cfg, envErr("no master address (set %s to an address of rank 0's host)", EnvMasterAddr)
+		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
+			"no master address (set %s to an address of rank 0's host)", EnvMasterAddr)
 	}
 	port := firstEnv(EnvMasterPort, "MASTER_PORT")
 	if port == "" {
 		port = "29500"
 	}
 	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-		return cfg, envErr("%s=%q is not a port", EnvMasterPort, port)
+		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a port", EnvMasterPort, port)
 	}
 	cfg.MasterAddr = net.JoinHostPort(host, port)
 	if s := os.Getenv(EnvJobSecret); s != "" {
 		cfg.Secret = []byte(s)
-	} else if id := launcherJobID(); id != "" {
+	} else if id := jobenv.JobID(jobenv.OS); id != "" {
 		sum := sha256.Sum256([]byte("xpu-go tcp job " + id))
 		cfg.Secret = []byte(hex.EncodeToString(sum[:]))
 	} else {
-		return cfg, envErr("no job secret (set %s to the same random string on every rank)", EnvJobSecret)
+		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
+			"no job secret (set %s to the same random string on every rank)", EnvJobSecret)
 	}
 	if t := os.Getenv(EnvTimeout); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 {
-			return cfg, envErr("%s=%q is not a positive duration", EnvTimeout, t)
+			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a positive duration", EnvTimeout, t)
 		}
 		cfg.Timeout = d
 	}
 	if t := os.Getenv(EnvSpin); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d < 0 || d > maxSpin {
-			return cfg, envErr("%s=%q is not a duration in [0, %v]", EnvSpin, t, maxSpin)
+			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a duration in [0, %v]", EnvSpin, t, maxSpin)
 		}
 		cfg.Spin = d
 	}
 	return cfg, nil
-}
-
-// maxSpin bounds Config.Spin: a kick (a context ending, a cancel) reaches
-// a polling waiter only when its poll ends.
-const maxSpin = 10 * time.Millisecond
-
-func envErr(format string, args ...any) error {
-	return opErr("env", fmt.Errorf(format+": %w", append(args, comm.ErrInvalidArgument)...))
 }
 
 func firstEnv(names ...string) string {
@@ -348,29 +338,7 @@ func firstHost(list string) string {
 	return prefix + lo
 }
 
-// allLocal reports whether the launcher says all size ranks run on this
-// node.
-func allLocal(size int) bool {
-	if size == 1 {
-		return true
-	}
-	for _, v := range []string{"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"} {
-		if n, err := strconv.Atoi(os.Getenv(v)); err == nil && n == size {
-			return true
-		}
-	}
-	return os.Getenv("SLURM_NNODES") == "1"
-}
-
-// launcherJobID returns an identity of the job shared by its ranks.
-func launcherJobID() string {
-	if j := os.Getenv("SLURM_JOB_ID"); j != "" {
-		return "slurm " + j + "." + os.Getenv("SLURM_STEP_ID")
-	}
-	for _, v := range []string{"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_KVSNAME"} {
-		if j := os.Getenv(v); j != "" {
-			return v + " " + j
-		}
-	}
-	return ""
-}
+// InJob reports whether the environment names a job: a rank and a world
+// size of xpu run, mpirun, a PMIx or PMI launcher, or srun (the launchers
+// ConfigFromEnv understands). The driver's Open joins the job when it does.
+func InJob() bool { return jobenv.InJob(jobenv.OS) }

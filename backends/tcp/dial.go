@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // maxHandshakes bounds the connections being authenticated at once, so a
@@ -38,7 +41,7 @@ func Dial(ctx context.Context, cfg Config) (*Comm, error) {
 	}
 	if err := c.connect(ctx); err != nil {
 		_ = c.Close()
-		return nil, opErr("dial", fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
+		return nil, xerr.Op(Name, "dial", fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
 	return c, nil
 }
@@ -230,7 +233,7 @@ func (c *Comm) dialHello(ctx context.Context, addr string, want int, purpose uin
 		case <-ctx.Done():
 			return nil, hello{}, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
 		case <-c.stop:
-			return nil, hello{}, c.closedErr()
+			return nil, hello{}, comm.ErrClosed
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}

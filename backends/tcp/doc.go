@@ -11,8 +11,9 @@
 //
 // FromEnv reads the rank, the world size, the master address and the job
 // secret from the environment (XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR,
-// XPU_MASTER_PORT, XPU_JOB_SECRET; Open MPI's, PMI's and Slurm's variables
-// are understood too, see ConfigFromEnv), Dial takes them in a Config.
+// XPU_MASTER_PORT, XPU_JOB_SECRET; Open MPI's, PMIx's, PMI's and Slurm's
+// variables are understood too, see ConfigFromEnv), Dial takes them in a
+// Config.
 // Rank 0 listens on the master address and serves a small key-value store
 // there (PyTorch's TCPStore, in miniature); every other rank listens on a
 // port of its own, publishes it in the store, and dials every lower rank,

@@ -2,24 +2,30 @@ package tcp
 
 import (
 	"context"
-	"fmt"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Name is the name the driver is registered under.
 const Name = "tcp"
 
-// Open options. Open ignores keys it does not know, so that one set of
-// options can serve a fallback chain of backends.
+// Open options: each sets the field of Config it names in the groups the
+// backend makes and in the rank it joins. Open refuses any other key (a
+// key scoped to another backend, "cpu.limit", is left to it).
 const (
-	// OptTimeout sets Config.Timeout (a Go duration, "3s").
+	// OptTimeout sets Config.Timeout: a positive Go duration ("3s").
 	OptTimeout = "timeout"
-	// OptEagerLimit sets Config.EagerLimit (bytes).
+	// OptEagerLimit sets Config.EagerLimit: a size in bytes ("16K") up to
+	// MaxEagerLimit, 64 KiB by default; 0 sends every nonempty message by
+	// rendezvous.
 	OptEagerLimit = "eager_limit"
-	// OptEagerBudget sets Config.EagerBudget (bytes).
+	// OptEagerBudget sets Config.EagerBudget: a size in bytes ("4M") from
+	// 1 byte to MaxEagerBudget, 4 MiB by default.
 	OptEagerBudget = "eager_budget"
 )
 
@@ -28,10 +34,10 @@ func init() { xpu.Register(Name, driver{}) }
 type driver struct{}
 
 // Open returns a backend with Group, which makes loopback groups in this
-// process, and — when the environment names a job (InJob: xpu run, mpirun,
-// a PMI launcher, srun) — Comm, this process's rank of that job, joined as
-// FromEnv does. It has no memory space or executor. Closing the backend
-// closes Comm and every rank of its groups still open.
+// process, and — when the environment names a job (InJob: xpu run,
+// mpirun, a PMIx or PMI launcher, srun) — Comm, this process's rank of
+// that job, joined as FromEnv does. It has no memory space or executor.
+// Closing the backend closes Comm and every rank of its groups still open.
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -68,27 +74,20 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	return b, nil
 }
 
+// optionsConfig reads opts into the fields of a Config they set; Timeout
+// stays zero (the default, or XPU_TCP_TIMEOUT in a job) unless set.
 func optionsConfig(opts xpu.Options) (Config, error) {
-	var cfg Config
-	_, set := opts[OptTimeout]
-	d, err := opts.Duration(OptTimeout, 0)
-	if err != nil || set && d <= 0 {
-		return cfg, opErr("open", opts.Invalid(OptTimeout, `a positive duration such as "3s"`))
+	r := opts.Reader(Name)
+	timeout := r.Duration(OptTimeout, 0, time.Nanosecond, math.MaxInt64)
+	limit := r.Bytes(OptEagerLimit, DefaultEagerLimit, 0, MaxEagerLimit)
+	budget := r.Bytes(OptEagerBudget, DefaultEagerBudget, 1, MaxEagerBudget)
+	if err := r.Err(); err != nil {
+		return Config{}, xerr.Op(Name, "open", err)
 	}
-	cfg.Timeout = d
-	if cfg.EagerLimit, err = opts.Int(OptEagerLimit, 0); err != nil {
-		return cfg, opErr("open", err)
+	if limit == 0 {
+		limit = -1 // no eager messages
 	}
-	if cfg.EagerLimit > 1<<30 {
-		return cfg, opErr("open", opts.Invalid(OptEagerLimit, "bytes, at most 1 GiB (negative: every message by rendezvous)"))
-	}
-	if cfg.EagerBudget, err = opts.Int(OptEagerBudget, 0); err != nil {
-		return cfg, opErr("open", err)
-	}
-	if cfg.EagerBudget < 0 || cfg.EagerBudget > 1<<40 {
-		return cfg, opErr("open", opts.Invalid(OptEagerBudget, "bytes, from 0 (the default) to 1 TiB"))
-	}
-	return cfg, nil
+	return Config{Timeout: timeout, EagerLimit: int(limit), EagerBudget: int(budget)}, nil
 }
 
 // Info describes the driver: always available, communication only.
@@ -98,8 +97,9 @@ func (driver) Info(ctx context.Context) xpu.Info {
 		Available: true,
 		Devices:   []xpu.Device{},
 		Concepts:  []string{"comm"},
-		Capabilities: []string{"p2p", "anysource", "anytag", "cancel", "eager", "rendezvous", "group", "multiprocess",
-			"collectives.native", "auth.hmac", "peer-lost.timeout"},
+		Capabilities: append(xpu.CapabilitiesOf((*Comm)(nil)),
+			xpu.CapAnySource, xpu.CapAnyTag, xpu.CapCancel, xpu.CapEager, xpu.CapRendezvous, xpu.CapGroup,
+			xpu.CapMultiprocess, xpu.CapAuthHMAC, xpu.CapPeerLostTimer),
 		ElementTypes: append([]string(nil), xpu.NumericTypes...),
 	}
 }
@@ -116,7 +116,7 @@ func (t *tracker) groupFunc(tmpl Config) comm.GroupFunc {
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
-			return nil, opErr("new group", fmt.Errorf("backend closed: %w", comm.ErrClosed))
+			return nil, xerr.Errorf(Name, "new group", comm.ErrClosed, "backend closed")
 		}
 		t.mu.Unlock()
 		cs, err := NewLoopbackGroupConfig(ctx, n, tmpl)

@@ -13,14 +13,15 @@ import (
 	"github.com/xpu-go/xpu/comm"
 )
 
-// TestDriverOptions checks that the options reach the groups Open makes.
+// TestDriverOptions checks that the options reach the groups Open makes,
+// and that a key scoped to another backend is left to it.
 func TestDriverOptions(t *testing.T) {
 	t.Setenv(tcp.EnvRank, "")
 	t.Setenv(tcp.EnvWorldSize, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	b, err := xpu.Open(ctx, tcp.Name, xpu.Options{
-		tcp.OptTimeout: " 1500ms ", tcp.OptEagerLimit: "16", tcp.OptEagerBudget: "4096", "device": "ignored",
+		tcp.OptTimeout: " 1500ms ", tcp.OptEagerLimit: "16", tcp.OptEagerBudget: "4K", "cpu.device": "ignored",
 	})
 	require.NoError(t, err)
 	defer b.Close()
@@ -46,7 +47,11 @@ func TestDriverBadOptions(t *testing.T) {
 		{xpu.Options{tcp.OptTimeout: "-1s"}, tcp.OptTimeout},
 		{xpu.Options{tcp.OptTimeout: ""}, tcp.OptTimeout},
 		{xpu.Options{tcp.OptEagerLimit: "lots"}, tcp.OptEagerLimit},
-		{xpu.Options{tcp.OptEagerLimit: "64K"}, tcp.OptEagerLimit},
+		{xpu.Options{tcp.OptEagerLimit: "-1"}, tcp.OptEagerLimit},
+		{xpu.Options{tcp.OptEagerLimit: "2G"}, tcp.OptEagerLimit},
+		{xpu.Options{tcp.OptEagerBudget: "0"}, tcp.OptEagerBudget},
+		{xpu.Options{"eager_limt": "1K"}, "eager_limt"},
+		{xpu.Options{"device": "0"}, "device"},
 		{xpu.Options{tcp.OptTimeout: "2s", tcp.OptEagerBudget: "1.5"}, tcp.OptEagerBudget},
 		{xpu.Options{tcp.OptEagerBudget: "-1"}, tcp.OptEagerBudget},
 		{xpu.Options{tcp.OptEagerBudget: "2000000000000"}, tcp.OptEagerBudget},
@@ -59,5 +64,9 @@ func TestDriverBadOptions(t *testing.T) {
 		require.Equal(t, tc.key, oe.Key, "%v", tc.opts)
 		require.Equal(t, tc.opts[tc.key], oe.Value, "%v", tc.opts)
 		require.Contains(t, err.Error(), fmt.Sprintf("%s=%q", tc.key, tc.opts[tc.key]))
+		require.NotContains(t, err.Error(), "\n")
 	}
+	_, err := xpu.Open(context.Background(), tcp.Name, xpu.Options{"eager_limt": "1K"})
+	require.ErrorIs(t, err, xpu.ErrUnknownOption)
+	require.ErrorContains(t, err, "did you mean eager_limit?")
 }

@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/jobenv"
 )
 
 func clearEnv(t *testing.T) {
 	for _, v := range []string{EnvRank, EnvWorldSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret, EnvTimeout, EnvSpin,
 		"MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
-		"PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODELIST", "SLURM_LAUNCH_NODE_IPADDR",
+		"PMIX_RANK", "PMIX_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODELIST", "SLURM_LAUNCH_NODE_IPADDR",
 		"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "PMIX_NAMESPACE",
 		"OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_KVSNAME", "MPI_LOCALNRANKS"} {
 		t.Setenv(v, "")
@@ -23,7 +24,7 @@ func TestConfigFromEnv(t *testing.T) {
 	clearEnv(t)
 	_, err := ConfigFromEnv()
 	require.ErrorIs(t, err, comm.ErrInvalidArgument, "no launcher")
-	require.False(t, InJob())
+	require.False(t, jobenv.InJob(jobenv.OS))
 
 	t.Setenv(EnvRank, "2")
 	t.Setenv(EnvWorldSize, "4")
@@ -33,7 +34,7 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(EnvTimeout, "3s")
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
-	require.True(t, InJob())
+	require.True(t, jobenv.InJob(jobenv.OS))
 	require.Equal(t, 2, cfg.Rank)
 	require.Equal(t, 4, cfg.Size)
 	require.Equal(t, "10.0.0.1:1234", cfg.MasterAddr)
@@ -75,6 +76,46 @@ func TestConfigFromMPIEnv(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1")
 	_, err = ConfigFromEnv()
 	require.ErrorIs(t, err, comm.ErrInvalidArgument, "ranks on several hosts and no master")
+}
+
+// TestConfigFromPMIxEnv checks a job that a PMIx launcher (prterun)
+// describes: rank and size from PMIX_RANK and PMIX_SIZE, the secret from
+// its namespace.
+func TestConfigFromPMIxEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("PMIX_RANK", "2")
+	t.Setenv("PMIX_SIZE", "3")
+	t.Setenv(EnvMasterAddr, "10.0.0.7")
+	require.True(t, jobenv.InJob(jobenv.OS))
+	_, err := ConfigFromEnv()
+	require.ErrorIs(t, err, comm.ErrInvalidArgument, "no secret and no job id")
+	t.Setenv("PMIX_NAMESPACE", "prterun-host-9@1")
+	cfg, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 2, cfg.Rank)
+	require.Equal(t, 3, cfg.Size)
+	require.Equal(t, "10.0.0.7:29500", cfg.MasterAddr)
+	require.NotEmpty(t, cfg.Secret)
+}
+
+// TestConfigFromBadEnv checks that rank variables that do not describe a
+// rank of a job are an error, never taken for no job or for another
+// launcher's.
+func TestConfigFromBadEnv(t *testing.T) {
+	for _, tc := range []struct{ rank, size string }{
+		{"x", "4"}, {"1", "four"}, {"4", "4"}, {"-1", "4"}, {"0", "0"},
+	} {
+		clearEnv(t)
+		t.Setenv(EnvJobSecret, "xyz")
+		t.Setenv("SLURM_PROCID", "0")
+		t.Setenv("SLURM_NTASKS", "1")
+		t.Setenv("PMIX_RANK", tc.rank)
+		t.Setenv("PMIX_SIZE", tc.size)
+		_, err := ConfigFromEnv()
+		require.ErrorIs(t, err, comm.ErrInvalidArgument, "%+v", tc)
+		require.ErrorContains(t, err, "PMIX_RANK", "%+v", tc)
+		require.NotContains(t, err.Error(), "\n", "%+v", tc)
+	}
 }
 
 func TestConfigFromSlurmEnv(t *testing.T) {

@@ -17,22 +17,22 @@ func SetWindow(w int) (restore func()) {
 
 // DirectReads returns how many times a goroutine waiting for a receive
 // from peer took the read role of c's link to peer.
-func DirectReads(c *Comm, peer int) int64 { return c.links[peer].rTaken.Load() }
+func DirectReads(c *Comm, peer int) int64 { return c.links[peer].role.taken.Load() }
 
 // KickRead interrupts the read of whoever holds the read role of c's link
 // to peer, as a late completer of a former waiter's request does.
 func KickRead(c *Comm, peer int) {
-	l := c.links[peer]
-	l.rmu.Lock()
-	l.kickLocked()
-	l.rmu.Unlock()
+	ro := &c.links[peer].role
+	ro.mu.Lock()
+	ro.kickLocked()
+	ro.mu.Unlock()
 }
 
 // KeptWatch returns the Done channel of the context whose registration
 // c's link to peer keeps from wait to wait (watchLocked), nil if none.
 func KeptWatch(c *Comm, peer int) <-chan struct{} {
-	l := c.links[peer]
-	l.rmu.Lock()
-	defer l.rmu.Unlock()
-	return l.watchDone
+	ro := &c.links[peer].role
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	return ro.watchDone
 }

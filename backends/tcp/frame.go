@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/xerr"
@@ -13,7 +12,7 @@ import (
 // does not exist. The link that carried it is cut, so operations with that
 // peer fail with comm.ErrPeerLost (the error says why). It matches
 // comm.ErrInvalidArgument too.
-var ErrProtocol = xerr.NewKind("tcp: protocol violation", xerr.ErrInvalidArgument)
+var ErrProtocol = xerr.NewKind("protocol violation", xerr.ErrInvalidArgument)
 
 // Frame types. Every frame starts with a fixed header of headerSize bytes
 // (see docs/adr/0008-tcp-wire.md); eager and data frames carry a payload
@@ -83,7 +82,7 @@ var uses = [frameMax + 1][4]bool{
 // its eager limit for one frame. It returns an error matching ErrProtocol.
 func decodeFrame(hdr []byte, lim limits) (frame, error) {
 	if len(hdr) != headerSize {
-		return frame{}, fmt.Errorf("%w: header of %d bytes, want %d", ErrProtocol, len(hdr), headerSize)
+		return frame{}, xerr.Detail(ErrProtocol, "header of %d bytes, want %d", len(hdr), headerSize)
 	}
 	f := frame{
 		typ: hdr[0],
@@ -93,43 +92,43 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 		c:   binary.LittleEndian.Uint64(hdr[24:]),
 	}
 	if f.typ == 0 || f.typ > frameMax {
-		return frame{}, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, f.typ)
+		return frame{}, xerr.Detail(ErrProtocol, "unknown frame type %d", f.typ)
 	}
 	if hdr[1] != 0 || hdr[2] != 0 || hdr[3] != 0 {
-		return frame{}, fmt.Errorf("%w: frame type %d with nonzero flags % x", ErrProtocol, f.typ, hdr[1:4])
+		return frame{}, xerr.Detail(ErrProtocol, "frame type %d with nonzero flags % x", f.typ, hdr[1:4])
 	}
 	u := uses[f.typ]
 	for i, v := range [4]uint64{uint64(f.tag), f.a, f.b, f.c} {
 		if !u[i] && v != 0 {
-			return frame{}, fmt.Errorf("%w: frame type %d with a value in unused field %d", ErrProtocol, f.typ, i)
+			return frame{}, xerr.Detail(ErrProtocol, "frame type %d with a value in unused field %d", f.typ, i)
 		}
 	}
 	if u[0] && f.tag > comm.MaxReservedTag {
-		return frame{}, fmt.Errorf("%w: tag %d outside [0, %d]", ErrProtocol, f.tag, comm.MaxReservedTag)
+		return frame{}, xerr.Detail(ErrProtocol, "tag %d outside [0, %d]", f.tag, comm.MaxReservedTag)
 	}
 	switch f.typ {
 	case frameEager:
 		if f.a > uint64(lim.eager) {
-			return frame{}, fmt.Errorf("%w: eager message of %d bytes over the limit of %d", ErrProtocol, f.a, lim.eager)
+			return frame{}, xerr.Detail(ErrProtocol, "eager message of %d bytes over the limit of %d", f.a, lim.eager)
 		}
 	case frameRTS:
 		if f.a > maxMessage {
-			return frame{}, fmt.Errorf("%w: message of %d bytes announced", ErrProtocol, f.a)
+			return frame{}, xerr.Detail(ErrProtocol, "message of %d bytes announced", f.a)
 		}
 	case frameCTS:
 		if f.a > maxMessage {
-			return frame{}, fmt.Errorf("%w: %d bytes accepted", ErrProtocol, f.a)
+			return frame{}, xerr.Detail(ErrProtocol, "%d bytes accepted", f.a)
 		}
 	case frameData:
 		if f.a == 0 || f.a > uint64(lim.chunk) {
-			return frame{}, fmt.Errorf("%w: data frame of %d bytes outside [1, %d]", ErrProtocol, f.a, lim.chunk)
+			return frame{}, xerr.Detail(ErrProtocol, "data frame of %d bytes outside [1, %d]", f.a, lim.chunk)
 		}
 		if f.c > maxMessage {
-			return frame{}, fmt.Errorf("%w: data frame at offset %d", ErrProtocol, f.c)
+			return frame{}, xerr.Detail(ErrProtocol, "data frame at offset %d", f.c)
 		}
 	case frameCredit:
 		if f.a == 0 || f.a > uint64(lim.budget) {
-			return frame{}, fmt.Errorf("%w: credit of %d bytes outside [1, %d]", ErrProtocol, f.a, lim.budget)
+			return frame{}, xerr.Detail(ErrProtocol, "credit of %d bytes outside [1, %d]", f.a, lim.budget)
 		}
 	}
 	return f, nil

@@ -3,30 +3,19 @@ package tcp
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // smallCopy is the largest eager payload copied when it cannot be written
 // at once, so that its send completes at once; larger ones are written
 // from the user's buffer and their send completes when written.
 const smallCopy = 4 << 10
-
-// readAhead is the size of a link's read buffer. Small frames arrive
-// many to a read; a payload longer than what the buffer holds is read
-// straight into its destination (bufio reads past its buffer for large
-// reads), so the buffer should stay small: with 64 KiB a 64 KiB eager
-// message was read into it and copied out, and a 2-rank 64 KiB allreduce
-// between processes took 1.2x as long (ADR 13).
-const readAhead = 4 << 10
 
 // maxHeldRTS bounds the unmatched rendezvous announcements a rank keeps
 // for one peer: a peer past it is cut for flooding.
@@ -35,156 +24,70 @@ const maxHeldRTS = 1 << 20
 // errPeerClosed is the cause of a peer lost by its own Close.
 var errPeerClosed = errors.New("the peer closed its communicator")
 
-// outFrame is a frame queued for the writer: a header, maybe a payload, and
-// the eager send to complete once it is written.
-type outFrame struct {
-	hdr     [headerSize]byte
-	payload []byte
-	req     *request
-}
-
-// link is the connection to one peer. A reader goroutine decodes the
-// peer's frames and feeds the matching engine; a writer goroutine sends
-// queued frames and streams rendezvous payloads in chunks, small frames
-// first, and heartbeats when idle. A user goroutine writes its frame
-// itself when nothing is queued or being written (no handoff on the fast
-// path); the reader never writes, so two ranks can never block each other
-// in writes.
+// link is the connection to one peer: the protocol of the frames it
+// carries (sendMsg, step and the frame handlers) over four parts, each
+// with its own lock:
+//
+//   - w, the writer (writer.go): frames out, written by the goroutine that
+//     sends when the link is idle, else queued for the writer goroutine;
+//     rendezvous sends waiting for their clear-to-send or streaming;
+//   - rd, the reader (reader.go): the socket's frames in, and rendezvous
+//     receives streaming;
+//   - role, the read role (readrole.go): which goroutine reads the socket,
+//     the reader goroutine or one that waits for a receive from this peer;
+//   - credit (credit.go): eager flow control, both ways.
+//
+// The reader goroutine and the writer goroutine run from start until the
+// link fails. The failure is recorded once (failOnce): downErr is set
+// before downCh closes; the other fields are set before the link starts.
 type link struct {
-	c          *Comm
-	peer       int
-	conn       net.Conn
-	br         *bufio.Reader
-	peerEager  int // largest eager message the peer accepts
-	peerBudget int // eager bytes the peer holds for this rank
+	c    *Comm
+	peer int
+	conn net.Conn
 
-	// Activity counters (cheaper than reading the clock per message): the
-	// monitor and the heartbeat compare them between their ticks.
-	reads  atomic.Uint64 // reads that returned bytes
-	writes atomic.Uint64 // writes
-
-	// Write side, guarded by qmu.
-	qmu      sync.Mutex
-	queue    []*outFrame
-	bulk     []*request // rendezvous sends cleared to stream, in order
-	writing  bool       // a goroutine is writing to conn
-	byeReq   bool       // Close asked for the goodbye
-	wclosed  bool       // no frame may be queued any more
-	down     error      // the link failed; set once
-	eagerOut int        // eager bytes sent and not given back by the peer
-	nextID   uint64
-	outbound map[uint64]*request // rendezvous sends waiting for clear-to-send
-	iov      [][]byte            // scratch of the goroutine writing
-	wbuf     []byte              // its buffer for small writes
-	chdr     [headerSize]byte    // scratch header of the data chunk written
-	wake     chan struct{}
-
-	// Read side: inbound is shared with user goroutines that match an
-	// announcement (under inMu); the reader alone completes its entries.
-	inMu      sync.Mutex
-	inbound   map[uint64]*request // matched rendezvous receives by token
-	nextToken uint64
-	inDown    error
-	stage     []byte         // reader's staging buffer for reductions
-	stageBlk  memspace.Block // its block
-
-	// The read role (readrole.go), guarded by rmu: who reads the socket,
-	// whether a waiter asked for it, whether a kick (a read deadline in
-	// the past) is set, whether the read side has ended (rDead) or must
-	// end (rClosed). rWantFlag mirrors rWant for the holder's checks;
-	// atBoundary is set by the holder while it waits for a frame header.
-	rmu        sync.Mutex
-	rOwner     int
-	rWant      bool
-	rKicked    bool
-	rDead      bool
-	rClosed    bool
-	rWantFlag  atomic.Bool
-	atBoundary atomic.Bool
-	rGrant     chan struct{}  // the role, handed to the waiter that asked
-	rWake      chan struct{}  // wakes the reader goroutine
-	rwg        sync.WaitGroup // waiters holding the role
-	rTaken     atomic.Int64   // times a waiter took the role
-	// The contexts of waits (watchLocked): Done of the holder's context,
-	// of the last wait's, and of the context whose registration is kept,
-	// with the function that drops it.
-	holderDone, lastDone, watchDone <-chan struct{}
-	watchStop                       func() bool
-	spin                            bool // the holder polls before it blocks (Config.Spin)
-	raw                             syscall.RawConn
-
-	// Guarded by c.mu: eager bytes received and not given back yet, the
-	// part consumed but not yet returned, announcements held.
-	eagerIn, creditDue, rtsHeld int
+	w      writer
+	rd     reader
+	role   readRole
+	credit credit
 
 	failOnce sync.Once
-	downErr  error         // set once, before downCh closes
+	downErr  error         // why the link failed
 	downCh   chan struct{} // closed when the link has failed
 	wg       sync.WaitGroup
 }
 
 func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
-	l := &link{
-		c: c, peer: peer, conn: conn,
-		peerEager: int(h.eager), peerBudget: int(min(h.budget, 1<<40)),
-		outbound: map[uint64]*request{},
-		inbound:  map[uint64]*request{},
-		wake:     make(chan struct{}, 1),
-		downCh:   make(chan struct{}),
-		rGrant:   make(chan struct{}, 1),
-		rWake:    make(chan struct{}, 1),
+	l := &link{c: c, peer: peer, conn: conn, downCh: make(chan struct{})}
+	l.w = writer{
+		conn: conn, chunk: c.cfg.Chunk, heartbeat: c.cfg.Heartbeat, closedErr: c.closedErr(),
+		wake:      make(chan struct{}, 1),
+		announced: map[uint64]*request{},
 	}
-	if l.peerEager > l.peerBudget {
-		l.peerEager = l.peerBudget
+	l.w.lost = func(err error) error {
+		l.fail(err)
+		return l.downErr
 	}
-	l.br = bufio.NewReaderSize(liveReader{l}, readAhead)
+	l.rd = reader{inbound: map[uint64]*request{}}
+	l.rd.br = bufio.NewReaderSize(liveReader{l}, readAhead)
 	if sc, ok := conn.(syscall.Conn); ok && c.cfg.Spin > 0 {
-		l.raw, _ = sc.SyscallConn()
+		l.rd.raw, _ = sc.SyscallConn()
+	}
+	l.role = readRole{conn: conn, parked: &c.parked, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	l.credit = credit{peerLimit: int(h.eager), peerBudget: int(min(h.budget, MaxEagerBudget)), budget: c.lim.budget}
+	if l.credit.peerLimit > l.credit.peerBudget {
+		l.credit.peerLimit = l.credit.peerBudget
 	}
 	return l
 }
 
-// start runs the reader and writer.
+// start runs the reader goroutine and the writer goroutine.
 func (l *link) start() {
 	l.wg.Add(2)
 	go l.readLoop()
-	go l.writeLoop()
-}
-
-// liveReader records when bytes last arrived, and absorbs a kick (a read
-// deadline set to interrupt the holder of the read role) that lands in the
-// middle of a frame: the frame is finished, and the holder yields at the
-// next boundary.
-type liveReader struct{ l *link }
-
-func (r liveReader) Read(p []byte) (int, error) {
-	l := r.l
-	for {
-		var n int
-		var err error
-		if l.spin {
-			n, err = l.spinRead(p)
-		} else {
-			n, err = l.conn.Read(p)
-		}
-		if n > 0 {
-			l.reads.Add(1)
-		}
-		if n == 0 && err != nil && isKicked(err) && !l.atBoundary.Load() {
-			l.rmu.Lock()
-			l.unkickLocked()
-			l.rmu.Unlock()
-			continue
-		}
-		return n, err
-	}
-}
-
-func (l *link) kick() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	go func() {
+		defer l.wg.Done()
+		l.w.loop()
+	}()
 }
 
 // fail marks the link down for cause, closes the connection (which ends
@@ -194,14 +97,14 @@ func (l *link) fail(cause error) {
 	l.failOnce.Do(func() {
 		err := cause
 		if !errors.Is(err, comm.ErrPeerLost) {
-			err = opErr("link", fmt.Errorf("rank %d: link to rank %d: %w: %w", l.c.rank, l.peer, comm.ErrPeerLost, cause))
+			err = xerr.Errorf(Name, "link", comm.ErrPeerLost, "rank %d: link to rank %d: %w", l.c.rank, l.peer, cause)
 		}
-		l.qmu.Lock()
-		l.down = err
+		l.w.mu.Lock()
+		l.w.down = err
 		l.downErr = err
-		out := l.outbound
-		l.outbound = map[uint64]*request{}
-		l.qmu.Unlock()
+		out := l.w.announced
+		l.w.announced = map[uint64]*request{}
+		l.w.mu.Unlock()
 		e := err
 		if l.c.isClosed() {
 			e = l.c.closedErr()
@@ -210,8 +113,8 @@ func (l *link) fail(cause error) {
 			r.complete(comm.Status{}, e)
 		}
 		_ = l.conn.Close()
-		l.kick()
-		l.closeRead()
+		l.w.kick()
+		l.role.close()
 		close(l.downCh)
 		l.c.peerDown(l.peer, err)
 		if l.c.cfg.Logf != nil && !errors.Is(cause, errPeerClosed) && !l.c.isClosed() {
@@ -230,7 +133,8 @@ func (l *link) failed() error {
 	}
 }
 
-// ---- write side ----
+// closing reports whether the link has failed.
+func (l *link) closing() bool { return l.failed() != nil }
 
 // sendMsg starts sending data with tag on behalf of r: eagerly when the
 // peer accepts it and has budget left, else by announcing it (rendezvous).
@@ -241,31 +145,31 @@ func (l *link) failed() error {
 func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) {
 	n := len(data)
 	var hdr [headerSize]byte
-	l.qmu.Lock()
-	if err := l.writable(); err != nil {
-		l.qmu.Unlock()
+	l.w.mu.Lock()
+	if err := l.w.writable(); err != nil {
+		l.w.mu.Unlock()
 		return false, err
 	}
-	eager := n <= l.peerEager && l.eagerOut+n <= l.peerBudget
-	if r == nil && !(eager && l.idleLocked()) {
-		l.qmu.Unlock()
+	eager := l.credit.fits(n)
+	if r == nil && !(eager && l.w.idleLocked()) {
+		l.w.mu.Unlock()
 		return false, nil
 	}
 	var payload []byte
 	if eager {
-		l.eagerOut += n
+		l.credit.out += n
 		frame{typ: frameEager, tag: uint32(tag), a: uint64(n)}.encode(hdr[:])
 		payload = data
 	} else {
-		l.nextID++
-		r.id = l.nextID
+		l.w.nextID++
+		r.id = l.w.nextID
 		r.via = l
 		r.done = make(chan struct{}) // r is shared from here
-		l.outbound[r.id] = r
+		l.w.announced[r.id] = r
 		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id}.encode(hdr[:])
 	}
-	if l.idleLocked() {
-		if err := l.writeInline(hdr[:], payload); err != nil {
+	if l.w.idleLocked() {
+		if err := l.w.writeInline(hdr[:], payload); err != nil {
 			return false, err
 		}
 		return eager, nil
@@ -280,306 +184,63 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 			f.req = r
 		}
 	}
-	l.queue = append(l.queue, f)
-	l.qmu.Unlock()
-	l.kick()
+	l.w.queue = append(l.w.queue, f)
+	l.w.mu.Unlock()
+	l.w.kick()
 	return done, nil
 }
 
-// sendCtl queues a control frame; inline lets a user goroutine write it
-// itself when the link is idle (never the reader).
-func (l *link) sendCtl(fr frame, inline bool) error {
-	f := &outFrame{}
-	fr.encode(f.hdr[:])
-	l.qmu.Lock()
-	if err := l.writable(); err != nil {
-		l.qmu.Unlock()
-		return err
+// step reads and handles one frame. It returns yield when a kick
+// interrupted the read at a frame boundary, before any byte of the frame
+// was consumed, or when the receive r the caller waits for (nil for the
+// reader goroutine) has completed; a kick in the middle of a frame is
+// absorbed (liveReader) and the frame finished.
+func (l *link) step(r *request) (yield bool, err error) {
+	// A goroutine that completes r kicks the holder if it finds it at a
+	// boundary: with the check of r after the flag is set, either the
+	// holder sees r completed or the completer sees the flag.
+	l.role.atBoundary.Store(true)
+	if r != nil && r.fin.Load() {
+		l.role.atBoundary.Store(false)
+		return true, nil
 	}
-	if inline && l.idleLocked() {
-		return l.writeInline(f.hdr[:], nil)
-	}
-	l.queue = append(l.queue, f)
-	l.qmu.Unlock()
-	l.kick()
-	return nil
-}
-
-// writable reports why nothing can be queued; qmu is held.
-func (l *link) writable() error {
-	if l.wclosed {
-		return l.c.closedErr()
-	}
-	if l.down != nil {
-		return l.down
-	}
-	return nil
-}
-
-// idleLocked reports whether the caller may write at once: nothing queued
-// or being written. qmu is held.
-func (l *link) idleLocked() bool {
-	return !l.writing && len(l.queue) == 0 && len(l.bulk) == 0 && !l.byeReq
-}
-
-// writeInline writes a frame (hdr and payload) from the calling
-// goroutine. qmu is held on entry and released.
-func (l *link) writeInline(hdr, payload []byte) error {
-	l.writing = true
-	l.qmu.Unlock()
-	var err error
-	if len(payload) <= smallWrite {
-		buf := append(append(l.wbuf[:0], hdr...), payload...)
-		l.wbuf = buf
-		_, err = l.conn.Write(buf)
-		l.writes.Add(1)
-	} else {
-		f := outFrame{payload: payload}
-		copy(f.hdr[:], hdr)
-		err = l.write([]*outFrame{&f}, nil, 0, 0, false)
-	}
-	l.qmu.Lock()
-	l.writing = false
-	more := len(l.queue) > 0 || len(l.bulk) > 0 || l.byeReq
-	l.qmu.Unlock()
-	if more {
-		l.kick()
-	}
+	hdr, err := l.rd.br.Peek(headerSize)
+	l.role.atBoundary.Store(false)
 	if err != nil {
-		l.fail(err)
-		return l.downErr
-	}
-	return nil
-}
-
-// write sends batch, then chunk [off, off+n) of a rendezvous send, then
-// the goodbye, in one writev. The caller holds the writing role.
-func (l *link) write(batch []*outFrame, chunk *request, off, n int, bye bool) error {
-	iov := l.iov[:0]
-	for _, f := range batch {
-		iov = append(iov, f.hdr[:])
-		if len(f.payload) > 0 {
-			iov = append(iov, f.payload)
+		if isKicked(err) {
+			return true, nil
 		}
+		return false, err
 	}
-	if chunk != nil {
-		frame{typ: frameData, a: uint64(n), b: chunk.token, c: uint64(off)}.encode(l.chdr[:])
-		iov = append(iov, l.chdr[:], chunk.buf[off:off+n])
+	f, err := decodeFrame(hdr, l.c.lim)
+	if err != nil {
+		return false, err
 	}
-	var byeHdr [headerSize]byte
-	if bye {
-		frame{typ: frameBye}.encode(byeHdr[:])
-		iov = append(iov, byeHdr[:])
+	if _, err := l.rd.br.Discard(headerSize); err != nil {
+		return false, err
 	}
-	var err error
-	if total := iovLen(iov); total <= smallWrite {
-		// One copy and a plain write cost less than a writev here.
-		buf := l.wbuf[:0]
-		for _, b := range iov {
-			buf = append(buf, b...)
-		}
-		l.wbuf = buf
-		_, err = l.conn.Write(buf)
-	} else {
-		bufs := net.Buffers(iov)
-		_, err = bufs.WriteTo(l.conn)
+	switch f.typ {
+	case frameEager:
+		err = l.onEager(int(f.tag), int(f.a))
+	case frameRTS:
+		err = l.onRTS(int(f.tag), int(f.a), f.b)
+	case frameCTS:
+		err = l.onCTS(int(f.a), f.b, f.c)
+	case frameData:
+		err = l.onData(int(f.a), f.b, int(f.c))
+	case frameCancel:
+		l.onCancel(f.b)
+	case frameCanceled:
+		err = l.onCanceled(f.b)
+	case frameCredit:
+		err = l.onCredit(int(f.a))
+	case frameHeartbeat:
+	case frameAbort:
+		l.c.abortColl(f.a, l.peer, nil)
+	case frameBye:
+		return false, errPeerClosed
 	}
-	clear(iov)
-	l.iov = iov[:0]
-	l.writes.Add(1)
-	return err
-}
-
-// smallWrite is the largest write gathered into one buffer rather than
-// written with writev.
-const smallWrite = 4 << 10
-
-func iovLen(iov [][]byte) int {
-	n := 0
-	for _, b := range iov {
-		n += len(b)
-	}
-	return n
-}
-
-// writeLoop flushes the queue whenever woken, and sends a heartbeat when
-// the link has been quiet for a heartbeat interval.
-func (l *link) writeLoop() {
-	defer l.wg.Done()
-	// Every half heartbeat, a heartbeat goes out if nothing did since
-	// the last tick: at most a heartbeat interval passes between writes.
-	half := max(l.c.cfg.Heartbeat/2, time.Millisecond)
-	t := time.NewTimer(half)
-	defer t.Stop()
-	seen := l.writes.Load()
-	for {
-		if !l.flush() {
-			return
-		}
-		select {
-		case <-l.wake:
-		case <-t.C:
-			if w := l.writes.Load(); w == seen {
-				_ = l.sendCtl(frame{typ: frameHeartbeat}, false)
-				seen = l.writes.Load()
-			} else {
-				seen = w
-			}
-			t.Reset(half)
-		}
-	}
-}
-
-// flush writes what is queued: all small frames, then one chunk of the
-// first rendezvous stream, and again, so small frames wait at most one
-// chunk. It returns false when the writer should end (the link failed or
-// the goodbye was sent).
-func (l *link) flush() bool {
-	for {
-		l.qmu.Lock()
-		if l.down != nil {
-			q, b, err := l.queue, l.bulk, l.down
-			l.queue, l.bulk = nil, nil
-			l.qmu.Unlock()
-			failFrames(q, err)
-			failReqs(b, err)
-			return false
-		}
-		if l.writing {
-			l.qmu.Unlock()
-			return true
-		}
-		bye := l.byeReq
-		if len(l.queue) == 0 && len(l.bulk) == 0 && !bye {
-			l.qmu.Unlock()
-			return true
-		}
-		batch := l.queue
-		l.queue = nil
-		var chunk *request
-		var off, n int
-		last := false
-		var dropped []*request
-		if bye {
-			dropped, l.bulk = l.bulk, nil
-		} else if len(l.bulk) > 0 {
-			chunk = l.bulk[0]
-			off = chunk.sent
-			n = min(l.c.cfg.Chunk, chunk.accept-off)
-			chunk.sent += n
-			if chunk.sent == chunk.accept {
-				l.bulk[0] = nil
-				l.bulk = l.bulk[1:]
-				last = true
-			}
-		}
-		l.writing = true
-		l.qmu.Unlock()
-		failReqs(dropped, l.c.closedErr())
-		err := l.write(batch, chunk, off, n, bye)
-		l.qmu.Lock()
-		l.writing = false
-		l.qmu.Unlock()
-		if err != nil {
-			l.fail(err)
-			failFrames(batch, l.downErr)
-			if last {
-				chunk.complete(comm.Status{}, l.downErr)
-			}
-			continue
-		}
-		for _, f := range batch {
-			if f.req != nil {
-				f.req.complete(sendStatus(f.req), nil)
-			}
-		}
-		if last {
-			chunk.complete(sendStatus(chunk), nil)
-		}
-		if bye {
-			if tc, ok := l.conn.(interface{ CloseWrite() error }); ok {
-				_ = tc.CloseWrite()
-			}
-			return false
-		}
-	}
-}
-
-func sendStatus(r *request) comm.Status {
-	return comm.Status{Source: r.peer, Tag: r.tag, Count: len(r.buf)}
-}
-
-func failFrames(fs []*outFrame, err error) {
-	for _, f := range fs {
-		if f.req != nil {
-			f.req.complete(comm.Status{}, err)
-		}
-	}
-}
-
-func failReqs(rs []*request, err error) {
-	for _, r := range rs {
-		r.complete(comm.Status{}, err)
-	}
-}
-
-// bye asks the writer to send what is queued and the goodbye, then close
-// its side. Rendezvous sends not yet streamed fail with ErrClosed.
-func (l *link) bye() {
-	l.qmu.Lock()
-	if l.wclosed {
-		l.qmu.Unlock()
-		return
-	}
-	l.wclosed = true
-	l.byeReq = true
-	out := l.outbound
-	l.outbound = map[uint64]*request{}
-	l.qmu.Unlock()
-	failReqs(mapValues(out), l.c.closedErr())
-	l.kick()
-}
-
-func mapValues(m map[uint64]*request) []*request {
-	out := make([]*request, 0, len(m))
-	for _, r := range m {
-		out = append(out, r)
-	}
-	return out
-}
-
-// cancelSend asks the peer to withdraw the announcement of r, if r still
-// waits for its clear-to-send.
-func (l *link) cancelSend(r *request) {
-	l.qmu.Lock()
-	if l.outbound[r.id] != r || r.cancelReq || l.writable() != nil {
-		l.qmu.Unlock()
-		return
-	}
-	r.cancelReq = true
-	f := &outFrame{}
-	frame{typ: frameCancel, b: r.id}.encode(f.hdr[:])
-	l.queue = append(l.queue, f)
-	l.qmu.Unlock()
-	l.kick()
-}
-
-// ---- read side ----
-
-// registerInbound gives r a token under which the peer streams its data.
-func (l *link) registerInbound(r *request) (uint64, error) {
-	l.inMu.Lock()
-	defer l.inMu.Unlock()
-	if l.inDown != nil {
-		return 0, l.inDown
-	}
-	l.nextToken++
-	l.inbound[l.nextToken] = r
-	return l.nextToken, nil
-}
-
-func protoErr(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
+	return false, err
 }
 
 // onEager takes an eager message of n bytes: straight into a matching
@@ -589,27 +250,26 @@ func (l *link) onEager(tag, n int) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return l.discard(n)
+		return l.rd.discard(n)
 	}
-	if l.eagerIn+n > c.lim.budget {
+	if !l.credit.receive(n) {
 		c.mu.Unlock()
-		return protoErr("rank %d sent %d eager bytes beyond the budget of %d", l.peer, l.eagerIn+n-c.lim.budget, c.lim.budget)
+		return l.credit.overBudget(l.peer, n)
 	}
-	l.eagerIn += n
 	r := c.tbl.TakePosted(l.peer, tag)
 	if r != nil {
 		// The message goes straight into r, never held: its bytes are
 		// given back at once.
-		c.consumed(l, n)
+		l.consumed(n)
 	}
 	c.mu.Unlock()
 	if r != nil {
 		k := min(n, len(r.buf))
-		if err := l.readInto(r, 0, k); err != nil {
+		if err := l.rd.readInto(r, 0, k); err != nil {
 			r.complete(comm.Status{}, l.lostErr(err))
 			return err
 		}
-		if err := l.discard(n - k); err != nil {
+		if err := l.rd.discard(n - k); err != nil {
 			r.complete(comm.Status{}, l.lostErr(err))
 			return err
 		}
@@ -617,7 +277,7 @@ func (l *link) onEager(tag, n int) error {
 		return nil
 	}
 	buf, h := getBuf(n)
-	if _, err := io.ReadFull(l.br, buf); err != nil {
+	if _, err := io.ReadFull(l.rd.br, buf); err != nil {
 		putBuf(h)
 		return err
 	}
@@ -629,7 +289,7 @@ func (l *link) onEager(tag, n int) error {
 		return nil
 	}
 	if r := c.tbl.TakePosted(l.peer, tag); r != nil {
-		c.consumed(l, n)
+		l.consumed(n)
 		c.mu.Unlock()
 		r.complete(deliverMsg(r, m))
 		putBuf(h)
@@ -645,57 +305,7 @@ func (l *link) lostErr(err error) error {
 	if l.c.isClosed() {
 		return l.c.closedErr()
 	}
-	return opErr("recv", fmt.Errorf("rank %d: link to rank %d: %w: %w", l.c.rank, l.peer, comm.ErrPeerLost, err))
-}
-
-// discard reads and drops n payload bytes.
-func (l *link) discard(n int) error {
-	_, err := l.br.Discard(n)
-	return err
-}
-
-// readInto reads n payload bytes into r at offset off: a copy, or a fold
-// for a reducing receive. Long reads go in pieces so that the link stays
-// alive while a slow one lasts.
-func (l *link) readInto(r *request, off, n int) error {
-	const piece = 256 << 10
-	if r.red == nil {
-		for n > 0 {
-			k := min(n, piece)
-			if _, err := io.ReadFull(l.br, r.buf[off:off+k]); err != nil {
-				return err
-			}
-			off, n = off+k, n-k
-		}
-		return nil
-	}
-	if l.stage == nil {
-		l.stage = make([]byte, 64<<10)
-		b, _ := memspace.FromSlice(l.stage)
-		l.stageBlk = b.Block()
-	}
-	for n > 0 {
-		k := min(n, len(l.stage))
-		if _, err := io.ReadFull(l.br, l.stage[:k]); err != nil {
-			return err
-		}
-		if err := r.red.fold(off, l.stageBlk, k); err != nil {
-			return err
-		}
-		off, n = off+k, n-k
-	}
-	return nil
-}
-
-// fold computes dst[off:off+k] = in[:k] op own[off:off+k].
-func (red *reduction) fold(off int, in memspace.Block, k int) error {
-	d, err1 := red.dst.Slice(off, k)
-	o, err2 := red.own.Slice(off, k)
-	x, err3 := in.Slice(0, k)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return err
-	}
-	return comm.ReduceLocal(d, x, o, red.dt, red.op)
+	return xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d: link to rank %d: %w", l.c.rank, l.peer, err)
 }
 
 // onRTS takes an announcement: matched to a posted receive, it is answered
@@ -707,9 +317,9 @@ func (l *link) onRTS(tag, size int, id uint64) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if l.rtsHeld >= maxHeldRTS {
+	if l.credit.rtsHeld >= maxHeldRTS {
 		c.mu.Unlock()
-		return protoErr("rank %d announced over %d unmatched messages", l.peer, maxHeldRTS)
+		return xerr.Detail(ErrProtocol, "rank %d announced over %d unmatched messages", l.peer, maxHeldRTS)
 	}
 	r := c.tbl.TakePosted(l.peer, tag)
 	if r == nil {
@@ -728,64 +338,60 @@ func (l *link) acceptRdv(r *request, tag int, id uint64, size int, inline bool) 
 	r.peer, r.tag, r.size = l.peer, tag, size
 	r.accept = min(size, len(r.buf))
 	if r.accept == 0 {
-		_ = l.sendCtl(frame{typ: frameCTS, b: id}, inline)
+		_ = l.w.sendCtl(frame{typ: frameCTS, b: id}, inline)
 		r.complete(recvOutcome(l.c.rank, l.peer, tag, size, 0))
 		return
 	}
-	token, err := l.registerInbound(r)
+	token, err := l.rd.register(r)
 	if err != nil {
 		r.complete(comm.Status{}, err)
 		return
 	}
 	// A failure to queue means the link is down: the reader then fails r.
-	_ = l.sendCtl(frame{typ: frameCTS, a: uint64(r.accept), b: id, c: token}, inline)
+	_ = l.w.sendCtl(frame{typ: frameCTS, a: uint64(r.accept), b: id, c: token}, inline)
 }
 
 func (l *link) onCTS(accept int, id, token uint64) error {
-	l.qmu.Lock()
-	r := l.outbound[id]
+	l.w.mu.Lock()
+	r := l.w.announced[id]
 	if r == nil {
-		l.qmu.Unlock()
+		l.w.mu.Unlock()
 		if l.c.isClosed() {
 			return nil
 		}
-		return protoErr("clear-to-send for unknown message %d", id)
+		return xerr.Detail(ErrProtocol, "clear-to-send for unknown message %d", id)
 	}
 	if accept > len(r.buf) {
-		l.qmu.Unlock()
-		return protoErr("clear-to-send for %d bytes of a %d-byte message", accept, len(r.buf))
+		l.w.mu.Unlock()
+		return xerr.Detail(ErrProtocol, "clear-to-send for %d bytes of a %d-byte message", accept, len(r.buf))
 	}
-	delete(l.outbound, id)
+	delete(l.w.announced, id)
 	r.token, r.accept = token, accept
 	if accept == 0 {
-		l.qmu.Unlock()
+		l.w.mu.Unlock()
 		r.complete(sendStatus(r), nil)
 		return nil
 	}
-	l.bulk = append(l.bulk, r)
-	l.qmu.Unlock()
-	l.kick()
+	l.w.bulk = append(l.w.bulk, r)
+	l.w.mu.Unlock()
+	l.w.kick()
 	return nil
 }
 
 func (l *link) onData(n int, token uint64, off int) error {
-	l.inMu.Lock()
-	r := l.inbound[token]
-	l.inMu.Unlock()
+	r := l.rd.lookup(token)
 	if r == nil {
-		return protoErr("data for unknown token %d", token)
+		return xerr.Detail(ErrProtocol, "data for unknown token %d", token)
 	}
 	if off != r.got || n > r.accept-r.got {
-		return protoErr("data [%d, %d) of a message expecting offset %d of %d", off, off+n, r.got, r.accept)
+		return xerr.Detail(ErrProtocol, "data [%d, %d) of a message expecting offset %d of %d", off, off+n, r.got, r.accept)
 	}
-	if err := l.readInto(r, off, n); err != nil {
+	if err := l.rd.readInto(r, off, n); err != nil {
 		return err
 	}
 	r.got += n
 	if r.got == r.accept {
-		l.inMu.Lock()
-		delete(l.inbound, token)
-		l.inMu.Unlock()
+		l.rd.unregister(token)
 		r.complete(recvOutcome(l.c.rank, r.peer, r.tag, r.size, r.accept))
 	}
 	return nil
@@ -807,43 +413,36 @@ func (l *link) onCancel(id uint64) {
 	}
 	c.mu.Unlock()
 	if found != nil {
-		_ = l.sendCtl(frame{typ: frameCanceled, b: id}, false)
+		_ = l.w.sendCtl(frame{typ: frameCanceled, b: id}, false)
 	}
 }
 
 func (l *link) onCanceled(id uint64) error {
-	l.qmu.Lock()
-	r := l.outbound[id]
+	l.w.mu.Lock()
+	r := l.w.announced[id]
 	if r == nil || !r.cancelReq {
-		l.qmu.Unlock()
+		l.w.mu.Unlock()
 		if l.c.isClosed() {
 			return nil
 		}
-		return protoErr("cancel confirmed for message %d, which asked none", id)
+		return xerr.Detail(ErrProtocol, "cancel confirmed for message %d, which asked none", id)
 	}
-	delete(l.outbound, id)
-	l.qmu.Unlock()
-	r.complete(comm.Status{}, opErr("send", fmt.Errorf("rank %d: %w", l.c.rank, comm.ErrCanceled)))
+	delete(l.w.announced, id)
+	l.w.mu.Unlock()
+	r.complete(comm.Status{}, xerr.Errorf(Name, "send", comm.ErrCanceled, "rank %d", l.c.rank))
 	return nil
 }
 
 func (l *link) onCredit(n int) error {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	if n > l.eagerOut {
-		return protoErr("credit of %d bytes where %d are outstanding", n, l.eagerOut)
-	}
-	l.eagerOut -= n
-	return nil
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	return l.credit.refund(n)
 }
 
-// recvOutcome is the status of a receive of a size-byte message from src
-// of which k bytes were taken, with ErrTruncated when k < size.
-func recvOutcome(rank, src, tag, size, k int) (comm.Status, error) {
-	st := comm.Status{Source: src, Tag: tag, Count: k}
-	if k < size {
-		return st, opErr("recv", fmt.Errorf("rank %d: %d-byte message from %d tag %d into a %d-byte buffer: %w",
-			rank, size, src, tag, k, comm.ErrTruncated))
+// consumed gives back n eager bytes once a receive has taken them (credit
+// frames of at least a quarter of the budget). Comm.mu is held.
+func (l *link) consumed(n int) {
+	if amt := l.credit.consume(n); amt > 0 {
+		_ = l.w.sendCtl(frame{typ: frameCredit, a: uint64(amt)}, false)
 	}
-	return st, nil
 }

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // NewLoopbackGroup returns a job of n ranks in this process whose ranks
@@ -25,15 +27,15 @@ func NewLoopbackGroup(ctx context.Context, n int) ([]*Comm, error) {
 // Listener are ignored.
 func NewLoopbackGroupConfig(ctx context.Context, n int, tmpl Config) ([]*Comm, error) {
 	if n < 1 || n > MaxRanks {
-		return nil, opErr("loopback", fmt.Errorf("group of %d ranks outside [1, %d]: %w", n, MaxRanks, comm.ErrInvalidArgument))
+		return nil, xerr.Errorf(Name, "loopback", comm.ErrInvalidArgument, "group of %d ranks outside [1, %d]", n, MaxRanks)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, opErr("loopback", err)
+		return nil, xerr.Op(Name, "loopback", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, opErr("loopback", fmt.Errorf("listen: %w", err))
+		return nil, xerr.Op(Name, "loopback", fmt.Errorf("listen: %w", err))
 	}
 	out := make([]*Comm, n)
 	errs := make([]error, n)
@@ -54,7 +56,17 @@ func NewLoopbackGroupConfig(ctx context.Context, n int, tmpl Config) ([]*Comm, e
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	// The ranks fail for one cause: a bad template fails every rank alike,
+	// and a rank that fails leaves the others waiting until ctx ends. The
+	// first error that is not ctx's names it.
+	err = cmp.Or(errs...)
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, ctx.Err()) {
+			err = e
+			break
+		}
+	}
+	if err != nil {
 		for _, c := range out {
 			if c != nil {
 				_ = c.Close()

@@ -3,7 +3,10 @@ package tcp
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
@@ -41,254 +44,208 @@ const (
 // 1.2x).
 const idleCheck = 50 * time.Millisecond
 
-// kickLocked interrupts the holder's blocked read; rmu is held.
-func (l *link) kickLocked() {
-	if !l.rKicked {
-		l.rKicked = true
-		_ = l.conn.SetReadDeadline(time.Unix(1, 0))
+// readRole is a link's read role: who holds it, who asked for it, and how
+// the holder is interrupted. mu guards owner, want, kicked, dead, closed
+// and the contexts of waits (holderDone, lastDone, watchDone, watchStop).
+// wantFlag mirrors want and atBoundary says that the holder waits for a
+// frame header: both are read without mu, by the holder and by a goroutine
+// that completes a waiter's request. grant, wake, holders and taken need
+// no lock; conn and parked are set before the link starts.
+type readRole struct {
+	conn   net.Conn      // a read deadline in the past on it is a kick
+	parked *atomic.Int32 // Comm.parked: goroutines blocked in Wait without reading
+
+	mu     sync.Mutex
+	owner  int  // roleFree, roleReader or roleWaiter
+	want   bool // a waiter asked for the role
+	kicked bool // a kick is set
+	dead   bool // the read side has ended
+	closed bool // the read side must end: the link failed
+	// The contexts of waits (watchLocked): Done of the holder's context,
+	// of the last wait's, and of the context whose registration is kept,
+	// with the function that drops it.
+	holderDone, lastDone, watchDone <-chan struct{}
+	watchStop                       func() bool
+
+	wantFlag   atomic.Bool
+	atBoundary atomic.Bool
+	grant      chan struct{}  // the role, handed to the waiter that asked
+	wake       chan struct{}  // wakes the reader goroutine
+	holders    sync.WaitGroup // waiters holding the role
+	taken      atomic.Int64   // times a waiter took the role
+}
+
+// kickLocked interrupts the holder's blocked read; mu is held.
+func (ro *readRole) kickLocked() {
+	if !ro.kicked {
+		ro.kicked = true
+		_ = ro.conn.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
-// unkickLocked clears the read deadline of a kick; rmu is held.
-func (l *link) unkickLocked() {
-	if l.rKicked {
-		l.rKicked = false
-		_ = l.conn.SetReadDeadline(time.Time{})
+// unkickLocked clears the read deadline of a kick; mu is held.
+func (ro *readRole) unkickLocked() {
+	if ro.kicked {
+		ro.kicked = false
+		_ = ro.conn.SetReadDeadline(time.Time{})
 	}
+}
+
+// unkick clears a kick.
+func (ro *readRole) unkick() {
+	ro.mu.Lock()
+	ro.unkickLocked()
+	ro.mu.Unlock()
+}
+
+// kickWaiter interrupts the holder's read if the holder is a waiter: for
+// the goroutine that completes the request it waits for.
+func (ro *readRole) kickWaiter() {
+	ro.mu.Lock()
+	if ro.owner == roleWaiter {
+		ro.kickLocked()
+	}
+	ro.mu.Unlock()
 }
 
 // handOverLocked frees the role, or gives it to the waiter that asked for
-// it. rmu is held.
-func (l *link) handOverLocked() {
-	l.unkickLocked()
-	l.rOwner = roleFree
-	if l.rWant && !l.rDead && !l.rClosed {
-		l.rWant = false
-		l.rWantFlag.Store(false)
-		l.rOwner = roleWaiter
-		l.rwg.Add(1)
-		l.rGrant <- struct{}{}
+// it. mu is held.
+func (ro *readRole) handOverLocked() {
+	ro.unkickLocked()
+	ro.owner = roleFree
+	if ro.want && !ro.dead && !ro.closed {
+		ro.want = false
+		ro.wantFlag.Store(false)
+		ro.owner = roleWaiter
+		ro.holders.Add(1)
+		ro.grant <- struct{}{}
 	}
+}
+
+// handOver is handOverLocked for the reader goroutine, which holds no
+// lock.
+func (ro *readRole) handOver() {
+	ro.mu.Lock()
+	ro.handOverLocked()
+	ro.mu.Unlock()
 }
 
 // wakeReader asks the reader goroutine to take the role if it is free:
 // for a goroutine about to block on something this link must read.
-func (l *link) wakeReader() {
-	l.rmu.Lock()
-	free := l.rOwner == roleFree
-	l.rmu.Unlock()
+func (ro *readRole) wakeReader() {
+	ro.mu.Lock()
+	free := ro.owner == roleFree
+	ro.mu.Unlock()
 	if free {
-		select {
-		case l.rWake <- struct{}{}:
-		default:
-		}
+		ro.wakeUp()
+	}
+}
+
+// wakeUp wakes the reader goroutine.
+func (ro *readRole) wakeUp() {
+	select {
+	case ro.wake <- struct{}{}:
+	default:
 	}
 }
 
 // isKicked reports whether err is a read deadline's: a kick.
 func isKicked(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
-// step reads and handles one frame. It returns yield when a kick
-// interrupted the read at a frame boundary, before any byte of the frame
-// was consumed, or when the receive r the caller waits for (nil for the
-// reader goroutine) has completed; a kick in the middle of a frame is
-// absorbed (liveReader) and the frame finished.
-func (l *link) step(r *request) (yield bool, err error) {
-	// A goroutine that completes r kicks the holder if it finds it at a
-	// boundary: with the check of r after the flag is set, either the
-	// holder sees r completed or the completer sees the flag.
-	l.atBoundary.Store(true)
-	if r != nil && r.fin.Load() {
-		l.atBoundary.Store(false)
-		return true, nil
-	}
-	hdr, err := l.br.Peek(headerSize)
-	l.atBoundary.Store(false)
-	if err != nil {
-		if isKicked(err) {
-			return true, nil
+// takeForReader waits until the role is free and no waiter has asked for
+// it, and takes it for the reader goroutine; false once the read side has
+// ended. While others hold the role it looks every idleCheck (on idle, a
+// stopped timer) and whenever woken.
+func (ro *readRole) takeForReader(idle *time.Timer) bool {
+	ro.mu.Lock()
+	for ro.owner != roleFree || ro.want {
+		if ro.dead {
+			ro.mu.Unlock()
+			return false
 		}
-		return false, err
-	}
-	f, err := decodeFrame(hdr, l.c.lim)
-	if err != nil {
-		return false, err
-	}
-	if _, err := l.br.Discard(headerSize); err != nil {
-		return false, err
-	}
-	switch f.typ {
-	case frameEager:
-		err = l.onEager(int(f.tag), int(f.a))
-	case frameRTS:
-		err = l.onRTS(int(f.tag), int(f.a), f.b)
-	case frameCTS:
-		err = l.onCTS(int(f.a), f.b, f.c)
-	case frameData:
-		err = l.onData(int(f.a), f.b, int(f.c))
-	case frameCancel:
-		l.onCancel(f.b)
-	case frameCanceled:
-		err = l.onCanceled(f.b)
-	case frameCredit:
-		err = l.onCredit(int(f.a))
-	case frameHeartbeat:
-	case frameAbort:
-		l.c.abortColl(f.a, l.peer, nil)
-	case frameBye:
-		return false, errPeerClosed
-	}
-	return false, err
-}
-
-// readFailed ends the read side on err (the holder of the role saw it):
-// the link fails, and the rendezvous receives it was streaming fail too.
-// Only the first call has an effect.
-func (l *link) readFailed(err error) {
-	l.fail(err)
-	l.rmu.Lock()
-	if l.rDead {
-		l.rmu.Unlock()
-		return
-	}
-	l.rDead = true
-	l.rmu.Unlock()
-	e := l.downErr
-	if l.c.isClosed() {
-		e = l.c.closedErr()
-	}
-	l.inMu.Lock()
-	in := l.inbound
-	l.inbound = nil
-	l.inDown = e
-	l.inMu.Unlock()
-	for _, r := range in {
-		r.complete(comm.Status{}, e)
-	}
-}
-
-// readLoop is the reader goroutine: it holds the role whenever no waiter
-// does, and ends once the read side has failed.
-func (l *link) readLoop() {
-	defer l.wg.Done()
-	idle := time.NewTimer(time.Hour)
-	idle.Stop()
-	defer idle.Stop()
-	for {
-		l.rmu.Lock()
-		for l.rOwner != roleFree || l.rWant {
-			if l.rDead {
-				l.rmu.Unlock()
-				return
-			}
-			l.rmu.Unlock()
-			idle.Reset(idleCheck)
-			select {
-			case <-l.rWake:
-			case <-idle.C:
-			}
-			idle.Stop()
-			l.rmu.Lock()
+		ro.mu.Unlock()
+		idle.Reset(idleCheck)
+		select {
+		case <-ro.wake:
+		case <-idle.C:
 		}
-		if l.rDead {
-			l.rmu.Unlock()
-			return
-		}
-		l.rOwner = roleReader
-		l.rmu.Unlock()
-		for {
-			if l.rWantFlag.Load() {
-				break
-			}
-			yield, err := l.step(nil)
-			if err == nil && yield && l.closing() {
-				err = l.downErr
-			}
-			if err != nil {
-				l.readFailed(err)
-				l.rmu.Lock()
-				l.handOverLocked()
-				l.rmu.Unlock()
-				return
-			}
-			if yield {
-				// A kick for a waiter that has withdrawn: clear it.
-				l.rmu.Lock()
-				if !l.rWant {
-					l.unkickLocked()
-				}
-				l.rmu.Unlock()
-			}
-		}
-		l.rmu.Lock()
-		l.handOverLocked()
-		l.rmu.Unlock()
+		idle.Stop()
+		ro.mu.Lock()
 	}
-}
-
-// closing reports whether the link has failed.
-func (l *link) closing() bool { return l.failed() != nil }
-
-// waitDirect waits for the receive r from this link's peer by taking the
-// read role and reading the socket itself. handled is false when the role
-// was not to be had (another waiter holds it, or the read side has ended):
-// the caller then waits as usual.
-func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
-	l.rmu.Lock()
-	if l.rDead || l.rClosed || l.rWant || l.rOwner == roleWaiter {
-		l.rmu.Unlock()
+	if ro.dead {
+		ro.mu.Unlock()
 		return false
 	}
-	var stop func() bool
-	if l.rOwner == roleFree {
-		l.rOwner = roleWaiter
-		l.rwg.Add(1)
-		stop = l.watchLocked(ctx)
-		l.rmu.Unlock()
-	} else {
-		l.rWant = true
-		l.rWantFlag.Store(true)
-		l.kickLocked()
-		l.rmu.Unlock()
-		granted := true
-		select {
-		case <-l.rGrant:
-		case <-r.done:
-			granted = false
-		case <-ctx.Done():
-			granted = false
-		}
-		if !granted {
-			if l.withdraw() {
-				l.release()
-			}
-			return true
-		}
-		l.rmu.Lock()
-		stop = l.watchLocked(ctx)
-		l.rmu.Unlock()
-	}
-	// The role is ours.
-	l.rTaken.Add(1)
-	r.direct.Store(l)
-	l.spin = l.raw != nil
-	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
-		yield, err := l.step(r)
-		if err != nil {
-			l.readFailed(err)
-			break
-		}
-		if yield {
-			l.unkickStale(ctx, r)
-		}
-	}
-	l.spin = false
-	r.direct.Store(nil)
-	if stop != nil {
-		stop()
-	}
-	l.release()
+	ro.owner = roleReader
+	ro.mu.Unlock()
 	return true
+}
+
+// unkickWithdrawn clears a kick that reached the reader goroutine for a
+// waiter that has withdrawn its request for the role.
+func (ro *readRole) unkickWithdrawn() {
+	ro.mu.Lock()
+	if !ro.want {
+		ro.unkickLocked()
+	}
+	ro.mu.Unlock()
+}
+
+// end marks the read side ended; false when it already was.
+func (ro *readRole) end() bool {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if ro.dead {
+		return false
+	}
+	ro.dead = true
+	return true
+}
+
+// takeForWaiter takes the role for a goroutine that waits with ctx for a
+// request, whose done is given: at once when the role is free, else by
+// asking the holder to yield. held reports that the caller holds the role,
+// which it gives back with release after it runs stop, if not nil (see
+// watchLocked). Else handled is false when the role is not to be had
+// (another waiter holds it or asked for it, or the read side has ended),
+// and true when the request completed or ctx ended while it asked.
+func (ro *readRole) takeForWaiter(ctx context.Context, done <-chan struct{}) (held, handled bool, stop func() bool) {
+	ro.mu.Lock()
+	if ro.dead || ro.closed || ro.want || ro.owner == roleWaiter {
+		ro.mu.Unlock()
+		return false, false, nil
+	}
+	if ro.owner == roleFree {
+		ro.owner = roleWaiter
+		ro.holders.Add(1)
+		stop = ro.watchLocked(ctx)
+		ro.mu.Unlock()
+		ro.taken.Add(1)
+		return true, true, stop
+	}
+	ro.want = true
+	ro.wantFlag.Store(true)
+	ro.kickLocked()
+	ro.mu.Unlock()
+	granted := true
+	select {
+	case <-ro.grant:
+	case <-done:
+		granted = false
+	case <-ctx.Done():
+		granted = false
+	}
+	if !granted {
+		if ro.withdraw() {
+			ro.release()
+		}
+		return false, true, nil
+	}
+	ro.mu.Lock()
+	stop = ro.watchLocked(ctx)
+	ro.mu.Unlock()
+	ro.taken.Add(1)
+	return true, true, stop
 }
 
 // watchLocked records that the holder of the role waits with ctx, and
@@ -301,36 +258,48 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 // fires when its context ends, in a goroutine of its own, and a context
 // made per call (a timeout per operation) always ends (ADR 13). Contexts
 // are told apart by their Done channel: two contexts with one channel end
-// together. rmu is held.
-func (l *link) watchLocked(ctx context.Context) (stop func() bool) {
+// together. mu is held.
+func (ro *readRole) watchLocked(ctx context.Context) (stop func() bool) {
 	done := ctx.Done()
-	l.holderDone = done
-	if done == nil || done == l.watchDone {
-		l.lastDone = done
+	ro.holderDone = done
+	if done == nil || done == ro.watchDone {
+		ro.lastDone = done
 		return nil
 	}
 	kick := func() {
-		l.rmu.Lock()
-		if l.rOwner == roleWaiter && l.holderDone == done {
-			l.kickLocked()
+		ro.mu.Lock()
+		if ro.owner == roleWaiter && ro.holderDone == done {
+			ro.kickLocked()
 		}
-		l.rmu.Unlock()
+		ro.mu.Unlock()
 	}
-	if done == l.lastDone {
-		l.unwatchLocked()
-		l.watchDone, l.watchStop = done, context.AfterFunc(ctx, kick)
+	if done == ro.lastDone {
+		ro.unwatchLocked()
+		ro.watchDone, ro.watchStop = done, context.AfterFunc(ctx, kick)
 		return nil
 	}
-	l.lastDone = done
+	ro.lastDone = done
 	return context.AfterFunc(ctx, kick)
 }
 
-// unwatchLocked drops the kept registration. rmu is held.
-func (l *link) unwatchLocked() {
-	if l.watchStop != nil {
-		l.watchStop()
-		l.watchDone, l.watchStop = nil, nil
+// unwatchLocked drops the kept registration. mu is held.
+func (ro *readRole) unwatchLocked() {
+	if ro.watchStop != nil {
+		ro.watchStop()
+		ro.watchDone, ro.watchStop = nil, nil
 	}
+}
+
+// forget drops what the role keeps for the context whose Done is done.
+func (ro *readRole) forget(done <-chan struct{}) {
+	ro.mu.Lock()
+	if ro.watchDone == done {
+		ro.unwatchLocked()
+	}
+	if ro.lastDone == done {
+		ro.lastDone = nil
+	}
+	ro.mu.Unlock()
 }
 
 // unwatch drops whatever this rank keeps for the context whose Done is
@@ -338,17 +307,9 @@ func (l *link) unwatchLocked() {
 // its end runs no callback.
 func (c *Comm) unwatch(done <-chan struct{}) {
 	for _, l := range c.links {
-		if l == nil {
-			continue
+		if l != nil {
+			l.role.forget(done)
 		}
-		l.rmu.Lock()
-		if l.watchDone == done {
-			l.unwatchLocked()
-		}
-		if l.lastDone == done {
-			l.lastDone = nil
-		}
-		l.rmu.Unlock()
 	}
 }
 
@@ -357,61 +318,129 @@ func (c *Comm) unwatch(done <-chan struct{}) {
 // before it, whose request's completer found the role held after that
 // waiter had left (complete checks the role after it marks the request
 // done). Left set, the kick would fail every read of this waiter.
-func (l *link) unkickStale(ctx context.Context, r *request) {
-	l.rmu.Lock()
-	// A completion, the context's end and closeRead each mark their cause
-	// before they kick, under rmu: a kick still live here is stale.
-	if !r.fin.Load() && ctx.Err() == nil && !l.rClosed {
-		l.unkickLocked()
+func (ro *readRole) unkickStale(ctx context.Context, r *request) {
+	ro.mu.Lock()
+	// A completion, the context's end and close each mark their cause
+	// before they kick, under mu: a kick still live here is stale.
+	if !r.fin.Load() && ctx.Err() == nil && !ro.closed {
+		ro.unkickLocked()
 	}
-	l.rmu.Unlock()
+	ro.mu.Unlock()
 }
 
 // withdraw takes back a waiter's request for the role. It returns false
 // when the request was withdrawn before the grant, true when the role was
 // granted meanwhile (the caller then holds it and must release it).
-func (l *link) withdraw() (granted bool) {
-	l.rmu.Lock()
-	defer l.rmu.Unlock()
-	if l.rWant {
-		l.rWant = false
-		l.rWantFlag.Store(false)
+func (ro *readRole) withdraw() (granted bool) {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if ro.want {
+		ro.want = false
+		ro.wantFlag.Store(false)
 		return false
 	}
-	<-l.rGrant
+	<-ro.grant
 	return true
 }
 
 // release frees the role held by a waiter. The reader goroutine is woken
 // only when a goroutine is blocked waiting without reading, or the link is
 // going down; otherwise it finds the role free at its next check.
-func (l *link) release() {
-	l.rmu.Lock()
-	l.holderDone = nil
-	l.handOverLocked()
-	free := l.rOwner == roleFree
-	wake := free && (l.rClosed || l.c.parked.Load() > 0)
-	l.rmu.Unlock()
-	l.rwg.Done()
+func (ro *readRole) release() {
+	ro.mu.Lock()
+	ro.holderDone = nil
+	ro.handOverLocked()
+	free := ro.owner == roleFree
+	wake := free && (ro.closed || ro.parked.Load() > 0)
+	ro.mu.Unlock()
+	ro.holders.Done()
 	if wake {
-		select {
-		case l.rWake <- struct{}{}:
-		default:
-		}
+		ro.wakeUp()
 	}
 }
 
-// closeRead stops waiters from taking the role and wakes the reader
-// goroutine to finish the read side: called once the link has failed and
-// its connection is closed.
-func (l *link) closeRead() {
-	l.rmu.Lock()
-	l.rClosed = true
-	l.unwatchLocked() // no wait comes any more: let go of the context
-	l.kickLocked()
-	l.rmu.Unlock()
-	select {
-	case l.rWake <- struct{}{}:
-	default:
+// close stops waiters from taking the role and wakes the reader goroutine
+// to finish the read side: called once the link has failed and its
+// connection is closed.
+func (ro *readRole) close() {
+	ro.mu.Lock()
+	ro.closed = true
+	ro.unwatchLocked() // no wait comes any more: let go of the context
+	ro.kickLocked()
+	ro.mu.Unlock()
+	ro.wakeUp()
+}
+
+// readFailed ends the read side on err (the holder of the role saw it):
+// the link fails, and the rendezvous receives it was streaming fail too.
+// Only the first call has an effect.
+func (l *link) readFailed(err error) {
+	l.fail(err)
+	if !l.role.end() {
+		return
 	}
+	e := l.downErr
+	if l.c.isClosed() {
+		e = l.c.closedErr()
+	}
+	for _, r := range l.rd.shut(e) {
+		r.complete(comm.Status{}, e)
+	}
+}
+
+// readLoop is the reader goroutine: it holds the role whenever no waiter
+// does, and ends once the read side has failed.
+func (l *link) readLoop() {
+	defer l.wg.Done()
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
+	for l.role.takeForReader(idle) {
+		for !l.role.wantFlag.Load() {
+			yield, err := l.step(nil)
+			if err == nil && yield && l.closing() {
+				err = l.downErr
+			}
+			if err != nil {
+				l.readFailed(err)
+				l.role.handOver()
+				return
+			}
+			if yield {
+				// A kick for a waiter that has withdrawn: clear it.
+				l.role.unkickWithdrawn()
+			}
+		}
+		l.role.handOver()
+	}
+}
+
+// waitDirect waits for the receive r from this link's peer by taking the
+// read role and reading the socket itself. handled is false when the role
+// was not to be had (another waiter holds it, or the read side has ended):
+// the caller then waits as usual.
+func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
+	held, handled, stop := l.role.takeForWaiter(ctx, r.done)
+	if !held {
+		return handled
+	}
+	r.direct.Store(l)
+	l.rd.spin = l.rd.raw != nil
+	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
+		yield, err := l.step(r)
+		if err != nil {
+			l.readFailed(err)
+			break
+		}
+		if yield {
+			l.role.unkickStale(ctx, r)
+		}
+	}
+	l.rd.spin = false
+	r.direct.Store(nil)
+	if stop != nil {
+		stop()
+	}
+	l.role.release()
+	return true
 }

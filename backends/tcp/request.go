@@ -2,12 +2,12 @@ package tcp
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // closedCh is the done channel of requests that complete when started.
@@ -32,9 +32,9 @@ const (
 //
 // The fields above the divider are set before the request is shared. The
 // queue fields are guarded by Comm.mu. A matched rendezvous receive
-// (inbound) is owned by its link's reader goroutine, a send handed to a
-// link by its writer: only they complete it, so that a buffer is never in
-// use after its request completes.
+// (reader.inbound) is owned by the holder of its link's read role, a send
+// handed to a link by its writer: only they complete it, so that a buffer
+// is never in use after its request completes.
 type request struct {
 	c    *Comm
 	kind int
@@ -53,9 +53,9 @@ type request struct {
 	// Rendezvous state. For a send: id names it to the peer; token and
 	// accept come with the clear-to-send, sent counts bytes handed to the
 	// socket, cancelReq says a cancel was asked of the peer (guarded by
-	// the link's qmu). For a receive: size is the message length, accept
-	// what it takes, got what has arrived (reader-owned). For an RTS entry:
-	// id, size and via.
+	// the link's writer.mu). For a receive: size is the message length,
+	// accept what it takes, got what has arrived (owned by the holder of
+	// the read role). For an RTS entry: id, size and via.
 	id        uint64
 	token     uint64
 	size      int
@@ -94,13 +94,9 @@ func (r *request) complete(st comm.Status, err error) bool {
 		return false
 	}
 	r.st, r.err = st, err
-	if l := r.direct.Load(); l != nil && l.atBoundary.Load() {
+	if l := r.direct.Load(); l != nil && l.role.atBoundary.Load() {
 		// The waiter reads the socket itself and may be blocked there.
-		l.rmu.Lock()
-		if l.rOwner == roleWaiter {
-			l.kickLocked()
-		}
-		l.rmu.Unlock()
+		l.role.kickWaiter()
 	}
 	// Nothing touches r after this: its owner may reuse it (Comm.Recv).
 	close(r.done)
@@ -118,7 +114,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	default:
 	}
 	if ctx == nil {
-		return comm.Status{}, opErr("wait", fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
 	if l := r.readsFrom(); l != nil && l.waitDirect(ctx, r) {
 		select {
@@ -177,13 +173,13 @@ func (r *request) wakeReaders() {
 	case r.kind == kindRecv && r.other == comm.AnySource:
 		for _, l := range c.links {
 			if l != nil {
-				l.wakeReader()
+				l.role.wakeReader()
 			}
 		}
 	case r.kind == kindRecv, r.kind == kindSend:
 		if r.other != c.rank {
 			if l := c.links[r.other]; l != nil {
-				l.wakeReader()
+				l.role.wakeReader()
 			}
 		}
 	}
@@ -213,11 +209,27 @@ func (r *request) Cancel() error {
 		if r.kind == kindRecv {
 			op = "recv"
 		}
-		r.complete(comm.Status{}, opErr(op, fmt.Errorf("rank %d: %w", c.rank, comm.ErrCanceled)))
+		r.complete(comm.Status{}, xerr.Errorf(Name, op, comm.ErrCanceled, "rank %d", c.rank))
 	case kindSend:
 		if r.via != nil {
-			r.via.cancelSend(r)
+			r.via.w.cancel(r)
 		}
 	}
 	return nil
+}
+
+// sendStatus is the status of the completed send r.
+func sendStatus(r *request) comm.Status {
+	return comm.Status{Source: r.peer, Tag: r.tag, Count: len(r.buf)}
+}
+
+// recvOutcome is the status of a receive of a size-byte message from src
+// of which k bytes were taken, with ErrTruncated when k < size.
+func recvOutcome(rank, src, tag, size, k int) (comm.Status, error) {
+	st := comm.Status{Source: src, Tag: tag, Count: k}
+	if k < size {
+		return st, xerr.Errorf(Name, "recv", comm.ErrTruncated, "rank %d: %d-byte message from %d tag %d into a %d-byte buffer",
+			rank, size, src, tag, k)
+	}
+	return st, nil
 }

@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // The rendezvous store: a small key-value store that rank 0 serves during
@@ -28,8 +30,9 @@ const (
 	maxStoreValue = 1024
 )
 
-// errStore reports a request the store refused.
-var errStore = errors.New("tcp: store request refused")
+// errStore reports a request the store refused. The store's answer says
+// why; the client adds errStore.
+var errStore = errors.New("store request refused")
 
 type storeServer struct {
 	size int
@@ -78,7 +81,7 @@ func (s *storeServer) serve(ctx context.Context, conn net.Conn, rank int, stop <
 			}
 			return
 		default:
-			err = fmt.Errorf("%w: unknown store operation %d", ErrProtocol, op)
+			err = xerr.Detail(ErrProtocol, "unknown store operation %d", op)
 		}
 		status := storeOK
 		if err != nil {
@@ -94,10 +97,10 @@ func (s *storeServer) set(key, val string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.kv[key]; ok && old != val {
-		return fmt.Errorf("%w: key %q set twice (two processes with one rank?)", errStore, key)
+		return fmt.Errorf("key %q set twice (two processes with one rank?)", key)
 	}
 	if len(s.kv) >= 4*s.size+16 {
-		return fmt.Errorf("%w: store full", errStore)
+		return errors.New("store full")
 	}
 	s.kv[key] = val
 	close(s.changed)
@@ -166,7 +169,7 @@ func (sc *storeClient) roundTrip(ctx context.Context, op uint8, key, val string)
 		return "", sc.ctxErr(ctx, err)
 	}
 	if status != storeOK {
-		return "", fmt.Errorf("%w: %s", errStore, reply)
+		return "", xerr.Detail(errStore, "%s", reply)
 	}
 	return reply, nil
 }
@@ -182,7 +185,7 @@ func (sc *storeClient) ctxErr(ctx context.Context, err error) error {
 // key, value.
 func writeStoreMsg(w io.Writer, op uint8, key, val string) error {
 	if len(key) > maxStoreKey || len(val) > maxStoreValue {
-		return fmt.Errorf("%w: store key or value too long", errStore)
+		return xerr.Detail(errStore, "key or value too long")
 	}
 	b := make([]byte, 4, 4+len(key)+len(val))
 	b[0], b[1] = op, uint8(len(key))
@@ -199,7 +202,7 @@ func readStoreMsg(r io.Reader) (op uint8, key, val string, err error) {
 	}
 	kl, vl := int(h[1]), int(binary.LittleEndian.Uint16(h[2:]))
 	if kl > maxStoreKey || vl > maxStoreValue {
-		return 0, "", "", fmt.Errorf("%w: store message of key %d and value %d bytes", ErrProtocol, kl, vl)
+		return 0, "", "", xerr.Detail(ErrProtocol, "store message of key %d and value %d bytes", kl, vl)
 	}
 	b := make([]byte, kl+vl)
 	if _, err = io.ReadFull(r, b); err != nil {

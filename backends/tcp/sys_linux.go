@@ -36,7 +36,7 @@ func (l *link) spinRead(p []byte) (int, error) {
 	var n int
 	var rerr error
 	polled := false
-	err := l.raw.Read(func(fd uintptr) bool {
+	err := l.rd.raw.Read(func(fd uintptr) bool {
 		var end time.Time
 		for {
 			k, e := syscall.Read(int(fd), p)
