@@ -214,7 +214,11 @@ func (r *OptionReader) Int(key string, def, lo, hi int) int {
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < lo || n > hi {
-		return fail(r, key, v, fmt.Sprintf("an integer in [%d, %d]", lo, hi), def)
+		want := fmt.Sprintf("an integer in [%d, %d]", lo, hi)
+		if hi == math.MaxInt {
+			want = fmt.Sprintf("an integer of at least %d", lo)
+		}
+		return fail(r, key, v, want, def)
 	}
 	return n
 }
@@ -228,7 +232,11 @@ func (r *OptionReader) Bytes(key string, def, lo, hi int64) int64 {
 	}
 	n, good := parseBytes(v)
 	if !good || n < lo || n > hi {
-		return fail(r, key, v, fmt.Sprintf(`a size in bytes from %s to %s, such as "4096" or "64K"`, FormatBytes(lo), FormatBytes(hi)), def)
+		span := fmt.Sprintf("from %s to %s", FormatBytes(lo), FormatBytes(hi))
+		if hi == math.MaxInt64 {
+			span = "of at least " + FormatBytes(lo)
+		}
+		return fail(r, key, v, fmt.Sprintf(`a size in bytes %s, such as "4096" or "64K"`, span), def)
 	}
 	return n
 }
@@ -242,7 +250,11 @@ func (r *OptionReader) Duration(key string, def, lo, hi time.Duration) time.Dura
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || d < lo || d > hi {
-		return fail(r, key, v, fmt.Sprintf("a duration from %v to %v", lo, hi), def)
+		want := fmt.Sprintf("a duration from %v to %v", lo, hi)
+		if hi == math.MaxInt64 {
+			want = fmt.Sprintf("a duration of at least %v", lo)
+		}
+		return fail(r, key, v, want, def)
 	}
 	return d
 }

@@ -385,3 +385,20 @@ func ExampleOptionReader() {
 	// option workers="0": want an integer in [1, 64]
 	// unknown option wokers="4": cpu takes hugepages, workers (did you mean workers?) true true
 }
+
+// A range without an upper bound is worded as one, not as the largest
+// value of the type.
+func TestOptionReaderOpenRanges(t *testing.T) {
+	for _, c := range []struct {
+		read func(r *xpu.OptionReader)
+		want string
+	}{
+		{func(r *xpu.OptionReader) { r.Int("k", 0, 1, math.MaxInt) }, "want an integer of at least 1"},
+		{func(r *xpu.OptionReader) { r.Bytes("k", 0, 1, math.MaxInt64) }, "want a size in bytes of at least 1 B"},
+		{func(r *xpu.OptionReader) { r.Duration("k", 0, time.Nanosecond, math.MaxInt64) }, "want a duration of at least 1ns"},
+	} {
+		r := xpu.Options{"k": "0"}.Reader("b")
+		c.read(r)
+		assert.EqualError(t, r.Err(), `option k="0": `+c.want)
+	}
+}
