@@ -394,7 +394,7 @@ func TestOptionReaderOpenRanges(t *testing.T) {
 		want string
 	}{
 		{func(r *xpu.OptionReader) { r.Int("k", 0, 1, math.MaxInt) }, "want an integer of at least 1"},
-		{func(r *xpu.OptionReader) { r.Bytes("k", 0, 1, math.MaxInt64) }, "want a size in bytes of at least 1 B"},
+		{func(r *xpu.OptionReader) { r.Bytes("k", 0, 1, math.MaxInt64) }, `want a size in bytes of at least 1 B, such as "4096" or "64K"`},
 		{func(r *xpu.OptionReader) { r.Duration("k", 0, time.Nanosecond, math.MaxInt64) }, "want a duration of at least 1ns"},
 	} {
 		r := xpu.Options{"k": "0"}.Reader("b")
