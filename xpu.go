@@ -66,7 +66,10 @@ func (b *Backend) Close() error {
 
 // Options configure a driver's Open: keys and values are strings so that
 // they can come from the command line and the environment ("ranks": "4",
-// "device": "0"). Each driver documents its keys.
+// "device": "0"). Each driver documents its keys and reads them with
+// Reader, which refuses a key the driver does not know; a key scoped to one
+// backend ("cpu.limit") is read by that backend only, so one set of options
+// can serve a fallback chain.
 type Options map[string]string
 
 // Driver opens a backend. Drivers are registered by name with Register,
