@@ -4,7 +4,6 @@ package mpi
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/bits"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // The native collectives. Each has two paths:
@@ -88,9 +88,9 @@ func reduction(name string, dt comm.DType, op comm.Op) (int, int, error) {
 //go:noinline
 func reductionErr(name string, dt comm.DType, op comm.Op) error {
 	if err := op.Check(dt); err != nil {
-		return opErr(name, err)
+		return xerr.Op(Name, name, err)
 	}
-	return opErr(name, fmt.Errorf("no MPI type for %v %v: %w", op, dt, comm.ErrInvalidArgument))
+	return xerr.Errorf(Name, name, comm.ErrInvalidArgument, "no MPI type for %v %v", op, dt)
 }
 
 func check(ctx context.Context, name string) error {
@@ -98,14 +98,14 @@ func check(ctx context.Context, name string) error {
 		return nilCtx(name)
 	}
 	if err := ctx.Err(); err != nil {
-		return opErr(name, err)
+		return xerr.Op(Name, name, err)
 	}
 	return nil
 }
 
 //go:noinline
 func nilCtx(name string) error {
-	return opErr(name, fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+	return xerr.Errorf(Name, name, comm.ErrInvalidArgument, "nil context")
 }
 
 // directColl reports whether a collective may run as the blocking MPI
@@ -119,7 +119,7 @@ func directColl(ctx context.Context, name string) (bool, error) {
 		return !serial && recvq.n.Load() == 0, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return false, opErr(name, err)
+		return false, xerr.Op(Name, name, err)
 	}
 	return false, nil
 }
@@ -153,7 +153,7 @@ func (c *Comm) enterCollSlow(name string) error {
 func (c *Comm) drainHeld(name string) error {
 	if err := c.coll.drain(context.Background()); err != nil {
 		c.exitColl()
-		return opErr(name, err)
+		return xerr.Op(Name, name, err)
 	}
 	return nil
 }
@@ -294,12 +294,12 @@ func (c *Comm) watched(ctx context.Context, name string, s, r cbuf, start func(s
 	defer c.exit()
 	if err := c.coll.lock(ctx); err != nil {
 		o.release()
-		return opErr(name, err)
+		return xerr.Op(Name, name, err)
 	}
 	if err := c.coll.drain(ctx); err != nil {
 		c.coll.unlock()
 		o.release()
-		return opErr(name, err)
+		return xerr.Op(Name, name, err)
 	}
 	lock()
 	mr, rc := start(sp, rp)
@@ -314,7 +314,7 @@ func (c *Comm) watched(ctx context.Context, name string, s, r cbuf, start func(s
 	if !done {
 		// Only a context that can end gets here, so MPI works on copies.
 		adopt(o)
-		return opErr(name, err)
+		return xerr.Op(Name, name, err)
 	}
 	if rc == 0 && rs != nil && r.out {
 		dst, _ := r.b.Bytes()
@@ -383,7 +383,7 @@ func (c *Comm) bcastWatched(ctx context.Context, buf memspace.Block, root int) e
 
 //go:noinline
 func rootErr(name string, root, size int) error {
-	return opErr(name, impl.CheckRank(root, size, false))
+	return xerr.Op(Name, name, impl.CheckRank(root, size, false))
 }
 
 // Reduce reduces send over every rank with op into recv on rank root

@@ -4,7 +4,6 @@ package mpi
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"runtime"
 	"runtime/metrics"
@@ -16,6 +15,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Comm is one rank of an MPI communicator: this process's rank of
@@ -89,7 +89,7 @@ var epoch = time.Now()
 // MPI cannot be initialised twice in a process.
 func Open(ctx context.Context, o Options) (*Comm, error) {
 	if ctx == nil {
-		return nil, opErr("open", fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+		return nil, xerr.Errorf(Name, "open", comm.ErrInvalidArgument, "nil context")
 	}
 	level, err := o.level()
 	if err != nil {
@@ -303,7 +303,7 @@ func (c *Comm) route(op string, tag int) (handle, int, error) {
 	}
 	if tag <= comm.MaxTag {
 		if tag > c.tagUB {
-			return c.main, 0, opErr(op, fmt.Errorf("tag %d above the largest this MPI carries (MPI_TAG_UB %d): %w", tag, c.tagUB, comm.ErrInvalidArgument))
+			return c.main, 0, xerr.Errorf(Name, op, comm.ErrInvalidArgument, "tag %d above the largest this MPI carries (MPI_TAG_UB %d)", tag, c.tagUB)
 		}
 		return c.main, tag, nil
 	}
@@ -311,8 +311,7 @@ func (c *Comm) route(op string, tag int) (handle, int, error) {
 	if i := wire / span; i < len(c.res) {
 		return c.res[i], wire % span, nil
 	}
-	return c.main, 0, opErr(op, fmt.Errorf("reserved tag %d beyond the %d this MPI carries (MPI_TAG_UB %d): %w",
-		tag, len(c.res)*span, c.tagUB, comm.ErrInvalidArgument))
+	return c.main, 0, xerr.Errorf(Name, op, comm.ErrInvalidArgument, "reserved tag %d beyond the %d this MPI carries (MPI_TAG_UB %d)", tag, len(c.res)*span, c.tagUB)
 }
 
 // userTag maps a tag received on h back to the user's view.
@@ -336,10 +335,10 @@ func hostArgs(op string, buf memspace.Block) (unsafe.Pointer, int, error) {
 	}
 	p := buf.HostPointer()
 	if p == nil {
-		return nil, 0, opErr(op, fmt.Errorf("block %v is not host-accessible (this backend passes host memory to MPI): %w", buf, comm.ErrNotSupported))
+		return nil, 0, xerr.Errorf(Name, op, comm.ErrNotSupported, "block %v is not host-accessible (this backend passes host memory to MPI)", buf)
 	}
 	if n > math.MaxInt32 {
-		return nil, 0, opErr(op, fmt.Errorf("message of %d bytes exceeds MPI's int count (2 GiB - 1): %w", n, comm.ErrNotSupported))
+		return nil, 0, xerr.Errorf(Name, op, comm.ErrNotSupported, "message of %d bytes exceeds MPI's int count (2 GiB - 1)", n)
 	}
 	return p, n, nil
 }
@@ -348,10 +347,10 @@ func hostArgs(op string, buf memspace.Block) (unsafe.Pointer, int, error) {
 func (c *Comm) p2pArgs(op string, buf memspace.Block, peer, tag int, recv bool) (unsafe.Pointer, int, handle, int, error) {
 	var h handle
 	if err := impl.CheckWireTag(tag, recv); err != nil {
-		return nil, 0, h, 0, opErr(op, err)
+		return nil, 0, h, 0, xerr.Op(Name, op, err)
 	}
 	if err := impl.CheckRank(peer, c.size, recv); err != nil {
-		return nil, 0, h, 0, opErr(op, err)
+		return nil, 0, h, 0, xerr.Op(Name, op, err)
 	}
 	if peer == comm.AnySource {
 		peer = cAnySource
@@ -449,7 +448,7 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 // send is Send's general path.
 func (c *Comm) send(ctx context.Context, buf memspace.Block, dest, tag int) error {
 	if ctx == nil {
-		return opErr("send", fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+		return xerr.Errorf(Name, "send", comm.ErrInvalidArgument, "nil context")
 	}
 	p, n, h, wire, err := c.p2pArgs("send", buf, dest, tag, false)
 	if err != nil {
@@ -467,7 +466,7 @@ func (c *Comm) send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return opErr("send", err)
+		return xerr.Op(Name, "send", err)
 	}
 	if ctx.Done() == nil {
 		// Nothing can end the wait: no copy is needed.
@@ -508,7 +507,7 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 // recv is Recv's general path.
 func (c *Comm) recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
 	if ctx == nil {
-		return comm.Status{}, opErr("recv", fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+		return comm.Status{}, xerr.Errorf(Name, "recv", comm.ErrInvalidArgument, "nil context")
 	}
 	p, n, h, wire, err := c.p2pArgs("recv", buf, source, tag, true)
 	if err != nil {
@@ -528,7 +527,7 @@ func (c *Comm) recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 		return st, err
 	}
 	if err := ctx.Err(); err != nil {
-		return comm.Status{}, opErr("recv", err)
+		return comm.Status{}, xerr.Op(Name, "recv", err)
 	}
 	cr, err := c.Irecv(buf, source, tag)
 	if err != nil {
@@ -546,7 +545,7 @@ func (c *Comm) recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 		return st, nil // a message matched before the cancel took hold
 	}
 	if r.wasCanceled() {
-		return comm.Status{}, opErr("recv", ctx.Err())
+		return comm.Status{}, xerr.Op(Name, "recv", ctx.Err())
 	}
 	return st, werr
 }
@@ -574,7 +573,7 @@ func (c *Comm) blockingRecv(p unsafe.Pointer, n, src, wire int, h handle) (comm.
 // and delivers its first n bytes.
 func (c *Comm) recvLonger(p unsafe.Pointer, n, length, src int, m message, cs *comm.Status) error {
 	if length < 0 {
-		return opErr("recv", fmt.Errorf("a message from rank %d longer than 2 GiB - 1 bytes: %w", src, comm.ErrNotSupported))
+		return xerr.Errorf(Name, "recv", comm.ErrNotSupported, "a message from rank %d longer than 2 GiB - 1 bytes", src)
 	}
 	s := getScratch(length)
 	defer putScratch(s)
@@ -592,7 +591,7 @@ func (c *Comm) recvLonger(p unsafe.Pointer, n, length, src int, m message, cs *c
 // truncated is the error of a message of length bytes from rank src
 // received into n.
 func truncated(src, length, n int) error {
-	return opErr("recv", fmt.Errorf("a %d-byte message from rank %d into a %d-byte buffer: %w", length, src, n, comm.ErrTruncated))
+	return xerr.Errorf(Name, "recv", comm.ErrTruncated, "a %d-byte message from rank %d into a %d-byte buffer", length, src, n)
 }
 
 // sendCopy sends a private copy of the n bytes at p, watching ctx.
@@ -619,7 +618,7 @@ func (c *Comm) sendCopy(ctx context.Context, p unsafe.Pointer, n, dest, tag, wir
 	if done {
 		o.release()
 		if canceled {
-			return opErr("send", ctx.Err())
+			return xerr.Op(Name, "send", ctx.Err())
 		}
 		return mpiError("send", rc)
 	}
@@ -629,7 +628,7 @@ func (c *Comm) sendCopy(ctx context.Context, p unsafe.Pointer, n, dest, tag, wir
 	if done, rc, canceled := o.poll(); done {
 		o.release()
 		if canceled {
-			return opErr("send", err)
+			return xerr.Op(Name, "send", err)
 		}
 		if rc == 0 {
 			return nil // it completed before the cancel took hold
@@ -637,5 +636,5 @@ func (c *Comm) sendCopy(ctx context.Context, p unsafe.Pointer, n, dest, tag, wir
 		return mpiError("send", rc)
 	}
 	adopt(o)
-	return opErr("send", err)
+	return xerr.Op(Name, "send", err)
 }

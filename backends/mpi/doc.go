@@ -10,7 +10,8 @@
 //
 // The package registers the driver "mpi" with package xpu: its Backend
 // has only Comm, this process's rank of MPI_COMM_WORLD (Group is nil: MPI
-// ranks are processes), and reads the option "thread_level".
+// ranks are processes), and reads the option "thread_level"
+// (OptThreadLevel); it refuses any other key not scoped to another backend.
 //
 // # Building
 //

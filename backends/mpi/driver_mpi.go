@@ -12,7 +12,8 @@ import (
 
 // Open opens this process's rank of MPI_COMM_WORLD (see the package
 // function Open) as a backend with only Comm; closing the backend closes
-// it. The option OptThreadLevel ("multiple" or "serialized") is read.
+// it. The option OptThreadLevel ("multiple" or "serialized") is read, and
+// any other key not scoped to another backend refused.
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
 	o, err := parseOptions(opts)
 	if err != nil {
@@ -27,6 +28,11 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	return b, nil
 }
 
+// baseCapabilities are the behaviour capabilities of every build with MPI;
+// Info adds the concept-level ones of *Comm and the thread level's.
+var baseCapabilities = []string{xpu.CapAnySource, xpu.CapAnyTag, xpu.CapCancelRecv,
+	xpu.CapCollectivesNB, xpu.CapInPlace, xpu.CapSplit, xpu.CapDup}
+
 // Info describes the driver without initialising MPI: the library version
 // (MPI answers it before initialisation), the launch (rank and size from
 // MPI once it is initialised, from the launcher's environment before), and
@@ -38,7 +44,7 @@ func (driver) Info(ctx context.Context) xpu.Info {
 		Available:    true,
 		Devices:      []xpu.Device{},
 		Concepts:     []string{"comm"},
-		Capabilities: append([]string(nil), baseCapabilities...),
+		Capabilities: append(xpu.CapabilitiesOf((*Comm)(nil)), baseCapabilities...),
 		ElementTypes: append([]string(nil), xpu.NumericTypes...),
 	}
 	lib.mu.Lock()
@@ -52,15 +58,15 @@ func (driver) Info(ctx context.Context) xpu.Info {
 		unlock()
 		fromMPI = true
 		if serial {
-			info.Capabilities = append(info.Capabilities, "threads.serialized")
+			info.Capabilities = append(info.Capabilities, xpu.CapThreadsSerial)
 		} else {
-			info.Capabilities = append(info.Capabilities, "threads.multiple")
+			info.Capabilities = append(info.Capabilities, xpu.CapThreadsMulti)
 		}
 	case libDown:
 		info.Available = false
 		info.Reason = "MPI was finalized in this process (its last communicator closed); MPI cannot be initialised twice"
 	default:
-		info.Capabilities = append(info.Capabilities, "threads.unknown-until-open")
+		info.Capabilities = append(info.Capabilities, xpu.CapThreadsUnknown)
 	}
 	info.Library = LibraryVersion() + "; " + launchText(rank, size, fromMPI)
 	if state == libUp {

@@ -69,10 +69,7 @@ func rcError(op string, rc int) error {
 	return xerr.Op(Name, op, e)
 }
 
-// opErr wraps err as an *xerr.Error of operation op.
-func opErr(op string, err error) error { return xerr.Op(Name, op, err) }
-
 // errClosed is the error of an operation on a closed communicator.
 func errClosed(op string) error {
-	return opErr(op, fmt.Errorf("communicator closed: %w", comm.ErrClosed))
+	return xerr.Errorf(Name, op, comm.ErrClosed, "communicator closed")
 }

@@ -4,7 +4,6 @@ package mpi
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -80,7 +79,7 @@ func initMPI(ctx context.Context, level ThreadLevel) error {
 	switch lib.state {
 	case libDown:
 		lib.mu.Unlock()
-		return xerr.Op(Name, "init", fmt.Errorf("MPI was finalized when the last communicator of this process closed, and MPI cannot be initialised twice: %w", xerr.ErrUnavailable))
+		return xerr.Errorf(Name, "init", xerr.ErrUnavailable, "MPI was finalized when the last communicator of this process closed, and MPI cannot be initialised twice")
 	case libNever:
 		lib.state = libStarting
 		lib.asked = level
@@ -121,7 +120,7 @@ func mainThread(level ThreadLevel) {
 	lib.own = own
 	lib.provided = provided
 	if rc != 0 {
-		lib.initErr = xerr.Op(Name, "init", fmt.Errorf("MPI_Init_thread failed with code %d: %w", rc, xerr.ErrUnavailable))
+		lib.initErr = xerr.Errorf(Name, "init", xerr.ErrUnavailable, "MPI_Init_thread failed with code %d", rc)
 		lib.state = libDown
 	} else {
 		lib.state = libUp
@@ -145,7 +144,7 @@ func acquireLib() error {
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	if lib.state != libUp {
-		return xerr.Op(Name, "open", fmt.Errorf("MPI is not initialised: %w", xerr.ErrClosed))
+		return xerr.Errorf(Name, "open", xerr.ErrClosed, "MPI is not initialised")
 	}
 	lib.comms++
 	return nil
@@ -176,7 +175,7 @@ func releaseLib() error {
 	}
 	close(lib.finalize)
 	if rc := <-lib.finished; rc != 0 {
-		return xerr.Op(Name, "finalize", fmt.Errorf("MPI_Finalize failed with code %d", rc))
+		return xerr.Errorf(Name, "finalize", xerr.ErrUnavailable, "MPI_Finalize failed with code %d", rc)
 	}
 	return nil
 }

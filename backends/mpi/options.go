@@ -2,17 +2,20 @@ package mpi
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Name is the name the driver is registered under.
 const Name = "mpi"
 
 // OptThreadLevel is the xpu.Open option that sets Options.ThreadLevel:
-// "multiple" (the default) or "serialized". Open ignores keys it does not
-// know, so that one set of options can serve a fallback chain of backends.
+// "multiple" (the default) or "serialized", in any case. It is the driver's
+// only option: Open refuses any other key with an error matching
+// xpu.ErrUnknownOption, except keys scoped to another backend
+// ("tcp.timeout"), so that one set of options can serve a fallback chain of
+// backends.
 const OptThreadLevel = "thread_level"
 
 // Undefined is the color of Split for a rank that joins no new
@@ -62,21 +65,21 @@ func (o Options) level() (ThreadLevel, error) {
 	case ThreadSerialized:
 		return ThreadSerialized, nil
 	}
-	return 0, fmt.Errorf("mpi: thread level %v (want %v or %v): %w", o.ThreadLevel, ThreadMultiple, ThreadSerialized, xpu.ErrInvalidArgument)
+	return 0, xerr.Errorf(Name, "open", xerr.ErrInvalidArgument, "thread level %v (want %v or %v)", o.ThreadLevel, ThreadMultiple, ThreadSerialized)
 }
 
-// parseOptions reads the driver's keys of opts.
+// parseOptions reads the driver's options, refusing a bad value and any
+// key it does not know.
 func parseOptions(opts xpu.Options) (Options, error) {
-	var o Options
-	if v, ok := opts[OptThreadLevel]; ok {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "", "multiple":
-			o.ThreadLevel = ThreadMultiple
-		case "serialized":
-			o.ThreadLevel = ThreadSerialized
-		default:
-			return o, fmt.Errorf("mpi: option %s=%q (want multiple or serialized): %w", OptThreadLevel, v, xpu.ErrInvalidArgument)
-		}
+	r := opts.Reader(Name)
+	multiple, serialized := ThreadMultiple.String(), ThreadSerialized.String()
+	level := r.Choice(OptThreadLevel, multiple, multiple, serialized)
+	if err := r.Err(); err != nil {
+		return Options{}, xerr.Op(Name, "open", err)
+	}
+	o := Options{ThreadLevel: ThreadMultiple}
+	if level == serialized {
+		o.ThreadLevel = ThreadSerialized
 	}
 	return o, nil
 }

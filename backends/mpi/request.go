@@ -4,7 +4,6 @@ package mpi
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // req is a nonblocking point-to-point operation: a send (MPI_Isend) or a
@@ -176,8 +176,7 @@ func (r *req) receive(pr probed) {
 		mr, rc = cImrecv(r.scr.ptr(), pr.len, pr.msg)
 	default:
 		unlock()
-		r.finish(comm.Status{Source: pr.st.source}, opErr("recv",
-			fmt.Errorf("a message from rank %d longer than 2 GiB - 1 bytes: %w", pr.st.source, comm.ErrNotSupported)))
+		r.finish(comm.Status{Source: pr.st.source}, xerr.Errorf(Name, "recv", comm.ErrNotSupported, "a message from rank %d longer than 2 GiB - 1 bytes", pr.st.source))
 		return
 	}
 	unlock()
@@ -217,7 +216,7 @@ func (r *req) testLocked() {
 		// MPI is gone and took the request with it. Its memory stays pinned
 		// and referenced: MPI may never have let go of it.
 		abandon(r)
-		r.done, r.err = true, opErr(r.op(), fmt.Errorf("MPI finalized with the request pending: %w", comm.ErrClosed))
+		r.done, r.err = true, xerr.Errorf(Name, r.op(), comm.ErrClosed, "MPI finalized with the request pending")
 		return
 	}
 	lock()
@@ -256,9 +255,9 @@ func (r *req) testLocked() {
 // cancelErr is the error of a request canceled by Cancel or Close.
 func (r *req) cancelErr() error {
 	if r.closed {
-		return opErr(r.op(), fmt.Errorf("communicator closed: %w", comm.ErrClosed))
+		return xerr.Errorf(Name, r.op(), comm.ErrClosed, "communicator closed")
 	}
-	return opErr(r.op(), fmt.Errorf("rank %d: %w", r.c.rank, comm.ErrCanceled))
+	return xerr.Errorf(Name, r.op(), comm.ErrCanceled, "rank %d", r.c.rank)
 }
 
 // finish records the outcome, releases the memory and forgets the
@@ -284,7 +283,7 @@ func (r *req) finish(st comm.Status, err error) {
 // from other goroutines.
 func (r *req) Wait(ctx context.Context) (comm.Status, error) {
 	if ctx == nil {
-		return comm.Status{}, opErr("wait", fmt.Errorf("nil context: %w", comm.ErrInvalidArgument))
+		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
 	return r.wait(ctx, true)
 }
@@ -304,7 +303,7 @@ func (r *req) wait(ctx context.Context, wrap bool) (comm.Status, error) {
 					return st, err
 				}
 				if wrap {
-					return comm.Status{}, opErr("wait", ctx.Err())
+					return comm.Status{}, xerr.Op(Name, "wait", ctx.Err())
 				}
 				return comm.Status{}, ctx.Err()
 			default:

@@ -4,9 +4,9 @@ package mpi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // Communicator constructions (Open, Dup, Split) are blocking collectives in
@@ -25,11 +25,11 @@ import (
 // kept busy until a deferred construction has run.
 func construct(ctx context.Context, name string, k *coord, parent handle, c *Comm, build func() (handle, []handle, error)) (*Comm, error) {
 	if err := k.lock(ctx); err != nil {
-		return nil, opErr(name, err)
+		return nil, xerr.Op(Name, name, err)
 	}
 	defer k.unlock()
 	if err := k.drain(ctx); err != nil {
-		return nil, opErr(name, err)
+		return nil, xerr.Op(Name, name, err)
 	}
 	if !direct(ctx) {
 		lock()
@@ -59,7 +59,7 @@ func construct(ctx context.Context, name string, k *coord, parent handle, c *Com
 				}
 			}
 			adopt(o)
-			return nil, opErr(name, err)
+			return nil, xerr.Op(Name, name, err)
 		}
 		if rc != 0 {
 			return nil, mpiError(name, rc)
@@ -156,7 +156,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return nil, err
 	}
 	if color < 0 && color != Undefined {
-		return nil, opErr(name, fmt.Errorf("color %d is negative (use mpi.Undefined to join no group): %w", color, comm.ErrInvalidArgument))
+		return nil, xerr.Errorf(Name, name, comm.ErrInvalidArgument, "color %d is negative (use mpi.Undefined to join no group)", color)
 	}
 	if color == Undefined {
 		color = cUndefined()

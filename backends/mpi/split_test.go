@@ -246,10 +246,12 @@ func TestSPMDDriver(t *testing.T) {
 		level, up := mpi.Provided()
 		require.True(t, up)
 		if level == mpi.ThreadMultiple && !strings.Contains(osLevel(), "serialized") {
-			assert.Contains(t, info.Capabilities, "threads.multiple")
+			assert.Contains(t, info.Capabilities, xpu.CapThreadsMulti)
 		} else {
-			assert.Contains(t, info.Capabilities, "threads.serialized")
+			assert.Contains(t, info.Capabilities, xpu.CapThreadsSerial)
 		}
+		assert.Subset(t, info.Capabilities, xpu.CapabilitiesOf(c), "derived from what a Comm implements")
+		assert.Subset(t, info.Capabilities, []string{xpu.CapP2P, xpu.CapBlocking, xpu.CapCollectivesNative})
 		b, err := xpu.Open(ctx, mpi.Name, xpu.Options{})
 		require.NoError(t, err)
 		require.NotNil(t, b.Comm)
@@ -260,5 +262,7 @@ func TestSPMDDriver(t *testing.T) {
 		require.NoError(t, b.Close())
 		_, err = xpu.Open(ctx, mpi.Name, xpu.Options{mpi.OptThreadLevel: "bogus"})
 		require.ErrorIs(t, err, xpu.ErrInvalidArgument)
+		_, err = xpu.Open(ctx, mpi.Name, xpu.Options{"threads": "multiple"})
+		require.ErrorIs(t, err, xpu.ErrUnknownOption)
 	})
 }

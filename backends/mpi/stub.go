@@ -4,7 +4,6 @@ package mpi
 
 import (
 	"context"
-	"errors"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
@@ -18,9 +17,9 @@ import (
 
 const noMPI = "built without MPI support: rebuild with -tags mpi (and libopenmpi-dev or libmpich-dev installed)"
 
-var errNoMPI = errors.Join(xpu.ErrUnavailable, errors.New(noMPI))
-
-func unavailable(op string) error { return xerr.Op(Name, op, errNoMPI) }
+// unavailable is the error of every entry point: "mpi open: built without
+// MPI support: …: backend unavailable".
+func unavailable(op string) error { return xerr.Errorf(Name, op, xpu.ErrUnavailable, "%s", noMPI) }
 
 // Open reports that the package was built without MPI.
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
@@ -30,7 +29,11 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	return nil, unavailable("open")
 }
 
-// Info reports the driver unavailable, with the reason.
+// Info reports the driver unavailable, with the reason. It lists no
+// capabilities: they describe what an opened backend does, and none can be
+// opened in this build (the Comm below only fails), so even the
+// concept-level ones its type would derive would promise what no call
+// delivers.
 func (driver) Info(ctx context.Context) xpu.Info {
 	return xpu.Info{
 		Name:         Name,

@@ -23,10 +23,14 @@ func TestBuiltWithoutMPI(t *testing.T) {
 	assert.False(t, info.Available)
 	assert.Contains(t, info.Reason, "-tags mpi")
 	assert.Equal(t, []string{"comm"}, info.Concepts)
+	assert.Empty(t, info.Capabilities, "nothing can be opened")
 
 	_, err = xpu.Open(ctx, mpi.Name, nil)
 	require.ErrorIs(t, err, xpu.ErrUnavailable)
-	assert.Contains(t, err.Error(), "rebuild with -tags mpi")
+	assert.Equal(t, "mpi open: built without MPI support: rebuild with -tags mpi "+
+		"(and libopenmpi-dev or libmpich-dev installed): backend unavailable", err.Error(), "one line, naming mpi once")
+	_, err = xpu.Open(ctx, mpi.Name, xpu.Options{"tcp.timeout": "1s"})
+	require.ErrorIs(t, err, xpu.ErrUnavailable, "keys of other backends are skipped")
 
 	c, err := mpi.Open(ctx, mpi.Options{})
 	require.ErrorIs(t, err, xpu.ErrUnavailable)
