@@ -302,8 +302,11 @@ func (j *job) work() {
 		if v == nil {
 			v = errGoexit
 		}
-		j.panicErr.CompareAndSwap(nil, &executor.PanicError{Value: v, Stack: debug.Stack()})
+		// Stop the loop before taking the stack, which takes long enough
+		// for the other workers to run many more chunks. The caller cannot
+		// return before the finish below, so it still sees the error.
 		j.stop()
+		j.panicErr.CompareAndSwap(nil, &executor.PanicError{Value: v, Stack: debug.Stack()})
 		j.finish(1) // the chunk that did not return
 	}()
 	grain, n := j.grain, j.n
