@@ -61,10 +61,37 @@ const (
 	CapTransferHostPar = "transfer.host-parallel"
 )
 
+// derivations pairs each concept-level capability with the test of the
+// interface it stands for, in the order of Derived.
+var derivations = []struct {
+	name string
+	has  func(any) bool
+}{
+	{CapP2P, implements[comm.Comm]},
+	{CapBlocking, implements[comm.Blocking]},
+	{CapCollectivesNative, implements[comm.Collectives]},
+	{CapParallel, implements[executor.Parallel]},
+	{CapStreams, implements[executor.Streamer]},
+	{CapEventsTiming, implements[executor.TimedEvent]},
+	{CapMemoryStats, implements[memspace.StatsSpace]},
+	{CapMemoryLookup, implements[memspace.Lookuper]},
+	{CapMemoryAvailable, implements[memspace.Availability]},
+}
+
+func implements[I any](c any) bool {
+	_, ok := c.(I)
+	return ok
+}
+
 // Derived lists the concept-level capabilities, those CapabilitiesOf
 // derives from the interfaces a component implements.
-var Derived = []string{CapP2P, CapBlocking, CapCollectivesNative, CapParallel, CapStreams,
-	CapEventsTiming, CapMemoryStats, CapMemoryLookup, CapMemoryAvailable}
+var Derived = func() []string {
+	names := make([]string, len(derivations))
+	for i, d := range derivations {
+		names[i] = d.name
+	}
+	return names
+}()
 
 // CapabilitiesOf returns, sorted, the concept-level capabilities of the
 // given components: each name of Derived whose interface one of them
@@ -74,30 +101,10 @@ var Derived = []string{CapP2P, CapBlocking, CapCollectivesNative, CapParallel, C
 //	xpu.CapabilitiesOf((*Space)(nil), (*Executor)(nil), (*event)(nil))
 func CapabilitiesOf(components ...any) []string {
 	var out []string
-	add := func(ok bool, name string) {
-		if ok && !slices.Contains(out, name) {
-			out = append(out, name)
+	for _, d := range derivations {
+		if slices.ContainsFunc(components, d.has) {
+			out = append(out, d.name)
 		}
-	}
-	for _, c := range components {
-		_, p2p := c.(comm.Comm)
-		add(p2p, CapP2P)
-		_, ok := c.(comm.Blocking)
-		add(ok, CapBlocking)
-		_, ok = c.(comm.Collectives)
-		add(ok, CapCollectivesNative)
-		_, ok = c.(executor.Parallel)
-		add(ok, CapParallel)
-		_, ok = c.(executor.Streamer)
-		add(ok, CapStreams)
-		_, ok = c.(executor.TimedEvent)
-		add(ok, CapEventsTiming)
-		_, ok = c.(memspace.StatsSpace)
-		add(ok, CapMemoryStats)
-		_, ok = c.(memspace.Lookuper)
-		add(ok, CapMemoryLookup)
-		_, ok = c.(memspace.Availability)
-		add(ok, CapMemoryAvailable)
 	}
 	slices.Sort(out)
 	return out

@@ -1,6 +1,10 @@
 package impl
 
-import "github.com/xpu-go/xpu/xerr"
+import (
+	"context"
+
+	"github.com/xpu-go/xpu/xerr"
+)
 
 // The values of comm's and memspace's constants of the same names; a test
 // keeps them equal. impl cannot import those packages, which import it.
@@ -26,25 +30,19 @@ func CheckRank(rank, n int, wildcard bool) error {
 
 // CheckTag validates a user tag (0 … comm.MaxTag), as the blocking Send and
 // Recv take; wildcard allows comm.AnyTag.
-func CheckTag(tag int, wildcard bool) error {
-	if tag == anyTag && wildcard {
-		return nil
-	}
-	if tag < 0 || tag > maxTag {
-		return xerr.Detail(xerr.ErrInvalidArgument, "tag %d outside [0, %d]", tag, maxTag)
-	}
-	return nil
-}
+func CheckTag(tag int, wildcard bool) error { return checkTag(tag, wildcard, maxTag) }
 
 // CheckWireTag validates a tag as Isend and Irecv take it, where the
 // reserved tags of the collective algorithms (up to comm.MaxReservedTag)
 // are allowed; wildcard allows comm.AnyTag.
-func CheckWireTag(tag int, wildcard bool) error {
+func CheckWireTag(tag int, wildcard bool) error { return checkTag(tag, wildcard, maxReservedTag) }
+
+func checkTag(tag int, wildcard bool, hi int) error {
 	if tag == anyTag && wildcard {
 		return nil
 	}
-	if tag < 0 || tag > maxReservedTag {
-		return xerr.Detail(xerr.ErrInvalidArgument, "tag %d outside [0, %d]", tag, maxReservedTag)
+	if tag < 0 || tag > hi {
+		return xerr.Detail(xerr.ErrInvalidArgument, "tag %d outside [0, %d]", tag, hi)
 	}
 	return nil
 }
@@ -74,4 +72,23 @@ func CheckAlloc(size, align, def int) (int, error) {
 		return 0, xerr.Detail(xerr.ErrInvalidArgument, "alignment %d is not a power of two in [1, 1 GiB]", align)
 	}
 	return max(align, def), nil
+}
+
+// WaitDone waits until done is closed or ctx ends. It returns nil when done
+// is closed — also when ctx has ended by then, so a completion that raced
+// with the context is reported as the completion — and ctx.Err() when ctx
+// ended first. A request's Wait is WaitDone on the channel its completion
+// closes.
+func WaitDone(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return nil
+		default:
+			return ctx.Err()
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package impl_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,4 +76,18 @@ func TestCheckAlloc(t *testing.T) {
 func TestCheckAllocOneLine(t *testing.T) {
 	_, err := impl.CheckAlloc(0, 0, 64)
 	assert.False(t, strings.Contains(err.Error(), "\n"), "%q", err)
+}
+
+func TestWaitDone(t *testing.T) {
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, impl.WaitDone(ctx, done), context.Canceled, "the context ended first")
+	close(done)
+	assert.NoError(t, impl.WaitDone(ctx, done), "a completion wins over an ended context")
+	assert.NoError(t, impl.WaitDone(context.Background(), done))
+	pending := make(chan struct{})
+	tctx, tcancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer tcancel()
+	assert.ErrorIs(t, impl.WaitDone(tctx, pending), context.DeadlineExceeded, "a context that ends while waiting")
 }

@@ -368,6 +368,17 @@ func (p *Pool) carve(h *poolHeap, c *chunk, rsize, align int) *chunk {
 }
 
 // split cuts c after n bytes and returns the second part as a new free chunk
+// absorb merges b, the chunk that follows a in their segment, into a, and
+// recycles b. Neither is in a bin.
+func (p *Pool) absorb(a, b *chunk) {
+	a.size += b.size
+	a.next = b.next
+	if b.next != nil {
+		b.next.prev = a
+	}
+	p.recycle(b)
+}
+
 // (not in a bin).
 func (p *Pool) split(c *chunk, n int) *chunk {
 	r := p.newChunk()
@@ -482,21 +493,11 @@ func (p *Pool) Free(b Block) error {
 	h := c.seg.heap
 	if n := c.next; n != nil && n.free {
 		p.unbin(h, n)
-		c.size += n.size
-		c.next = n.next
-		if n.next != nil {
-			n.next.prev = c
-		}
-		p.recycle(n)
+		p.absorb(c, n)
 	}
 	if pr := c.prev; pr != nil && pr.free {
 		p.unbin(h, pr)
-		pr.size += c.size
-		pr.next = c.next
-		if c.next != nil {
-			c.next.prev = pr
-		}
-		p.recycle(c)
+		p.absorb(pr, c)
 		c = pr
 	}
 	p.bin(h, c)

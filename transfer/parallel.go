@@ -51,16 +51,11 @@ func ParallelHost(p executor.Parallel) Path {
 }
 
 func parallelHostCopy(ctx context.Context, p executor.Parallel, dst, src memspace.Block) error {
-	d, err := dst.Bytes()
+	d, s, err := hostBytes(dst, src)
 	if err != nil {
 		return err
 	}
-	s, err := src.Bytes()
-	if err != nil {
-		return err
-	}
-	n := min(len(d), len(s))
-	d, s = d[:n], s[:n]
+	n := len(d)
 	if n < splitMin || memspace.Overlaps(dst, src) {
 		copy(d, s)
 		return nil

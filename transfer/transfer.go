@@ -191,14 +191,22 @@ func CopyAsync[T any](s executor.Stream, dst, src *memspace.Buffer[T]) (executor
 var Host Path = PathFunc(hostCopy)
 
 func hostCopy(ctx context.Context, dst, src memspace.Block) error {
-	d, err := dst.Bytes()
-	if err != nil {
-		return err
-	}
-	s, err := src.Bytes()
+	d, s, err := hostBytes(dst, src)
 	if err != nil {
 		return err
 	}
 	copy(d, s)
 	return nil
+}
+
+// hostBytes returns the host views of dst and src, cut to the shorter.
+func hostBytes(dst, src memspace.Block) (d, s []byte, err error) {
+	if d, err = dst.Bytes(); err != nil {
+		return nil, nil, err
+	}
+	if s, err = src.Bytes(); err != nil {
+		return nil, nil, err
+	}
+	n := min(len(d), len(s))
+	return d[:n], s[:n], nil
 }

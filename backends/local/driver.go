@@ -8,6 +8,7 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/eager"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -22,10 +23,10 @@ const (
 	// OptEagerLimit sets the largest message sent eagerly, from 0 (no
 	// eager messages: Options.EagerLimit < 0) to math.MaxInt; default
 	// DefaultEagerLimit.
-	OptEagerLimit = "eager_limit"
+	OptEagerLimit = eager.OptLimit
 	// OptEagerBudget sets Options.EagerBudget, from 1 to math.MaxInt;
 	// default DefaultEagerBudget.
-	OptEagerBudget = "eager_budget"
+	OptEagerBudget = eager.OptBudget
 )
 
 func init() { xpu.Register(Name, driver{}) }
@@ -46,15 +47,13 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 		return nil, err
 	}
 	r := opts.Reader(Name)
-	o := Options{
-		EagerLimit:  int(r.Bytes(OptEagerLimit, DefaultEagerLimit, 0, math.MaxInt)),
-		EagerBudget: int(r.Bytes(OptEagerBudget, DefaultEagerBudget, 1, math.MaxInt)),
-	}
+	var o Options
+	o.EagerLimit, o.EagerBudget = eager.Read(r, eager.Bounds{
+		DefaultLimit: DefaultEagerLimit, MaxLimit: math.MaxInt,
+		DefaultBudget: DefaultEagerBudget, MaxBudget: math.MaxInt,
+	})
 	if err := r.Err(); err != nil {
 		return nil, xerr.Op(Name, "open", err)
-	}
-	if o.EagerLimit == 0 {
-		o.EagerLimit = -1 // no eager messages
 	}
 	t := &tracker{groups: map[*[]comm.Comm]struct{}{}}
 	b := &xpu.Backend{Name: Name, Group: t.groupFunc(o)}

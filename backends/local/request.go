@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -71,18 +72,10 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
-	select {
-	case <-r.done:
-		return r.st, r.err
-	case <-ctx.Done():
-		// Report a completion that raced with the context.
-		select {
-		case <-r.done:
-			return r.st, r.err
-		default:
-		}
-		return comm.Status{}, ctx.Err()
+	if err := impl.WaitDone(ctx, r.done); err != nil {
+		return comm.Status{}, err
 	}
+	return r.st, r.err
 }
 
 // Test reports without blocking whether the request has completed.

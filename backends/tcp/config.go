@@ -50,14 +50,20 @@ const (
 )
 
 // Environment variables read by FromEnv (and by the driver's Open). The
-// first five are the variables `xpu run` sets, as package jobenv names
-// them.
+// first five are the variables `xpu run` sets.
 const (
-	EnvRank       = jobenv.Rank
-	EnvWorldSize  = jobenv.WorldSize
+	// EnvRank holds this process's rank, 0 … size-1 (XPU_RANK).
+	EnvRank = jobenv.Rank
+	// EnvWorldSize holds the number of ranks of the job (XPU_WORLD_SIZE).
+	EnvWorldSize = jobenv.WorldSize
+	// EnvMasterAddr holds the host of rank 0, which serves the rendezvous
+	// store and accepts peer links (XPU_MASTER_ADDR).
 	EnvMasterAddr = jobenv.MasterAddr
+	// EnvMasterPort holds its port (XPU_MASTER_PORT).
 	EnvMasterPort = jobenv.MasterPort
-	EnvJobSecret  = jobenv.JobSecret
+	// EnvJobSecret holds the secret every rank of the job proves it holds
+	// (XPU_JOB_SECRET).
+	EnvJobSecret = jobenv.JobSecret
 	// EnvTimeout overrides Config.Timeout: a Go duration ("3s").
 	EnvTimeout = "XPU_TCP_TIMEOUT"
 	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.

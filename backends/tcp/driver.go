@@ -8,6 +8,7 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/eager"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -23,10 +24,10 @@ const (
 	// OptEagerLimit sets Config.EagerLimit: a size in bytes ("16K") up to
 	// MaxEagerLimit, 64 KiB by default; 0 sends every nonempty message by
 	// rendezvous.
-	OptEagerLimit = "eager_limit"
+	OptEagerLimit = eager.OptLimit
 	// OptEagerBudget sets Config.EagerBudget: a size in bytes ("4M") from
 	// 1 byte to MaxEagerBudget, 4 MiB by default.
-	OptEagerBudget = "eager_budget"
+	OptEagerBudget = eager.OptBudget
 )
 
 func init() { xpu.Register(Name, driver{}) }
@@ -79,15 +80,14 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 func optionsConfig(opts xpu.Options) (Config, error) {
 	r := opts.Reader(Name)
 	timeout := r.Duration(OptTimeout, 0, time.Nanosecond, math.MaxInt64)
-	limit := r.Bytes(OptEagerLimit, DefaultEagerLimit, 0, MaxEagerLimit)
-	budget := r.Bytes(OptEagerBudget, DefaultEagerBudget, 1, MaxEagerBudget)
+	limit, budget := eager.Read(r, eager.Bounds{
+		DefaultLimit: DefaultEagerLimit, MaxLimit: MaxEagerLimit,
+		DefaultBudget: DefaultEagerBudget, MaxBudget: MaxEagerBudget,
+	})
 	if err := r.Err(); err != nil {
 		return Config{}, xerr.Op(Name, "open", err)
 	}
-	if limit == 0 {
-		limit = -1 // no eager messages
-	}
-	return Config{Timeout: timeout, EagerLimit: int(limit), EagerBudget: int(budget)}, nil
+	return Config{Timeout: timeout, EagerLimit: limit, EagerBudget: budget}, nil
 }
 
 // Info describes the driver: always available, communication only.

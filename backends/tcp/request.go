@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -131,17 +132,10 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	c.parked.Add(1)
 	defer c.parked.Add(-1)
 	r.wakeReaders()
-	select {
-	case <-r.done:
-		return r.st, r.err
-	case <-ctx.Done():
-		select {
-		case <-r.done:
-			return r.st, r.err
-		default:
-		}
-		return comm.Status{}, ctx.Err()
+	if err := impl.WaitDone(ctx, r.done); err != nil {
+		return comm.Status{}, err
 	}
+	return r.st, r.err
 }
 
 // Test reports without blocking whether the request has completed.
