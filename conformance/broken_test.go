@@ -1,17 +1,20 @@
 package conformance_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
@@ -46,6 +49,9 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 		ok     bool   // the child must pass (declarations), not fail
 		want   []string
 		absent []string // what the child's output must not say
+		// fast is a case that must fail within bound of its start.
+		fast  string
+		bound time.Duration
 	}{
 		{test: "TestBrokenAlignment", want: []string{
 			"--- FAIL: TestBrokenAlignment/space/alloc/alignment",
@@ -87,9 +93,46 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			"conformance: case TestBrokenHang/executor/execute/canceled hung",
 			"deafExec",
 		}},
+		{test: "TestBrokenHangComm/^comm$/^p2p$/^send-recv$", want: []string{
+			"--- FAIL: TestBrokenHangComm/comm/p2p/send-recv/n=2",
+			"conformance: case TestBrokenHangComm/comm/p2p/send-recv/n=2 hung: still running",
+			"conformance_test.hangRequest.Wait", // the case's goroutines
+			"conformance: case TestBrokenHangComm/comm/p2p/send-recv/n=2 left goroutines running after its cleanups",
+			// The suite went on.
+			"--- PASS: TestBrokenHangComm/comm/p2p/send-recv/n=3",
+		}, fast: "TestBrokenHangComm/comm/p2p/send-recv/n=2", bound: conformance.DefaultTimeout + conformance.DefaultGrace + 5*time.Second},
+		{test: "TestBrokenHangClose", want: []string{
+			"conformance: case TestBrokenHangClose/space/properties hung: still running",
+			"after its body returned, in its cleanups",
+			"conformance_test.stuckSpace.Close",
+		}, absent: []string{"--- PASS: TestBrokenHangClose/space/alloc"}},
+		{test: "TestBrokenPanic", want: []string{
+			"--- FAIL: TestBrokenPanic/executor/name",
+			"conformance: case TestBrokenPanic/executor/name panicked: panicExec has no name",
+			"conformance_test.panicExec.Name",
+			"--- PASS: TestBrokenPanic/executor/execute/runs",
+		}},
 		{test: "TestBrokenDeclaration", want: []string{
 			`Declare("executor/no-such-case") names no case of the executor suite`,
 			`Declare("executor/name") has no reason`,
+		}},
+		{test: "TestBrokenDeclarationOutsideSuites", want: []string{
+			`Declare("bogus/name") names no case: "bogus" is neither a suite`,
+			// The other suites' names are not checked by TestSpace alone.
+			"--- FAIL: TestBrokenDeclarationOutsideSuites (",
+		}, absent: []string{`Declare("comm/p2p/cancel")`}},
+		{test: "TestBrokenDeclarationWholeName/^fake$/^space$/^alloc$", want: []string{
+			`Declare("TestBrokenDeclarationWholeName/space/alloc/alignment") names no case: no case of this run has that whole name`,
+			`the nearest: "TestBrokenDeclarationWholeName/fake/space/alloc/alignment"`,
+			`Declare("space/alloc/alignmnt") names no case of the space suite`,
+			`the nearest: "space/alloc/alignment"`,
+		}},
+		{test: "TestDeclaredWholeName/^fake_space$/^space$/^alloc$", ok: true, want: []string{
+			"--- SKIP: TestDeclaredWholeName/fake_space/space/alloc/alignment",
+			"declared by the implementation: as printed",
+			"--- SKIP: TestDeclaredWholeName/fake_space/space/alloc/typed",
+			"declared by the implementation: with the space's own name",
+			"--- PASS: TestDeclaredWholeName/fake_space/space/alloc/sizes",
 		}},
 		{test: "TestBrokenCapabilitiesListed/^backend$/^capabilities$", want: []string{
 			"--- FAIL: TestBrokenCapabilitiesListed/backend/capabilities",
@@ -120,20 +163,23 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			"--- PASS: TestDeclared/executor/execute/runs",
 		}},
 	}
+	// A child that waits out a case's timeout mostly sleeps: it starts
+	// now, beside the others, rather than in a slot of its own.
+	early := map[string]*child{}
+	for _, tc := range cases {
+		if tc.fast != "" {
+			early[tc.test] = startChild(t, tc.test)
+		}
+	}
 	for _, tc := range cases {
 		name := strings.SplitN(tc.test, "/", 2)[0]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			run := "^" + name + "$"
-			if rest, ok := strings.CutPrefix(tc.test, name); ok && rest != "" {
-				run += rest
+			ch := early[tc.test]
+			if ch == nil {
+				ch = startChild(t, tc.test)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.v", "-test.count=1", "-test.timeout=110s")
-			cmd.Env = append(os.Environ(), brokenEnv+"=1")
-			out, err := cmd.CombinedOutput()
-			text := string(out)
+			text, err := ch.wait()
 			if tc.ok {
 				require.NoError(t, err, "the child failed:\n%s", tail(text))
 			} else {
@@ -147,10 +193,58 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			for _, w := range tc.absent {
 				assert.NotContains(t, text, w, "the child's output says %q:\n%s", w, tail(text))
 			}
+			if tc.fast != "" {
+				m := regexp.MustCompile(`--- FAIL: ` + regexp.QuoteMeta(tc.fast) + ` \(([0-9.]+)s\)`).FindStringSubmatch(text)
+				require.NotNil(t, m, "the child's output does not say that %s failed:\n%s", tc.fast, tail(text))
+				took, err := time.ParseDuration(m[1] + "s")
+				require.NoError(t, err)
+				assert.LessOrEqual(t, took, tc.bound, "%s failed only after %v", tc.fast, took)
+			}
 			// A child that crashed (other than by the watchdog) proves nothing.
 			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")
 		})
 	}
+}
+
+// child is a TestBroken… test running in a child process with brokenEnv
+// set: the test function, matched exactly, with an optional -run suffix
+// for its subtests.
+type child struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	once sync.Once
+	err  error
+}
+
+// startChild starts test in a child process, which is killed and waited
+// for when t ends, if its output was not waited for before (its subtest
+// filtered out by -run).
+func startChild(t *testing.T, test string) *child {
+	t.Helper()
+	name, rest, _ := strings.Cut(test, "/")
+	run := "^" + name + "$"
+	if rest != "" {
+		run += "/" + rest
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	c := &child{}
+	c.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.v", "-test.count=1", "-test.timeout=110s")
+	c.cmd.Env = append(os.Environ(), brokenEnv+"=1")
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+	if err := c.cmd.Start(); err != nil {
+		c.once.Do(func() { c.err = err })
+	}
+	t.Cleanup(func() {
+		cancel()
+		_, _ = c.wait()
+	})
+	return c
+}
+
+// wait waits for the child to exit and returns its output and its error.
+func (c *child) wait() (string, error) {
+	c.once.Do(func() { c.err = c.cmd.Wait() })
+	return c.out.String(), c.err
 }
 
 // tail returns the end of a long output.
@@ -245,4 +339,43 @@ func TestDeclared(t *testing.T) {
 	conformance.TestExecutor(t, newCPUExec,
 		conformance.Declare("executor/parallel/nested", "nested loops are not supported here"),
 		conformance.Declare("executor/execute/panic", "panics crash this executor"))
+}
+
+// TestBrokenDeclarationOutsideSuites declares a name outside every suite:
+// TestSpace alone must fail, though it does not check the names of other
+// suites.
+func TestBrokenDeclarationOutsideSuites(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(correct) },
+		conformance.Declare("bogus/name", "x"),
+		conformance.Declare("comm/p2p/cancel", "for the communicator suite"))
+}
+
+// fakeBackend opens a backend whose memory is a correct fakeSpace named
+// name.
+func fakeBackend(name string) func(t *testing.T) *xpu.Backend {
+	return func(t *testing.T) *xpu.Backend {
+		sp := newFakeSpace(correct)
+		sp.name = name
+		return &xpu.Backend{Name: "fake", Memory: sp}
+	}
+}
+
+// TestBrokenDeclarationWholeName declares a whole name as go test would
+// print it, but without the space's level, and a typo.
+func TestBrokenDeclarationWholeName(t *testing.T) {
+	onlyInChild(t)
+	conformance.Run(t, fakeBackend("fake"),
+		conformance.Declare("TestBrokenDeclarationWholeName/space/alloc/alignment", "x"),
+		conformance.Declare("space/alloc/alignmnt", "x"))
+}
+
+// TestDeclaredWholeName declares cases by their whole names: as go test -v
+// prints them, and with the space's name as the space says it, with a
+// space that go test prints as an underscore.
+func TestDeclaredWholeName(t *testing.T) {
+	onlyInChild(t)
+	conformance.Run(t, fakeBackend("fake space"),
+		conformance.Declare("TestDeclaredWholeName/fake_space/space/alloc/alignment", "as printed"),
+		conformance.Declare("TestDeclaredWholeName/fake space/space/alloc/typed", "with the space's own name"))
 }

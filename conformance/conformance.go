@@ -2,26 +2,27 @@ package conformance
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"runtime"
-	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/xpu-go/xpu/executor"
 )
 
-// DefaultTimeout is the time a case may run before its context expires.
-// A case still running a grace period after that (DefaultGrace, or a
-// quarter of a shorter Timeout) is taken to be hung: the watchdog prints
-// every goroutine's stack and ends the test binary, naming the case.
+// DefaultTimeout is the time a case may run before its context expires,
+// and DefaultGrace the time it then has to return: a case still running
+// DefaultTimeout+DefaultGrace after it started is hung. The watchdog fails
+// it then, naming it and showing its goroutines, and the suite goes on with
+// the next case (see Timeout). The slowest case of the repository's
+// backends takes about a second under the race detector.
 const (
-	DefaultTimeout = 60 * time.Second
-	DefaultGrace   = 15 * time.Second
+	DefaultTimeout = 10 * time.Second
+	DefaultGrace   = DefaultTimeout / 4
 )
+
+// maxGrace bounds the grace period of a long Timeout.
+const maxGrace = 15 * time.Second
 
 // DefaultMaxRanks is the largest group TestComm asks the factory for.
 const DefaultMaxRanks = 9
@@ -39,26 +40,36 @@ type Option struct {
 // output; nothing else changes: what the implementation does claim — an
 // interface it implements, a path it registers — is tested in full.
 //
-// Names are the suite-relative case names printed by `go test -v`, such as
-// "space/free/sub-slice" or "comm/coll/allreduce/n=7". A declaration that
-// names no case of a suite that ran fails that suite, so a typo cannot
-// silently keep a case running (or a stale declaration linger). An empty
-// reason fails the suite.
+// A name is either suite-relative, such as "space/free/sub-slice" or
+// "comm/coll/allreduce/n=7", and then applies wherever that case runs (for
+// every space of a backend under Run), or the whole name `go test -v`
+// prints, such as "TestConformance/host/space/free/sub-slice", which
+// applies there only. Either is compared as go test prints names, with
+// spaces as underscores.
+//
+// A declaration that names no case of a suite that ran — a name outside
+// every suite ("bogus/name"), a typo, a stale declaration, a whole name of
+// another test — fails the suite (Run, or the suite called alone), with the
+// nearest case names; so does an empty reason. A suite-relative name of a
+// suite that did not run (a "comm/…" name given to TestSpace) is not
+// checked, so one set of options can serve several suites.
 func Declare(name, reason string) Option {
 	return Option{func(c *config) {
-		c.declared[strings.Trim(name, "/")] = reason
+		c.declared[normName(name)] = reason
 	}}
 }
 
-// Timeout sets how long one case may run before its context expires; the
-// watchdog ends the binary a grace period later (a quarter of d, at least a
-// second and at most DefaultGrace). The default is DefaultTimeout; raise it
-// for slow devices, never to hide a hang.
+// Timeout sets how long one case may run before its context expires
+// (default DefaultTimeout). A case that has not returned a grace period
+// later — a quarter of d, at least a second and at most 15 s — is hung:
+// the watchdog fails it, with its name and its goroutines' stacks, and the
+// suite goes on without it. Raise it for slow devices, never to hide a
+// hang.
 func Timeout(d time.Duration) Option {
 	return Option{func(c *config) {
 		if d > 0 {
 			c.timeout = d
-			c.grace = min(max(d/4, time.Second), DefaultGrace)
+			c.grace = min(max(d/4, time.Second), maxGrace)
 		}
 	}}
 }
@@ -80,12 +91,19 @@ func Streams(newStreamer func(t *testing.T) executor.Streamer) Option {
 	return Option{func(c *config) { c.streams = newStreamer }}
 }
 
+// sharedRecord shares one record of case names between the suites Run
+// calls, which Run checks the declarations against once they have all run.
+func sharedRecord(r *record) Option {
+	return Option{func(c *config) { c.record = r }}
+}
+
 type config struct {
-	declared map[string]string
+	declared map[string]string // normalized name -> reason
 	timeout  time.Duration
 	grace    time.Duration
 	maxRanks int
 	streams  func(t *testing.T) executor.Streamer
+	record   *record // shared with the other suites of a Run; nil for a suite alone
 }
 
 func newConfig(opts []Option) *config {
@@ -98,101 +116,77 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// suite runs the cases of one area ("space", "comm", …) and keeps track of
-// the case names it saw, to check the declarations against them.
+// suite runs the cases of one area ("space", "comm", …) and records the
+// case names it sees, to check the declarations against them.
 type suite struct {
 	cfg  *config
 	area string
-
-	mu   sync.Mutex
-	seen map[string]bool // case or group name -> its body ran (groups) / true (cases)
+	rec  *record
+	// owner is set when this suite checks the declarations when it
+	// finishes: a suite called alone, or Run's own.
+	owner bool
 }
 
 func newSuite(t *testing.T, area string, opts []Option) *suite {
 	t.Helper()
-	s := &suite{cfg: newConfig(opts), area: area, seen: map[string]bool{}}
-	for name, reason := range s.cfg.declared {
-		if s.owns(name) && strings.TrimSpace(reason) == "" {
-			t.Errorf("conformance: Declare(%q) has no reason; say why the implementation cannot do it", name)
+	s := &suite{cfg: newConfig(opts), area: area}
+	s.rec = s.cfg.record
+	if s.rec == nil {
+		s.rec = newRecord()
+		s.owner = true
+		for _, name := range sortedKeys(s.cfg.declared) {
+			if strings.TrimSpace(s.cfg.declared[name]) == "" {
+				t.Errorf("conformance: Declare(%q) has no reason; say why the implementation cannot do it", name)
+			}
 		}
 	}
+	s.rec.ran(area)
 	return s
 }
 
-// owns reports whether a declared name belongs to this suite's area.
-func (s *suite) owns(name string) bool {
-	return name == s.area || strings.HasPrefix(name, s.area+"/")
-}
+// see records a name of the suite: a case, or a group whose body ran (or
+// did not: filtered out by -run, or declared).
+func (s *suite) see(name string, ran bool) { s.rec.see(normName(name), ran) }
 
-func (s *suite) see(name string, ran bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ran || !s.seen[name] {
-		s.seen[name] = ran
-	}
-}
+// known reports whether the declared name d names something seen.
+func (s *suite) known(d string) bool { return s.rec.known(d) }
 
-// declared returns the reason of the declaration covering name.
+// declared returns the reason of the declaration covering name, a
+// suite-relative name.
 func (s *suite) declared(name string) (string, bool) {
-	for d := name; d != ""; {
-		if r, ok := s.cfg.declared[d]; ok {
-			return r, true
+	return s.declaredAt(name, "")
+}
+
+// declaredAt returns the reason of the declaration covering a case or
+// group by its suite-relative name or by its test's whole name.
+func (s *suite) declaredAt(name, testName string) (string, bool) {
+	for _, n := range []string{normName(name), testName} {
+		for d := n; d != ""; {
+			if r, ok := s.cfg.declared[d]; ok {
+				return r, true
+			}
+			i := strings.LastIndexByte(d, '/')
+			if i < 0 {
+				break
+			}
+			d = d[:i]
 		}
-		i := strings.LastIndexByte(d, '/')
-		if i < 0 {
-			break
-		}
-		d = d[:i]
 	}
 	return "", false
 }
 
-// finish fails t for every declaration of this area that names no case.
-// A declaration below a group that did not run (filtered by -run, or itself
-// declared) cannot be checked and passes.
+// finish fails t for every declaration that names no case, when this suite
+// is the one that checks them (see Declare).
 func (s *suite) finish(t *testing.T) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var unknown []string
-	for d := range s.cfg.declared {
-		if !s.owns(d) || s.known(d) {
-			continue
-		}
-		unknown = append(unknown, d)
+	if !s.owner {
+		return
 	}
-	sort.Strings(unknown)
-	for _, d := range unknown {
-		t.Errorf("conformance: Declare(%q) names no case of the %s suite (cases are named as `go test -v` prints them, e.g. %q)",
-			d, s.area, s.example())
-	}
-}
-
-func (s *suite) known(d string) bool {
-	if _, ok := s.seen[d]; ok {
-		return true
-	}
-	for name, ran := range s.seen {
-		if strings.HasPrefix(name, d+"/") {
-			return true // d is a group of cases
-		}
-		if !ran && strings.HasPrefix(d, name+"/") {
-			return true // below a group whose cases were not listed
+	for _, d := range sortedKeys(s.cfg.declared) {
+		if msg := s.rec.unknown(d); msg != "" {
+			t.Errorf("conformance: Declare(%q) %s", d, msg)
 		}
 	}
-	return false
-}
-
-func (s *suite) example() string {
-	names := make([]string, 0, len(s.seen))
-	for n := range s.seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return s.area + "/…"
-	}
-	return names[0]
 }
 
 // node is a point of the case hierarchy: the suite's area, or a group.
@@ -219,61 +213,43 @@ func (n node) group(t *testing.T, name string, body func(t *testing.T, g node)) 
 	t.Helper()
 	full := n.path + "/" + name
 	n.s.see(full, false)
+	n.s.see(subtestName(t, n.runName(name)), false)
 	t.Run(n.runName(name), func(t *testing.T) {
-		if reason, ok := n.s.declared(full); ok {
+		if reason, ok := n.s.declaredAt(full, t.Name()); ok {
 			t.Skipf("declared by the implementation: %s", reason)
 		}
 		n.s.see(full, true)
+		n.s.see(t.Name(), true)
 		body(t, node{s: n.s, path: full})
 	})
 }
 
 // tcase is a running case: its *testing.T, a context that expires at the
-// case's timeout, and its full suite-relative name.
+// case's timeout, and its full suite-relative name. Its methods that
+// report (Errorf, FailNow, Skip, …) stay safe to call from a case the
+// watchdog has given up on (see watch).
 type tcase struct {
 	*testing.T
 	ctx  context.Context
 	name string
 	cfg  *config
+	late atomic.Pointer[lateLog] // set once the watchdog has given up on the case
 }
 
-// run runs body as the case name, under a watchdog: body's context expires
-// at the configured timeout, and a case (cleanups included) still running a
-// grace period later ends the test binary with every goroutine's stack. It
-// returns whether the case passed (or was skipped).
+// run runs body as the case name, under a watchdog (see watch). It returns
+// whether the case passed (or was skipped).
 func (n node) run(t *testing.T, name string, body func(c *tcase)) bool {
 	t.Helper()
 	full := n.path + "/" + name
 	n.s.see(full, true)
+	n.s.see(subtestName(t, n.runName(name)), true)
 	return t.Run(n.runName(name), func(t *testing.T) {
-		if reason, ok := n.s.declared(full); ok {
+		if reason, ok := n.s.declaredAt(full, t.Name()); ok {
 			t.Skipf("declared by the implementation: %s", reason)
 		}
-		cfg := n.s.cfg
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
-		stop := watchdog(t.Name(), cfg.timeout+cfg.grace)
-		// Registered first, so it runs last: after the factory's cleanups.
-		t.Cleanup(func() {
-			stop()
-			cancel()
-		})
-		body(&tcase{T: t, ctx: ctx, name: full, cfg: cfg})
+		n.s.see(t.Name(), true)
+		watch(t, &tcase{T: t, name: full, cfg: n.s.cfg}, body)
 	})
-}
-
-// watchdog ends the process when stop has not been called within d: a
-// backend that ignores its context would otherwise hang the test binary
-// until `go test -timeout`, with no word of which case hung.
-func watchdog(name string, d time.Duration) (stop func()) {
-	timer := time.AfterFunc(d, func() {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		msg := fmt.Sprintf("conformance: case %s hung: still running %v after it started, past its context's deadline "+
-			"(a blocking call ignores its context, or a Close never returns)\n\ngoroutines:\n%s", name, d, buf)
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(2)
-	})
-	return func() { timer.Stop() }
 }
 
 // within returns a context for a bounded wait inside a case: it expires

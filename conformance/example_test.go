@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cpu"
@@ -70,13 +71,22 @@ func ExampleTestComm() {
 }
 
 // An implementation that cannot do something says so, and the case is
-// skipped with the reason; everything else is still tested.
+// skipped with the reason; everything else is still tested. A case is named
+// as the suite knows it, or by the whole name go test -v prints, which
+// declares it there only (here, for the space named "pinned" alone).
 func ExampleDeclare() {
+	_ = func(t *testing.T) { // func TestConformance(t *testing.T)
+		conformance.RunDriver(t, "mybackend", nil,
+			conformance.Declare("executor/parallel/nested", "this executor deadlocks on nested loops"),
+			conformance.Declare("TestConformance/pinned/space/alloc/huge", "pinning 1 TiB takes minutes"))
+	}
+}
+
+// A slow device raises the time a case may take; a case that hangs fails
+// that much later (plus a grace period), naming itself, and the suite goes
+// on.
+func ExampleTimeout() {
 	_ = func(t *testing.T) {
-		conformance.TestExecutor(t, func(t *testing.T) *cpu.Executor {
-			e := cpu.NewExecutor(2)
-			t.Cleanup(func() { _ = e.Close() })
-			return e
-		}, conformance.Declare("executor/parallel/nested", "this executor deadlocks on nested loops"))
+		conformance.RunDriver(t, "mybackend", nil, conformance.Timeout(time.Minute))
 	}
 }

@@ -47,12 +47,18 @@ func TestKnownDeclarations(t *testing.T) {
 	}
 }
 
+// A declaration belongs to the suite its first element names: of a suite
+// that ran, it must name a case; of one that did not, it is not checked.
 func TestOwns(t *testing.T) {
-	s := newSuite(t, "space", nil)
-	assert.True(t, s.owns("space"))
-	assert.True(t, s.owns("space/alloc"))
-	assert.False(t, s.owns("spaces/alloc"))
-	assert.False(t, s.owns("pool/space/alloc"))
+	r := newRecord()
+	r.ran("space")
+	r.see("space/alloc/typed", true)
+	assert.Empty(t, r.unknown("space"))
+	assert.Empty(t, r.unknown("space/alloc"))
+	assert.Contains(t, r.unknown("spaces/alloc"), `"spaces" is neither a suite`)
+	assert.Empty(t, r.unknown("pool/space/alloc"), "the pool suite did not run")
+	r.ran("pool")
+	assert.Contains(t, r.unknown("pool/space/alloc"), "names no case of the pool suite")
 }
 
 func TestPatternAndDiff(t *testing.T) {
@@ -83,4 +89,80 @@ func TestDerivedCapsCoverDerived(t *testing.T) {
 		assert.Contains(t, []string{kindComm, kindExec, kindEvent, kindSpace}, d.kind, d.name)
 	}
 	assert.ElementsMatch(t, xpu.Derived, names)
+}
+
+// Declarations are compared as go test prints names: spaces as
+// underscores, unprintable runes escaped, no slashes at the ends.
+func TestNormName(t *testing.T) {
+	for in, want := range map[string]string{
+		"space/alloc/alignment":     "space/alloc/alignment",
+		"/comm/p2p/":                "comm/p2p",
+		"TestX/fake space/space/x":  "TestX/fake_space/space/x",
+		"TestX/tab\there/a":         "TestX/tab_here/a",
+		"TestX/bell\a":              `TestX/bell\a`,
+		"TestX/ünïcode stays/space": "TestX/ünïcode_stays/space",
+	} {
+		assert.Equal(t, want, normName(in), in)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	assert.Equal(t, 0, editDistance("abc", "abc"))
+	assert.Equal(t, 1, editDistance("alignmnt", "alignment"))
+	assert.Equal(t, 3, editDistance("", "abc"))
+	assert.Equal(t, 2, editDistance("ab", "ba"))
+}
+
+// A whole name, as go test -v prints it, declares the case there only.
+func TestDeclaredByWholeName(t *testing.T) {
+	s := newSuite(t, "space", []Option{
+		Declare("TestX/host/space/free", "r1"),
+		Declare("TestX/my dev/space/alloc/typed", "r2"),
+	})
+	for _, tc := range []struct{ rel, whole, want string }{
+		{"space/free/double", "TestX/host/space/free/double", "r1"},
+		{"space/free/double", "TestX/dev/space/free/double", ""},
+		{"space/alloc/typed", "TestX/my_dev/space/alloc/typed", "r2"},
+		{"space/alloc/typed", "TestX/host/space/alloc/typed", ""},
+	} {
+		got, ok := s.declaredAt(tc.rel, tc.whole)
+		assert.Equal(t, tc.want != "", ok, tc.whole)
+		assert.Equal(t, tc.want, got, tc.whole)
+	}
+}
+
+// The message of a declaration that names nothing depends on its form;
+// a suite-relative name of a suite that did not run is not checked.
+func TestUnknownDeclarations(t *testing.T) {
+	r := newRecord()
+	r.ran("space")
+	r.see("space/alloc/alignment", true)
+	r.see("TestX/host/space/alloc/alignment", true)
+	r.see("TestX/host", true)
+	r.see("TestX/dev", false) // filtered out by -run
+
+	assert.Empty(t, r.unknown("space/alloc"))
+	assert.Empty(t, r.unknown("TestX/host/space/alloc/alignment"))
+	assert.Empty(t, r.unknown("TestX/dev/space/anything"), "below a subtest that did not run")
+	assert.Empty(t, r.unknown("comm/p2p/cancel"), "the comm suite did not run")
+
+	assert.Equal(t, `names no case of the space suite (cases are named as `+"`go test -v`"+` prints them below the test, `+
+		`or by their whole name); the nearest: "space/alloc/alignment"`, r.unknown("space/alloc/alignmnt"))
+	assert.Equal(t, `names no case: no case of this run has that whole name (whole names are as `+"`go test -v`"+
+		` prints them, every level included); the nearest: "TestX/host/space/alloc/alignment", "TestX/host", "TestX/dev"`,
+		r.unknown("TestX/space/alloc/alignment"))
+	assert.Contains(t, r.unknown("bogus/name"), `names no case: "bogus" is neither a suite `+
+		`(suite-relative names start with backend, comm, executor, pool, space, stream, transfer) nor a test of this run ("TestX")`)
+}
+
+// Run's suites share one record: a declaration is checked once, by Run,
+// against every suite's cases.
+func TestSharedRecord(t *testing.T) {
+	owner := newSuite(t, "backend", []Option{Declare("space/alloc", "r")})
+	inner := newSuite(t, "space", []Option{Declare("space/alloc", "r"), sharedRecord(owner.rec)})
+	assert.True(t, owner.owner)
+	assert.False(t, inner.owner)
+	inner.see("space/alloc/typed", true)
+	assert.True(t, owner.known("space/alloc"))
+	assert.Empty(t, owner.rec.unknown("space/alloc"))
 }

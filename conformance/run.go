@@ -83,6 +83,9 @@ func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Inf
 	t.Helper()
 	s := newSuite(t, "backend", opts)
 	defer s.finish(t)
+	// The suites below record their case names for s to check the
+	// declarations against, once they have all run.
+	opts = append(append([]Option(nil), opts...), sharedRecord(s.rec))
 	// The suites that apply depend on the composition, which is learned from
 	// a backend opened for the whole run (a case may be filtered out by
 	// -run, and its backend is gone when it ends).
@@ -107,7 +110,9 @@ func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Inf
 		s.root().run(t, "capabilities", func(c *tcase) { checkCapabilities(c, *info, open(c.T)) })
 	}
 	for i, name := range shape.spaces {
+		s.see(subtestName(t, name), false)
 		t.Run(name, func(t *testing.T) {
+			s.see(t.Name(), true)
 			newSpace := func(t *testing.T) memspace.Space {
 				sps := spacesOf(open(t))
 				if len(sps) != len(shape.spaces) {
