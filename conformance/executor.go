@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,13 +19,25 @@ import (
 // executor.Executor contract, and the executor.Parallel contract when they
 // implement it (found through Unwrap with executor.As).
 //
+// "parallel/reduce/deterministic" holds executor.Reduce to its promise for
+// floating point: for a given grain, bit-identical results on every run and
+// whatever the parallelism — alone, beside other reductions, nested in a
+// loop — and, with no grain, a SuggestedGrain that does not change from
+// call to call.
+//
 // newExec is called once per case; it releases the executor with
 // t.Cleanup. Run the suite under the race detector: several cases check
 // that the executor orders memory as it promises.
+//
+// The suite ends with the case "executor/no-leak", which fails when a goroutine
+// started during the suite is still running once every other case has ended
+// and closed what it opened; it must not run beside tests that start
+// goroutines of their own.
 func TestExecutor[E executor.Executor](t *testing.T, newExec func(t *testing.T) E, opts ...Option) {
 	t.Helper()
 	s := newSuite(t, "executor", opts)
 	defer s.finish(t)
+	defer s.watchLeaks(t)()
 	open := func(c *tcase) executor.Executor {
 		c.Helper()
 		e := executor.Executor(newExec(c.T))
@@ -61,6 +74,7 @@ func TestExecutor[E executor.Executor](t *testing.T, newExec func(t *testing.T) 
 		g.run(t, "nested", func(c *tcase) { parNested(c, par(c)) })
 		g.run(t, "concurrent", func(c *tcase) { parConcurrent(c, par(c)) })
 		g.run(t, "reduce", func(c *tcase) { parReduce(c, par(c)) })
+		g.run(t, "reduce/deterministic", func(c *tcase) { parReduceDeterministic(c, par(c)) })
 	})
 }
 
@@ -365,6 +379,115 @@ func parReduce(c *tcase, p executor.Parallel) {
 				want += int64(i)
 			}
 			assert.Equal(c, want, got, "Reduce sum of [0, %d) with grain %d", n, grain)
+		}
+	}
+}
+
+// orderSensitive returns n float64 values whose sum depends on the order
+// of the additions: magnitudes from 1e-9 to 1e15 and both signs, so that
+// nearly every other association rounds differently.
+func orderSensitive(n int) []float64 {
+	v := make([]float64, n)
+	x := uint64(12345)
+	for i := range v {
+		x = x*6364136223846793005 + 1442695040888963407
+		mant := 1 + float64(x>>40)/float64(1<<24)
+		v[i] = mant * math.Pow10(int(x>>20%25)-9)
+		if x>>60&1 == 1 {
+			v[i] = -v[i]
+		}
+	}
+	return v
+}
+
+// reduceModel is what executor.Reduce promises for a sum over grain: each
+// chunk [k*grain, min((k+1)*grain, n)) added up in index order from zero,
+// then the chunks' sums added in index order.
+func reduceModel(v []float64, grain int) float64 {
+	acc := 0.0
+	for lo := 0; lo < len(v); lo += grain {
+		part := 0.0
+		for _, x := range v[lo:min(lo+grain, len(v))] {
+			part += x
+		}
+		acc += part
+	}
+	return acc
+}
+
+// parReduceDeterministic checks the promise of executor.Reduce's
+// documentation: for a given grain the result is deterministic even for
+// floating point — bit for bit the same on every run and whatever the
+// parallelism, as the chunks are combined in index order. The sum of
+// values of mixed magnitudes depends on the order of the additions, so
+// the result is compared with the sequential model (reduceModel) when the
+// executor is idle, when several reductions compete for its workers and
+// when they run nested in a loop (with the workers a nested loop gets);
+// with no grain given, the executor's SuggestedGrain must be the one it
+// uses, and the same every time for the same n.
+func parReduceDeterministic(c *tcase, p executor.Parallel) {
+	const n = 30_011
+	v := orderSensitive(n)
+	if reduceModel(v, 3) == reduceModel(v, n) || reduceModel(v, 64) == reduceModel(v, 1000) {
+		c.Fatal("conformance: the values of the case do not depend on the order of their sum; the case proves nothing")
+	}
+	sum := func(ctx context.Context, grain int) (float64, error) {
+		return executor.Reduce(ctx, p, n, grain, 0.0,
+			func(lo, hi int, acc float64) float64 {
+				for _, x := range v[lo:hi] {
+					acc += x
+				}
+				return acc
+			},
+			func(a, b float64) float64 { return a + b })
+	}
+	check := func(grain int, got float64, err error, how string) bool {
+		c.Helper()
+		g := grain
+		if g <= 0 {
+			g = p.SuggestedGrain(n)
+		}
+		if !assert.NoError(c, err, "Reduce(%d, grain %d) %s", n, grain, how) {
+			return false
+		}
+		want := reduceModel(v, g)
+		return assert.True(c, math.Float64bits(got) == math.Float64bits(want),
+			"Reduce of %d float64 of mixed magnitudes with grain %d %s = %v (bits %#x), want %v (bits %#x): "+
+				"the chunks' sums added in index order, bit for bit, as Reduce promises for a given grain whatever the "+
+				"parallelism (a grain of 0 is SuggestedGrain(%d) = %d, which must not change from call to call)",
+			n, grain, how, got, math.Float64bits(got), want, math.Float64bits(want), n, p.SuggestedGrain(n))
+	}
+	for _, grain := range []int{3, 64, 1000, n/7 + 1, 0} {
+		for run := range 3 {
+			got, err := sum(c.ctx, grain)
+			if !check(grain, got, err, fmt.Sprintf("on run %d, the executor idle", run+1)) {
+				return
+			}
+		}
+		// Reductions competing for the workers, and nested in a loop.
+		const k = 4
+		got := make([]float64, k)
+		errs := make([]error, k)
+		var wg sync.WaitGroup
+		for i := range k {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], errs[i] = sum(c.ctx, grain)
+			}()
+		}
+		wg.Wait()
+		for i := range k {
+			if !check(grain, got[i], errs[i], fmt.Sprintf("in %d reductions run at once (#%d)", k, i+1)) {
+				return
+			}
+		}
+		err := p.ParallelFor(c.ctx, k, func(i int) { got[i], errs[i] = sum(c.ctx, grain) })
+		require.NoError(c, err, "ParallelFor around %d reductions", k)
+		for i := range k {
+			if !check(grain, got[i], errs[i], fmt.Sprintf("nested in a ParallelFor (index %d)", i)) {
+				return
+			}
 		}
 	}
 }

@@ -21,10 +21,16 @@ import (
 // t.Cleanup; the suite closes the pool first. The upstream checks need the
 // upstream to keep a ledger (memspace.StatsSpace) and are skipped, with that
 // reason, when it keeps none.
+//
+// The suite ends with the case "pool/no-leak", which fails when a goroutine
+// started during the suite is still running once every other case has ended
+// and closed what it opened; it must not run beside tests that start
+// goroutines of their own.
 func TestPool(t *testing.T, newUpstream func(t *testing.T) memspace.Space, opts ...Option) {
 	t.Helper()
 	s := newSuite(t, "pool", opts)
 	defer s.finish(t)
+	defer s.watchLeaks(t)()
 	r := s.root()
 	r.group(t, "space", func(t *testing.T, g node) {
 		spaceCases(t, g, func(t *testing.T) memspace.Space {

@@ -26,13 +26,27 @@ import (
 // it started. It releases the space with t.Cleanup; the suite frees every
 // block it allocates before that.
 //
+// Frees that must be refused — a second Free, a part of an allocation, a
+// block of another space — are tried at sizes from 1 byte to 64 MiB, so
+// that a space serving sizes by class (slabs and mappings, a pool's heaps)
+// is checked on each of its paths without the suite knowing where they
+// part; so is what the space's Properties claim and can be checked by
+// behaviour (a host view exactly where HostAccessible). A space out of
+// memory at a size of that spread ends it there, saying so.
+//
 // Spaces that are not host-accessible are read and written through
 // transfer.CopyBlock to and from Go memory; the data cases are skipped,
 // with the reason, when there is no such path.
+//
+// The suite ends with the case "space/no-leak", which fails when a goroutine
+// started during the suite is still running once every other case has ended
+// and closed what it opened; it must not run beside tests that start
+// goroutines of their own.
 func TestSpace[S memspace.Space](t *testing.T, newSpace func(t *testing.T) S, opts ...Option) {
 	t.Helper()
 	s := newSuite(t, "space", opts)
 	defer s.finish(t)
+	defer s.watchLeaks(t)()
 	spaceCases(t, s.root(), func(t *testing.T) memspace.Space { return newSpace(t) })
 }
 
@@ -156,13 +170,64 @@ func spaceProperties(c *tcase, sp memspace.Space) {
 	if p.Unified {
 		assert.True(c, p.HostAccessible && p.DeviceAccessible, "Unified memory must be host- and device-accessible: %+v", p)
 	}
-	if p.HostAccessible {
-		b, err := sp.Allocate(16, 0)
-		require.NoError(c, err)
-		_, err = b.Bytes()
-		assert.NoError(c, err, "Bytes of a block of a host-accessible space")
-		require.NoError(c, sp.Free(b))
+	// What the flags claim must hold together.
+	if p.Device == -1 {
+		assert.True(c, p.HostAccessible, "Properties() %+v: Device -1 is host memory, which the host can access; "+
+			"memory only a device can reach names its device (Device >= 0)", p)
+		assert.False(c, p.Unified, "Properties() %+v: Device -1 is host memory, which cannot be Unified "+
+			"(one address valid on the host and a device): unified memory names its device", p)
 	}
+	assert.False(c, p.Pinned && p.Pageable, "Properties() %+v: memory cannot be both Pinned (page-locked) and Pageable "+
+		"(memory the OS may page out)", p)
+	if p.Pageable {
+		assert.True(c, p.HostAccessible, "Properties() %+v: Pageable memory is the host's virtual memory, "+
+			"so it is HostAccessible", p)
+	}
+	if p.Kind == "host" {
+		assert.True(c, p.HostAccessible && p.Device == -1, "Properties() %+v: kind \"host\" is the host's memory "+
+			"(HostAccessible, Device -1): the host paths registered for it (transfer.ParallelHost) view its blocks "+
+			"with Block.Bytes", p)
+	}
+	// What can be checked by behaviour is, on every allocation path: a
+	// host-accessible space's blocks have a host view that is their memory;
+	// the blocks of any other space have none.
+	for _, size := range spreadSizes {
+		b, err := sp.Allocate(size, 0)
+		if errors.Is(err, memspace.ErrOutOfMemory) {
+			c.Logf("%d-byte blocks and larger not checked: %v", size, err)
+			break
+		}
+		require.NoError(c, err, "Allocate(%d, 0)", size)
+		ok := hostView(c, sp, p, b)
+		require.NoError(c, sp.Free(b))
+		if !ok {
+			break // one size shows it
+		}
+	}
+	assert.Equal(c, p, sp.Properties(), "Properties() changed after allocations: a space's properties are fixed")
+}
+
+// hostView checks that block b of sp has a host view exactly when sp's
+// properties p say the host can access its memory, and that the view is
+// the block's memory. It reports whether the checks passed.
+func hostView(c *tcase, sp memspace.Space, p memspace.Properties, b memspace.Block) bool {
+	c.Helper()
+	v, err := b.Bytes()
+	if !p.HostAccessible {
+		return assert.False(c, b.HostAccessible(), "space %s says its memory is not HostAccessible, but its %d-byte block %v has a host view",
+			sp.Name(), b.Len(), b) &&
+			assert.ErrorIs(c, err, memspace.ErrNotHostAccessible, "Bytes of a %d-byte block of a space that is not HostAccessible", b.Len())
+	}
+	if !assert.NoError(c, err, "Bytes of a %d-byte block of a HostAccessible space: a HostAccessible space's blocks "+
+		"carry their host mapping (memspace.NewBlock's host argument)", b.Len()) {
+		return false
+	}
+	if !assert.Len(c, v, b.Len(), "host view of a %d-byte block", b.Len()) {
+		return false
+	}
+	// The ends of the view are memory the host can store to and load from.
+	v[0], v[len(v)-1] = 0xa5, 0x5a
+	return len(v) == 1 || assert.True(c, v[0] == 0xa5 && v[len(v)-1] == 0x5a, "stores through the host view of a %d-byte block did not stick", b.Len())
 }
 
 func spaceAlignment(c *tcase, sp memspace.Space) {
@@ -200,7 +265,7 @@ func spaceSizes(c *tcase, sp memspace.Space) {
 		require.NoError(c, err, "Allocate(%d, 0)", size)
 		checkBlock(c, sp, b, size, 0, fmt.Sprintf("Allocate(%d, 0)", size))
 		if noIO == "" {
-			want := pattern(i, size)
+			want := bigPattern(i, size)
 			if assert.NoError(c, io.write(c.ctx, b, want)) {
 				got, err := io.read(c.ctx, b)
 				if assert.NoError(c, err) {
@@ -358,70 +423,135 @@ func roundTrip[T any](c *tcase, buf *memspace.Buffer[T], want, got []T) {
 	require.NoError(c, transfer.Copy(c.ctx, dst, buf), "copy %s -> host", buf.Space().Name())
 }
 
+// spreadSizes are the sizes the free and properties cases try: every power
+// of four from 1 byte to 64 MiB and one byte more. A space that serves
+// sizes by class — slabs for small blocks and mappings of their own for
+// large ones, a pool's small and large heaps and the segments of its
+// largest requests — has each class spanning a factor of four or more
+// tried, near both of its ends, without the suite knowing where the classes
+// end.
+var spreadSizes = func() []int {
+	var out []int
+	for n := 1; n <= 64<<20; n *= 4 {
+		out = append(out, n)
+		if n > 1 && n < 64<<20 {
+			out = append(out, n+1)
+		}
+	}
+	return out
+}()
+
+// eachSize calls f for each size of spreadSizes, after the size first
+// (the one the case used before it tried every path), while the space has
+// room: a space out of memory at a size ends the spread, said in the log.
+func eachSize(c *tcase, first int, f func(size int) (ok bool)) {
+	c.Helper()
+	for _, size := range append([]int{first}, spreadSizes...) {
+		if !f(size) {
+			return
+		}
+	}
+}
+
+// allocOrStop allocates size bytes of sp, or returns false when sp has no
+// room for them (after logging it): larger sizes are not tried.
+func allocOrStop(c *tcase, sp memspace.Space, size int) (memspace.Block, bool) {
+	c.Helper()
+	b, err := sp.Allocate(size, 0)
+	if errors.Is(err, memspace.ErrOutOfMemory) {
+		c.Logf("space %s has no room for %d bytes; larger sizes not tried: %v", sp.Name(), size, err)
+		return memspace.Block{}, false
+	}
+	require.NoError(c, err, "Allocate(%d, 0)", size)
+	return b, true
+}
+
+// spaceDoubleFree frees a block twice and more, at every size, and checks
+// the refusals matched ErrDoubleFree, changed no count and corrupted no
+// live block.
 func spaceDoubleFree(c *tcase, sp memspace.Space) {
 	io, noIO := newBlockIO(sp)
-	b, err := sp.Allocate(256, 0)
-	require.NoError(c, err)
-	keep, err := sp.Allocate(256, 0)
-	require.NoError(c, err)
-	want := pattern(5, 256)
-	if noIO == "" {
-		require.NoError(c, io.write(c.ctx, keep, want))
-	}
-	require.NoError(c, sp.Free(b))
-	before, _ := stats(sp)
-	for i := range 3 {
-		err := sp.Free(b)
-		assert.ErrorIs(c, err, memspace.ErrDoubleFree, "Free #%d of a freed block", i+2)
-		assert.ErrorIs(c, err, memspace.ErrInvalidArgument, "ErrDoubleFree matches ErrInvalidArgument")
-	}
-	unchanged(c, sp, before, "a double Free")
-	usable(c, sp, "a double Free")
-	// The double free corrupted nothing: another live block is intact.
-	if noIO == "" {
-		got, err := io.read(c.ctx, keep)
-		require.NoError(c, err)
-		assert.Empty(c, diff(want, got), "a live block after a double Free of another")
-	}
-	require.NoError(c, sp.Free(keep))
-	assert.ErrorIs(c, sp.Free(keep), memspace.ErrDoubleFree)
-}
-
-func spaceSubSlice(c *tcase, sp memspace.Space) {
-	b, err := sp.Allocate(4096, 0)
-	require.NoError(c, err)
-	cases := []struct {
-		off, n int
-		what   string
-	}{
-		{64, 128, "an interior sub-slice"},
-		{0, 2048, "a prefix (same address, shorter)"},
-		{2048, 2048, "a suffix"},
-		{1, 4095, "a slice one byte in"},
-	}
-	for _, tc := range cases {
-		sub, err := b.Slice(tc.off, tc.n)
-		require.NoError(c, err)
+	eachSize(c, 256, func(size int) bool {
+		b, ok := allocOrStop(c, sp, size)
+		if !ok {
+			return false
+		}
+		keep, ok := allocOrStop(c, sp, size)
+		if !ok {
+			require.NoError(c, sp.Free(b))
+			return false
+		}
+		if noIO == "" {
+			require.NoError(c, writeProbe(c.ctx, io, keep, size))
+		}
+		require.NoError(c, sp.Free(b))
 		before, _ := stats(sp)
-		err = sp.Free(sub)
-		assert.ErrorIs(c, err, memspace.ErrDoubleFree, "Free of %s [%d, +%d) of %v", tc.what, tc.off, tc.n, b)
-		unchanged(c, sp, before, "Free of "+tc.what)
-	}
-	// A forged block: the allocation's address with a longer length.
-	forged := memspace.NewBlock(sp, b.Addr(), b.Len()+4096, b.HostPointer())
-	assert.ErrorIs(c, sp.Free(forged), memspace.ErrInvalidArgument, "Free of a block longer than the allocation at its address")
-	usable(c, sp, "Free of a sub-slice")
-	require.NoError(c, sp.Free(b), "Free of the whole allocation after failed frees of its slices")
+		for i := range 3 {
+			err := sp.Free(b)
+			assert.ErrorIs(c, err, memspace.ErrDoubleFree, "Free #%d of a freed block (%d bytes)", i+2, size)
+			assert.ErrorIs(c, err, memspace.ErrInvalidArgument, "ErrDoubleFree matches ErrInvalidArgument (%d bytes)", size)
+		}
+		unchanged(c, sp, before, fmt.Sprintf("a double Free of a %d-byte block", size))
+		usable(c, sp, fmt.Sprintf("a double Free of a %d-byte block", size))
+		// The double free corrupted nothing: another live block is intact.
+		if noIO == "" {
+			d, err := checkProbe(c.ctx, io, keep, size)
+			require.NoError(c, err)
+			assert.Empty(c, d, "a live %d-byte block after a double Free of another", size)
+		}
+		require.NoError(c, sp.Free(keep))
+		assert.ErrorIs(c, sp.Free(keep), memspace.ErrDoubleFree, "Free of a freed block (%d bytes)", size)
+		return !c.Failed()
+	})
 }
 
+// spaceSubSlice frees parts of an allocation, at every size, and checks
+// they are refused with ErrDoubleFree, and a forged longer block with
+// ErrInvalidArgument, leaving the allocation live.
+func spaceSubSlice(c *tcase, sp memspace.Space) {
+	eachSize(c, 4096, func(size int) bool {
+		b, ok := allocOrStop(c, sp, size)
+		if !ok {
+			return false
+		}
+		type part struct {
+			off, n int
+			what   string
+		}
+		var cases []part
+		if size >= 4 {
+			cases = append(cases, part{size / 4, size / 2, "an interior sub-slice"})
+		}
+		if size >= 2 {
+			cases = append(cases,
+				part{0, size / 2, "a prefix (same address, shorter)"},
+				part{size / 2, size - size/2, "a suffix"},
+				part{1, size - 1, "a slice one byte in"})
+		}
+		for _, tc := range cases {
+			sub, err := b.Slice(tc.off, tc.n)
+			require.NoError(c, err)
+			before, _ := stats(sp)
+			err = sp.Free(sub)
+			assert.ErrorIs(c, err, memspace.ErrDoubleFree, "Free of %s [%d, +%d) of %v", tc.what, tc.off, tc.n, b)
+			unchanged(c, sp, before, fmt.Sprintf("Free of %s of a %d-byte block", tc.what, size))
+		}
+		// A forged block: the allocation's address with a longer length.
+		forged := memspace.NewBlock(sp, b.Addr(), b.Len()+4096, b.HostPointer())
+		assert.ErrorIs(c, sp.Free(forged), memspace.ErrInvalidArgument, "Free of a block longer than the allocation at its address (%d bytes)", size)
+		usable(c, sp, fmt.Sprintf("Free of a sub-slice of a %d-byte block", size))
+		require.NoError(c, sp.Free(b), "Free of the whole %d-byte allocation after failed frees of its slices", size)
+		return !c.Failed()
+	})
+}
+
+// spaceForeign frees, at every size, blocks that are not the space's — of
+// another sort of space at the address of a live block, of Go memory, of
+// another instance — and checks they are refused with ErrForeignBlock and
+// the live block is intact.
 func spaceForeign(c *tcase, sp, other memspace.Space) {
-	b, err := sp.Allocate(128, 0)
-	require.NoError(c, err)
 	io, noIO := newBlockIO(sp)
-	want := pattern(9, 128)
-	if noIO == "" {
-		require.NoError(c, io.write(c.ctx, b, want))
-	}
+	fake := &opaqueSpace{name: "conformance-foreign"}
 	try := func(fb memspace.Block, what string, target error) {
 		c.Helper()
 		before, _ := stats(sp)
@@ -429,27 +559,39 @@ func spaceForeign(c *tcase, sp, other memspace.Space) {
 		assert.ErrorIs(c, err, target, "Free of %s", what)
 		unchanged(c, sp, before, "Free of "+what)
 	}
-	// A block of a space of another sort, at the very address of a live
-	// block of sp: the space must check the block's space, not the address.
-	fake := &opaqueSpace{name: "conformance-foreign"}
-	try(memspace.NewBlock(fake, b.Addr(), b.Len(), nil), "a block of another space at the address of a live block", memspace.ErrForeignBlock)
-	hb, err := memspace.FromSlice(make([]byte, 64))
-	require.NoError(c, err)
-	try(hb.Block(), "a Go-heap block", memspace.ErrForeignBlock)
 	try(memspace.Block{}, "the zero Block", memspace.ErrInvalidArgument)
-	if !sameSpace(sp, other) {
-		ob, err := other.Allocate(128, 0)
+	eachSize(c, 128, func(size int) bool {
+		b, ok := allocOrStop(c, sp, size)
+		if !ok {
+			return false
+		}
+		if noIO == "" {
+			require.NoError(c, writeProbe(c.ctx, io, b, size+9))
+		}
+		// A block of a space of another sort, at the very address of a live
+		// block of sp: the space must check the block's space, not the
+		// address.
+		try(memspace.NewBlock(fake, b.Addr(), b.Len(), nil),
+			fmt.Sprintf("a block of another space at the address of a live %d-byte block", size), memspace.ErrForeignBlock)
+		hb, err := memspace.FromSlice(make([]byte, min(size, 1<<20)))
 		require.NoError(c, err)
-		try(ob, "a block of another instance", memspace.ErrForeignBlock)
-		require.NoError(c, other.Free(ob), "the other instance frees its own block after it was refused elsewhere")
-	}
-	usable(c, sp, "Free of a foreign block")
-	if noIO == "" {
-		got, err := io.read(c.ctx, b)
-		require.NoError(c, err)
-		assert.Empty(c, diff(want, got), "a live block after frees of foreign blocks")
-	}
-	require.NoError(c, sp.Free(b))
+		try(hb.Block(), fmt.Sprintf("a %d-byte Go-heap block", hb.Len()), memspace.ErrForeignBlock)
+		if !sameSpace(sp, other) {
+			ob, ok := allocOrStop(c, other, size)
+			if ok {
+				try(ob, fmt.Sprintf("a %d-byte block of another instance", size), memspace.ErrForeignBlock)
+				require.NoError(c, other.Free(ob), "the other instance frees its own %d-byte block after it was refused elsewhere", size)
+			}
+		}
+		usable(c, sp, fmt.Sprintf("Free of a foreign block (%d bytes)", size))
+		if noIO == "" {
+			d, err := checkProbe(c.ctx, io, b, size+9)
+			require.NoError(c, err)
+			assert.Empty(c, d, "a live %d-byte block after frees of foreign blocks", size)
+		}
+		require.NoError(c, sp.Free(b))
+		return !c.Failed()
+	})
 }
 
 func spaceReadback(c *tcase, sp memspace.Space) {
@@ -461,7 +603,7 @@ func spaceReadback(c *tcase, sp memspace.Space) {
 		b, err := sp.Allocate(size, 0)
 		require.NoError(c, err)
 		for round := range 2 { // rewrite: the second write must replace the first
-			want := pattern(i*2+round, size)
+			want := bigPattern(i*2+round, size)
 			require.NoError(c, io.write(c.ctx, b, want))
 			got, err := io.read(c.ctx, b)
 			require.NoError(c, err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/xpu-go/xpu/executor"
 )
@@ -22,13 +21,17 @@ import (
 // events are executor.TimedEvent.
 //
 // newStreamer is called once per case; it releases the executor with
-// t.Cleanup. The suite closes the streams it makes. The "no-leak" case
-// checks that no goroutine outlives the streams and the executor, so it
-// must not run beside tests that start goroutines of their own.
+// t.Cleanup. The suite closes the streams it makes. The case
+// "close/no-leak" checks that no goroutine outlives the streams and the
+// executor of one case, and the suite ends with "stream/no-leak", which
+// fails when a goroutine started during any of its cases is still running
+// once they have all ended; neither may run beside tests that start
+// goroutines of their own.
 func TestStream(t *testing.T, newStreamer func(t *testing.T) executor.Streamer, opts ...Option) {
 	t.Helper()
 	s := newSuite(t, "stream", opts)
 	defer s.finish(t)
+	defer s.watchLeaks(t)()
 	open := func(c *tcase) streamFactory {
 		c.Helper()
 		st := newStreamer(c.T)
@@ -60,18 +63,6 @@ func TestStream(t *testing.T, newStreamer func(t *testing.T) executor.Streamer, 
 			streamFIFO(c, f.stream())
 			streamSticky(c, f.stream())
 		})
-	})
-}
-
-// noLeak checks, after every cleanup of the case (the factory's included),
-// that no goroutine started during the case is left.
-func noLeak(c *tcase) {
-	c.Helper()
-	opt := goleak.IgnoreCurrent()
-	c.Cleanup(func() {
-		if err := goleak.Find(opt); err != nil {
-			c.Errorf("goroutines left after every component of the case was closed: %v", err)
-		}
 	})
 }
 

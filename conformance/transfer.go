@@ -23,6 +23,14 @@ import (
 // that a pair with no path is refused with ErrNotSupported naming both
 // spaces.
 //
+// Large copies are checked once per path (per kinds and devices of the two
+// sides): at every size the host path distinguishes, on either side of its
+// split points and up to tens of MiB ("copy/sizes", sync and on streams),
+// between separate blocks at odd, different offsets on both sides
+// ("copy/offsets"), and overlapping within a block, both ways
+// ("copy/overlap"), so that a path which goes wrong only past a split
+// point, or ignores where in its allocation a block starts, is seen.
+//
 // A pair with no registered path (transfer.Lookup fails) is skipped with
 // that reason: the suite tests the paths a backend offers, in full. Data in
 // a space with no path to the host cannot be checked, and its pairs are
@@ -30,10 +38,16 @@ import (
 //
 // newSpaces is called once per case and releases the spaces with
 // t.Cleanup; the suite frees every block it allocates before that.
+//
+// The suite ends with the case "transfer/no-leak", which fails when a goroutine
+// started during the suite is still running once every other case has ended
+// and closed what it opened; it must not run beside tests that start
+// goroutines of their own.
 func TestTransfer(t *testing.T, newSpaces func(t *testing.T) []memspace.Space, opts ...Option) {
 	t.Helper()
 	s := newSuite(t, "transfer", opts)
 	defer s.finish(t)
+	defer s.watchLeaks(t)()
 	open := func(c *tcase) []memspace.Space {
 		c.Helper()
 		sps := newSpaces(c.T)
@@ -59,6 +73,15 @@ func TestTransfer(t *testing.T, newSpaces func(t *testing.T) []memspace.Space, o
 		st := streamFactory{c: c, s: s.cfg.streams(c.T)}.stream()
 		transferPairs(c, sps, st)
 	})
+	r.run(t, "copy/sizes", func(c *tcase) {
+		sps := open(c)
+		var st executor.Stream
+		if s.cfg.streams != nil {
+			st = streamFactory{c: c, s: s.cfg.streams(c.T)}.stream()
+		}
+		transferSizes(c, sps, st)
+	})
+	r.run(t, "copy/offsets", func(c *tcase) { transferOffsets(c, open(c)) })
 	r.run(t, "copy/overlap", func(c *tcase) { transferOverlap(c, open(c)) })
 	r.run(t, "copy/typed", func(c *tcase) { transferTyped(c, open(c)) })
 	r.run(t, "invalid", func(c *tcase) { transferInvalid(c, open(c), s.cfg.streams) })
@@ -161,10 +184,18 @@ func copyPair(c *tcase, src, dst endpoint, st executor.Stream) {
 }
 
 func transferOverlap(c *tcase, sps []memspace.Space) {
+	type where struct {
+		kind   string
+		device int
+	}
+	seen := map[where]bool{} // the large copies run once per kind of memory and device
 	for _, e := range endpoints(sps) {
 		if sameSpace(e.sp, memspace.GoHeap) {
 			continue // covered by the host spaces; nothing of the backend's
 		}
+		p := e.sp.Properties()
+		large := !seen[where{p.Kind, p.Device}]
+		seen[where{p.Kind, p.Device}] = true
 		c.Run(e.name(), func(t *testing.T) {
 			c := &tcase{T: t, ctx: c.ctx, name: c.name, cfg: c.cfg}
 			if _, err := transfer.Lookup(e.sp, e.sp); err != nil {
@@ -191,6 +222,9 @@ func transferOverlap(c *tcase, sps []memspace.Space) {
 				got, err := e.io.read(c.ctx, b)
 				require.NoError(c, err)
 				assert.Empty(c, diff(want, got), "overlapping copy shifted by %d is not a memmove", shift)
+			}
+			if large {
+				largeOverlap(c, e)
 			}
 		})
 	}

@@ -5,29 +5,13 @@ import (
 	"errors"
 
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/internal/hostcopy"
 	"github.com/xpu-go/xpu/memspace"
 )
 
-// When ParallelHost splits a copy. Measured on an idle 2-core host
-// (internal/bench, copy.* against memmove.*): one memmove wins below
-// 256 KiB, where handing a piece to a worker costs more than it saves; the
-// split copy is 2.3x Go's copy at 1 MiB, 1.6x at 16 MiB and 1.5x at
-// 256 MiB. Part of the gain at 1-16 MiB is that Go's memmove switches to
-// non-temporal stores at 1 MiB — right for streams larger than the cache,
-// slow for data that fits it — so those copies go in 512 KiB pieces. On a
-// host whose cores are taken by other processes the split copy falls back
-// towards one memmove, as any fork-join does.
-const (
-	// splitMin is the smallest copy that is split.
-	splitMin = 256 << 10
-	// piece is the piece size of copies below streamMin: under the 1 MiB
-	// at which Go's memmove turns to non-temporal stores, so data that fits
-	// the cache stays there.
-	piece = 512 << 10
-	// streamMin: from here a copy is cut into one contiguous piece per
-	// worker, each copied with non-temporal stores.
-	streamMin = 16 << 20
-)
+// The split points are those of package internal/hostcopy, where the
+// conformance suite reads them to choose the sizes it copies; the reasons
+// for them are given there.
 
 // ParallelHost returns a path between host-accessible spaces that splits
 // large copies across p's workers. A copy of less than 256 KiB, or between
@@ -56,14 +40,11 @@ func parallelHostCopy(ctx context.Context, p executor.Parallel, dst, src memspac
 		return err
 	}
 	n := len(d)
-	if n < splitMin || memspace.Overlaps(dst, src) {
+	w := max(1, p.MaxParallelism())
+	grain := hostcopy.Grain(n, w)
+	if grain == 0 || memspace.Overlaps(dst, src) {
 		copy(d, s)
 		return nil
-	}
-	w := max(1, p.MaxParallelism())
-	grain := piece
-	if n >= streamMin {
-		grain = (n/w + min(1, n%w) + 63) &^ 63
 	}
 	if w > 1 {
 		err := p.ParallelRange(ctx, n, grain, func(lo, hi int) { copy(d[lo:hi], s[lo:hi]) })
