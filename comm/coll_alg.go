@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 
+	"github.com/xpu-go/xpu/internal/collalg"
 	"github.com/xpu-go/xpu/internal/doubling"
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -11,30 +12,18 @@ import (
 // which settles every request it starts. Arguments have been validated by
 // the package functions of coll.go.
 
-// Size thresholds, in bytes, at which the algorithms switch. Variables so
-// that the tests can force either path. They were chosen with the
-// benchmarks on the in-process backend (BenchmarkAllreduceAlgorithms);
-// ring algorithms gain more over networks, where links work in parallel.
-var (
-	// allreduceRingMin: Allreduce uses the ring (reduce-scatter then
-	// allgather, pipelined in chunks) from this size, recursive doubling
-	// below it.
-	allreduceRingMin = 32 << 10
-	// reduceRingMin: Reduce uses a ring reduce-scatter then a gather to the
-	// root from this size, a binomial tree below it.
-	reduceRingMin = 1 << 20
-	// bcastScatterMin: Bcast scatters then runs a ring allgather (van de
-	// Geijn) from this size, a binomial tree below it.
-	bcastScatterMin = 512 << 10
-	// allgatherRingMin: Allgather uses the ring from this total size,
-	// Bruck's algorithm below it.
-	allgatherRingMin = 64 << 10
-	// ringChunk is the size of the pieces the ring algorithms pipeline.
-	ringChunk = 256 << 10
-)
+// The size thresholds at which the algorithms switch, and the choice
+// itself, are in package collalg, which the conformance suite reads too: it
+// tries the sizes on both sides of each, so that a threshold that moves
+// cannot leave an algorithm untested.
+
+// ringChunk is the size of the pieces the ring algorithms pipeline
+// (collalg.RingChunk). A variable so that the tests can shrink it and run
+// every path of the rings over small vectors.
+var ringChunk = collalg.RingChunk
 
 // ringWindow is how many chunk receives the ring algorithms keep posted.
-const ringWindow = 4
+const ringWindow = collalg.RingWindow
 
 // barrierShared is the dissemination barrier: in round k every rank
 // signals rank+2^k and waits for rank-2^k, ceil(log2 p) rounds.
@@ -65,7 +54,7 @@ func barrierShared(ctx context.Context, c Comm) error {
 // bcastShared broadcasts buf from root.
 func bcastShared(ctx context.Context, c Comm, buf memspace.Block, root int) error {
 	p := c.Size()
-	if buf.Len() >= bcastScatterMin && buf.Len() >= p && p > 2 {
+	if collalg.Choose(collalg.Bcast, buf.Len(), 1, p).Alg == collalg.BcastScatterAllgather {
 		return bcastScatterAllgather(ctx, c, buf, root)
 	}
 	return bcastBinomial(ctx, c, buf, root)
@@ -137,7 +126,7 @@ func bcastScatterAllgather(ctx context.Context, c Comm, buf memspace.Block, root
 // reduceShared reduces send over all ranks into recv at root.
 func reduceShared(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) error {
 	p := c.Size()
-	if send.Len() >= reduceRingMin && send.Len()/dt.Size() >= p {
+	if collalg.Choose(collalg.Reduce, send.Len()/dt.Size(), dt.Size(), p).Alg == collalg.ReduceRingGather {
 		return reduceRingGather(ctx, c, send, recv, dt, op, root)
 	}
 	return reduceBinomial(ctx, c, send, recv, dt, op, root)
@@ -259,7 +248,7 @@ func reduceRingGather(ctx context.Context, c Comm, send, recv memspace.Block, dt
 // allreduceShared reduces send over all ranks into recv on every rank.
 func allreduceShared(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
 	p := c.Size()
-	if send.Len() >= allreduceRingMin && send.Len()/dt.Size() >= p {
+	if collalg.Choose(collalg.Allreduce, send.Len()/dt.Size(), dt.Size(), p).Alg == collalg.AllreduceRing {
 		return allreduceRing(ctx, c, send, recv, dt, op)
 	}
 	return allreduceRecursiveDoubling(ctx, c, send, recv, dt, op)
@@ -418,7 +407,7 @@ func scatterShared(ctx context.Context, c Comm, send, recv memspace.Block, root 
 
 // allgatherShared gathers every rank's send into recv on every rank.
 func allgatherShared(ctx context.Context, c Comm, send, recv memspace.Block) error {
-	if recv.Len() >= allgatherRingMin {
+	if collalg.Choose(collalg.Allgather, send.Len(), 1, c.Size()).Alg == collalg.AllgatherRing {
 		return allgatherRing(ctx, c, send, recv)
 	}
 	return allgatherBruck(ctx, c, send, recv)

@@ -1,5 +1,7 @@
 package comm
 
+import "github.com/xpu-go/xpu/internal/collalg"
+
 // Hooks for the tests of package comm_test: they force each algorithm and
 // shrink the ring's chunks so that small vectors exercise every path.
 
@@ -23,15 +25,20 @@ func SetRingChunk(n int) (restore func()) {
 	return func() { ringChunk = old }
 }
 
-// Thresholds returns the sizes at which the algorithms switch, by name.
+// Thresholds returns the sizes at which the algorithms switch, by name
+// (the constants of package collalg).
 func Thresholds() map[string]int {
 	return map[string]int{
-		"allreduce-ring": allreduceRingMin,
-		"reduce-ring":    reduceRingMin,
-		"bcast-scatter":  bcastScatterMin,
-		"allgather-ring": allgatherRingMin,
+		"allreduce-ring": collalg.AllreduceRingMin,
+		"reduce-ring":    collalg.ReduceRingMin,
+		"bcast-scatter":  collalg.BcastScatterMin,
+		"allgather-ring": collalg.AllgatherRingMin,
 	}
 }
+
+// ChunkFor is the ring's chunk for elements of unit bytes, as the ring
+// algorithms compute it from the chunk size SetRingChunk sets.
+var ChunkFor = chunkFor
 
 // CollTag returns the reserved tag of phase ph of collective kind k.
 var CollTag = collTag

@@ -9,22 +9,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 )
 
-// lostBound is how long a survivor may take to see that a peer left.
-const lostBound = 10 * time.Second
+// lostBound is how long a survivor may take to see that a peer left, and
+// a request to complete once its peer has taken part: well within a case's
+// Timeout, so that the failure says which rule was broken before the
+// case's context ends.
+const lostBound = 5 * time.Second
 
 // TestComm checks that the groups newGroup makes keep the comm.Comm
-// contract — matching, wildcards, non-overtaking, truncation, cancellation,
-// Close and lost peers — and that every collective of package comm
-// (Barrier, Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, Alltoall,
+// contract — matching, wildcards and the order in which posted receives
+// take messages, non-overtaking, truncation, cancellation, how requests
+// report completion (Test, comm.WaitAll, comm.Await), Close and lost peers
+// — that every blocking call (Send, Recv, comm.Blocking's where the
+// communicator has it, Request.Wait, the collectives) returns ctx.Err()
+// promptly when its context is done or ends while it waits, and leaves the
+// communicator usable, and that every collective of package comm (Barrier,
+// Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, Alltoall,
 // ReduceScatter) gives the result of a sequential computation over groups
 // of 1 to MaxRanks ranks, natively (comm.Collectives) or through the shared
-// algorithms.
+// algorithms. The "algorithms" cases run the collectives whose shared
+// algorithm depends on the size at sizes on both sides of each threshold
+// of package comm, as comm itself chooses, over 2, 3 and 4 ranks.
+//
+// A case that times out says which rule the backend most likely broke,
+// and where docs/backend-guide.md explains it.
 //
 // newGroup(t, n) returns the n ranks of a fresh group, rank i at index i:
 // in-process ranks, or in-process endpoints of a multi-process transport.
@@ -39,6 +50,7 @@ func TestComm(t *testing.T, newGroup func(t *testing.T, n int) []comm.Comm, opts
 	t.Helper()
 	s := newSuite(t, "comm", opts)
 	defer s.finish(t)
+	defer s.watchLeaks(t)()
 	groupMode(t, s, groupFactory(newGroup), commCases(s.cfg.maxRanks))
 }
 
@@ -50,6 +62,9 @@ const (
 	needsGoroutines = "it counts the goroutines left once every rank of a group has closed, " +
 		"which needs every rank in this process. Run TestComm over in-process endpoints " +
 		"of the transport"
+	needsCollCancel = "it cancels collectives on some ranks only, which leaves the group's collectives " +
+		"out of step (package comm says to close such a group), and the ranks of a job get back in step " +
+		"after each case with a collective. Run TestComm over in-process endpoints of the transport"
 )
 
 // commCases are the cases of both TestComm and TestCommRank, in order.
@@ -66,20 +81,34 @@ func commCases(maxRanks int) []section {
 	}
 	return []section{
 		{"", []rankCase{
-			{name: "group", ns: all, body: commShape},
+			{name: "group", ns: all, body: commShape, stall: ruleRanks},
 		}},
 		{"p2p", []rankCase{
-			{name: "send-recv", ns: []int{2, 3}, capped: true, body: commSendRecv},
-			{name: "self", ns: []int{1, 2}, body: commSelf},
-			{name: "any-source", ns: []int{2, 3}, capped: true, body: commAnySource},
-			{name: "any-tag", ns: []int{2, 3}, capped: true, body: commAnyTag},
-			{name: "non-overtaking", ns: []int{2, 3}, capped: true, body: commNonOvertaking},
-			{name: "truncated", ns: []int{2}, span: 2, body: commTruncated},
-			{name: "zero-length", ns: []int{2}, span: 2, body: commZeroLength},
-			{name: "invalid", ns: []int{2, 3}, body: commInvalid}, // rank Size() is the first invalid one
-			{name: "cancel", ns: []int{2}, span: 2, body: commCancel},
-			{name: "wait-timeout", ns: []int{2}, span: 2, body: commWaitTimeout},
-			{name: "collective-isolation", ns: []int{2, 3}, body: commIsolation}, // collectives: every rank
+			{name: "send-recv", ns: []int{2, 3}, capped: true, body: commSendRecv, stall: ruleDeliver},
+			{name: "self", ns: []int{1, 2}, body: commSelf, stall: ruleDeliver},
+			{name: "any-source", ns: []int{2, 3}, capped: true, body: commAnySource, stall: ruleAnySource},
+			{name: "any-tag", ns: []int{2, 3}, capped: true, body: commAnyTag, stall: ruleAnyTag},
+			{name: "non-overtaking", ns: []int{2, 3}, capped: true, body: commNonOvertaking, stall: ruleNonOvertaking},
+			{name: "any-source-order", ns: []int{2}, span: 2, body: commAnySourceOrder, stall: rulePostedOrder},
+			{name: "any-tag-order", ns: []int{2}, span: 2, body: commAnyTagOrder, stall: rulePostedOrder},
+			{name: "truncated", ns: []int{2}, span: 2, body: commTruncated, stall: ruleTruncated},
+			{name: "zero-length", ns: []int{2}, span: 2, body: commZeroLength, stall: ruleDeliver},
+			{name: "invalid", ns: []int{2, 3}, body: commInvalid, stall: ruleInvalid}, // rank Size() is the first invalid one
+			{name: "cancel", ns: []int{2}, span: 2, body: commCancel, stall: ruleCancel},
+			{name: "wait-timeout", ns: []int{2}, span: 2, body: commWaitTimeout, stall: ruleContext},
+			{name: "collective-isolation", ns: []int{2, 3}, body: commIsolation, stall: ruleAnyTag}, // collectives: every rank
+		}},
+		{"requests", []rankCase{
+			{name: "test", ns: []int{2}, span: 2, body: reqTest, stall: ruleTest},
+			{name: "wait-all", ns: []int{2}, span: 2, body: reqWaitAll, stall: ruleSettled},
+			{name: "await", ns: []int{2}, span: 2, body: reqAwait, stall: ruleSettled},
+		}},
+		{"context", []rankCase{
+			{name: "send", ns: []int{2}, span: 2, body: ctxSend, stall: ruleContext},
+			{name: "recv", ns: []int{2}, span: 2, body: ctxRecv, stall: ruleContext},
+			{name: "wait", ns: []int{2}, span: 2, body: ctxWait, stall: ruleContext},
+			{name: "collectives", ns: ctxCollNs(maxRanks), groupOnly: needsCollCancel,
+				group: func(c *tcase, g groupFactory, n int) { ctxColl(c, g.open(c, n)) }},
 		}},
 		{"close", []rankCase{
 			{name: "closed", single: true, groupOnly: needsClose,
@@ -90,25 +119,26 @@ func commCases(maxRanks int) []section {
 				group: func(c *tcase, g groupFactory, _ int) {
 					noLeak(c)
 					ranks := g.open(c, 3)
-					runBody(c, ranks, commSendRecv)
-					runBody(c, ranks, commCollSmoke)
+					runBody(c, ranks, ruleDeliver, commSendRecv)
+					runBody(c, ranks, ruleCollective, commCollSmoke)
 					closeAll(c, ranks)
 				}},
 		}},
 		{"coll", []rankCase{
-			{name: "barrier", ns: all, body: collBarrier},
-			{name: "bcast", ns: all, body: collBcast},
-			{name: "reduce", ns: all, body: collReduce},
-			{name: "allreduce", ns: all, body: collAllreduce},
-			{name: "gather", ns: all, body: collGather},
-			{name: "scatter", ns: all, body: collScatter},
-			{name: "allgather", ns: all, body: collAllgather},
-			{name: "alltoall", ns: all, body: collAlltoall},
-			{name: "reduce-scatter", ns: all, body: collReduceScatter},
-			{name: "invalid", ns: all[:min(3, len(all))], body: collInvalid},
+			{name: "barrier", ns: all, body: collBarrier, stall: ruleBarrier},
+			{name: "bcast", ns: all, body: collBcast, stall: ruleCollective},
+			{name: "reduce", ns: all, body: collReduce, stall: ruleCollective},
+			{name: "allreduce", ns: all, body: collAllreduce, stall: ruleCollective},
+			{name: "gather", ns: all, body: collGather, stall: ruleCollective},
+			{name: "scatter", ns: all, body: collScatter, stall: ruleCollective},
+			{name: "allgather", ns: all, body: collAllgather, stall: ruleCollective},
+			{name: "alltoall", ns: all, body: collAlltoall, stall: ruleCollective},
+			{name: "reduce-scatter", ns: all, body: collReduceScatter, stall: ruleCollective},
+			{name: "invalid", ns: all[:min(3, len(all))], body: collInvalid, stall: ruleInvalid},
 			{name: "peer-lost", ns: lost, groupOnly: needsClose,
 				group: func(c *tcase, g groupFactory, n int) { collPeerLost(c, g.open(c, n)) }},
 		}},
+		{"algorithms", algCases(maxRanks)},
 	}
 }
 
@@ -119,9 +149,13 @@ type groupFactory func(t *testing.T, n int) []comm.Comm
 func (f groupFactory) open(c *tcase, n int) []comm.Comm {
 	c.Helper()
 	ranks := f(c.T, n)
-	require.Len(c, ranks, n, "the factory's group of %d ranks", n)
+	if len(ranks) != n {
+		c.Fatalf("the factory made %d ranks when asked for a group of %d: it must return the n ranks of a group, rank i at index i", len(ranks), n)
+	}
 	for i, r := range ranks {
-		require.NotNil(c, r, "rank %d of the factory's group", i)
+		if r == nil {
+			c.Fatalf("rank %d of the factory's group of %d is nil", i, n)
+		}
 	}
 	c.Cleanup(func() { closeAll(c, ranks) })
 	return ranks
@@ -142,8 +176,10 @@ func closeAll(c *tcase, ranks []comm.Comm) {
 
 // runRanks runs body for every rank in its own goroutine and waits for all.
 // The first failure cancels the context of the others; failures are
-// reported with their rank. It returns whether every rank succeeded.
-func runRanks(c *tcase, ranks []comm.Comm, body func(ctx context.Context, r int, cm comm.Comm) error) bool {
+// reported with their rank, and a rank still waiting when the case's
+// context ended with stall, the rule it most likely broke. It returns
+// whether every rank succeeded.
+func runRanks(c *tcase, ranks []comm.Comm, stall rule, body func(ctx context.Context, r int, cm comm.Comm) error) bool {
 	c.Helper()
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
@@ -172,6 +208,9 @@ func runRanks(c *tcase, ranks []comm.Comm, body func(ctx context.Context, r int,
 		case err == nil:
 		case primary && isCtxErr(err):
 			c.Logf("rank %d of %d: %v (after another rank failed)", r, len(ranks), err)
+		case isCtxErr(err) && c.ctx.Err() != nil && stall.text != "":
+			c.Errorf("rank %d of %d: %v (the case's context ended while this rank waited; what it waited for never came: %v)",
+				r, len(ranks), err, stall)
 		default:
 			c.Errorf("rank %d of %d: %v", r, len(ranks), err)
 		}
@@ -352,7 +391,7 @@ func commAnySource(ctx context.Context, me, n int, cm comm.Comm) error {
 		}
 		src := st.Source
 		if src <= 0 || src >= n || seen[src] {
-			return fmt.Errorf("Recv(AnySource): Source %d is not a new sender of [1, %d)", src, n)
+			return fmt.Errorf("Recv(AnySource): Source %d is not a new sender of [1, %d): %v", src, n, ruleAnySource)
 		}
 		seen[src] = true
 		if err := checkStatus("Recv(AnySource)", st, src, 7, 10+src); err != nil {
@@ -463,8 +502,8 @@ func commNonOvertaking(ctx context.Context, me, n int, cm comm.Comm) error {
 			}
 			kk := key{src, tag}
 			if seq != next[kk] {
-				return fmt.Errorf("from source %d with tag %d, message #%d arrived where #%d was due: messages of one (source, tag) were reordered or lost",
-					src, tag, seq, next[kk])
+				return fmt.Errorf("from source %d with tag %d, message #%d arrived where #%d was due: messages of one (source, tag) were reordered or lost: %v",
+					src, tag, seq, next[kk], ruleNonOvertaking)
 			}
 			next[kk]++
 		}
@@ -497,7 +536,7 @@ func commTruncated(ctx context.Context, me, n int, cm comm.Comm) error {
 		st, err := comm.Recv(ctx, cm, blk(buf), 1, m.tag)
 		if m.size > m.into {
 			if !errors.Is(err, comm.ErrTruncated) {
-				return fmt.Errorf("a %d-byte message into %d bytes: error %v, want ErrTruncated", m.size, m.into, err)
+				return fmt.Errorf("a %d-byte message into %d bytes: error %v, want ErrTruncated: %v", m.size, m.into, err, ruleTruncated)
 			}
 			continue
 		}
@@ -505,7 +544,7 @@ func commTruncated(ctx context.Context, me, n int, cm comm.Comm) error {
 			return fmt.Errorf("the message after a truncated one: %w", err)
 		}
 		if err := checkStatus("the message after a truncated one (the truncated one must be consumed)", st, 1, m.tag, m.size); err != nil {
-			return err
+			return fmt.Errorf("%w: %v", err, ruleTruncated)
 		}
 		if d := diff(pattern(m.size, m.size), buf[:m.size]); d != "" {
 			return fmt.Errorf("the message after a truncated one: %s", d)
@@ -615,7 +654,7 @@ func commCancel(ctx context.Context, me, n int, cm comm.Comm) error {
 		_, err = r.Wait(wctx)
 		cancel()
 		if !errors.Is(err, comm.ErrCanceled) {
-			return fmt.Errorf("Wait of a canceled receive: error %v, want ErrCanceled", err)
+			return fmt.Errorf("Wait of a canceled receive: error %v, want ErrCanceled within %v: %v", err, lostBound, ruleCancel)
 		}
 		if _, done, err := r.Test(); !done || !errors.Is(err, comm.ErrCanceled) {
 			return fmt.Errorf("Test of a canceled receive: done %v, error %v", done, err)
@@ -664,7 +703,7 @@ func commCancel(ctx context.Context, me, n int, cm comm.Comm) error {
 		cancel()
 		withdrawn := errors.Is(err, comm.ErrCanceled)
 		if err != nil && !withdrawn {
-			return fmt.Errorf("Wait of a canceled send: error %v, want nil or ErrCanceled", err)
+			return fmt.Errorf("Wait of a canceled send: error %v, want nil or ErrCanceled within %v: %v", err, lostBound, ruleCancel)
 		}
 		flag := []byte{0}
 		if withdrawn {
@@ -722,20 +761,20 @@ func commWaitTimeout(ctx context.Context, me, n int, cm comm.Comm) error {
 	defer cancel()
 	<-dctx.Done()
 	if _, err := r.Wait(dctx); !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("Wait with an expired deadline: error %v, want context.DeadlineExceeded", err)
+		return fmt.Errorf("Wait with an expired deadline: error %v, want context.DeadlineExceeded: %v", err, ruleContext)
 	}
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
 	if _, err := r.Wait(cctx); !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("Wait with a canceled context: error %v, want context.Canceled", err)
+		return fmt.Errorf("Wait with a canceled context: error %v, want context.Canceled: %v", err, ruleContext)
 	}
 	tctx, tcancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer tcancel()
 	if _, err := r.Wait(tctx); !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("Wait past a deadline: error %v, want context.DeadlineExceeded", err)
+		return fmt.Errorf("Wait past a deadline: error %v, want context.DeadlineExceeded: %v", err, ruleContext)
 	}
-	if _, done, _ := r.Test(); done {
-		return errors.New("the receive completed although nothing was sent")
+	if _, done, err := r.Test(); done {
+		return fmt.Errorf("the receive completed (error %v) although nothing was sent: Wait must leave a request pending when its context ends", err)
 	}
 	// The request is still pending and completes once the message comes.
 	if err := signal(ctx, cm, 1, 20); err != nil {
@@ -776,7 +815,7 @@ func commIsolation(ctx context.Context, me, n int, cm comm.Comm) error {
 	switch me {
 	case 0:
 		if st, done, err := user.Test(); done {
-			return fmt.Errorf("a user receive with AnyTag matched collective or reserved-tag traffic: %+v, %v", st, err)
+			return fmt.Errorf("a user receive with AnyTag matched collective or reserved-tag traffic: %+v, %v: %v", st, err, ruleAnyTag)
 		}
 		// Reserved tags are carried like any other at the byte level
 		// (comm.Recv, for users, refuses them).
@@ -838,12 +877,28 @@ func commClosed(c *tcase, ranks []comm.Comm) {
 	cm := ranks[0]
 	buf := make([]byte, 8)
 	pending, err := cm.Irecv(blk(buf), 1, 5)
-	require.NoError(c, err)
-	require.NoError(c, cm.Close(), "Close")
+	if err != nil {
+		c.Fatalf("Irecv from rank 1: %v", err)
+	}
+	if err := cm.Close(); err != nil {
+		c.Errorf("Close: %v (Close always returns; nil unless releasing something failed)", err)
+	}
 	wctx, cancel := c.within(lostBound)
 	defer cancel()
+	wantClosed := func(what string, err error) {
+		c.Helper()
+		switch {
+		case errors.Is(err, comm.ErrClosed):
+		case err == nil:
+			c.Errorf("%s succeeded: %v", what, ruleClosed)
+		case isCtxErr(err):
+			c.Errorf("%s did not return within %v: %v", what, lostBound, ruleClosed)
+		default:
+			c.Errorf("%s: %v, want an error matching ErrClosed: %v", what, err, ruleClosed)
+		}
+	}
 	_, err = pending.Wait(wctx)
-	require.ErrorIs(c, err, comm.ErrClosed, "a receive pending at Close")
+	wantClosed("a receive pending at Close", err)
 	// The error may come from the call or from the request's Wait.
 	settle := func(r comm.Request, err error) error {
 		if err != nil {
@@ -852,16 +907,16 @@ func commClosed(c *tcase, ranks []comm.Comm) {
 		_, err = r.Wait(wctx)
 		return err
 	}
-	require.ErrorIs(c, settle(cm.Isend(blk(buf), 1, 5)), comm.ErrClosed, "Isend after Close")
-	require.ErrorIs(c, settle(cm.Irecv(blk(buf), 1, 5)), comm.ErrClosed, "Irecv after Close")
-	require.ErrorIs(c, comm.Send(wctx, cm, blk(buf), 1, 5), comm.ErrClosed, "Send after Close")
-	require.ErrorIs(c, comm.Barrier(wctx, cm), comm.ErrClosed, "Barrier after Close")
+	wantClosed("Isend after Close", settle(cm.Isend(blk(buf), 1, 5)))
+	wantClosed("Irecv after Close", settle(cm.Irecv(blk(buf), 1, 5)))
+	wantClosed("Send after Close", comm.Send(wctx, cm, blk(buf), 1, 5))
+	wantClosed("Barrier after Close", comm.Barrier(wctx, cm))
 	_ = cm.Close() // a second Close returns
 }
 
 func commPeerLost(c *tcase, ranks []comm.Comm) {
 	const gone = 2
-	runRanks(c, ranks, func(ctx context.Context, me int, cm comm.Comm) error {
+	runRanks(c, ranks, rulePeerLost, func(ctx context.Context, me int, cm comm.Comm) error {
 		if me == gone {
 			// Wait until the survivors have posted their operations, then leave.
 			for _, r := range []int{0, 1} {
@@ -886,26 +941,26 @@ func commPeerLost(c *tcase, ranks []comm.Comm) {
 		bctx, cancel := context.WithTimeout(ctx, lostBound)
 		defer cancel()
 		if _, err := recv.Wait(bctx); !errors.Is(err, comm.ErrPeerLost) {
-			return fmt.Errorf("a receive from rank %d pending when it closed: error %v, want ErrPeerLost within %v", gone, err, lostBound)
+			return fmt.Errorf("a receive from rank %d pending when it closed: error %v, want ErrPeerLost within %v: %v", gone, err, lostBound, rulePeerLost)
 		}
 		if _, err := send.Wait(bctx); err != nil && !errors.Is(err, comm.ErrPeerLost) {
-			return fmt.Errorf("a send to rank %d pending when it closed: error %v, want nil (delivered) or ErrPeerLost within %v", gone, err, lostBound)
+			return fmt.Errorf("a send to rank %d pending when it closed: error %v, want nil (delivered) or ErrPeerLost within %v: %v", gone, err, lostBound, rulePeerLost)
 		}
 		if r, err := cm.Irecv(blk(buf), gone, 5); err == nil {
 			_, err = r.Wait(bctx)
 			if !errors.Is(err, comm.ErrPeerLost) {
-				return fmt.Errorf("a receive from rank %d posted after it closed: error %v, want ErrPeerLost", gone, err)
+				return fmt.Errorf("a receive from rank %d posted after it closed: error %v, want ErrPeerLost: %v", gone, err, rulePeerLost)
 			}
 		} else if !errors.Is(err, comm.ErrPeerLost) {
-			return fmt.Errorf("Irecv from rank %d after it closed: error %v, want ErrPeerLost", gone, err)
+			return fmt.Errorf("Irecv from rank %d after it closed: error %v, want ErrPeerLost: %v", gone, err, rulePeerLost)
 		}
 		if r, err := cm.Isend(blk(buf), gone, 5); err == nil {
 			_, err = r.Wait(bctx)
 			if !errors.Is(err, comm.ErrPeerLost) {
-				return fmt.Errorf("a send to rank %d posted after it closed: error %v, want ErrPeerLost", gone, err)
+				return fmt.Errorf("a send to rank %d posted after it closed: error %v, want ErrPeerLost: %v", gone, err, rulePeerLost)
 			}
 		} else if !errors.Is(err, comm.ErrPeerLost) {
-			return fmt.Errorf("Isend to rank %d after it closed: error %v, want ErrPeerLost", gone, err)
+			return fmt.Errorf("Isend to rank %d after it closed: error %v, want ErrPeerLost: %v", gone, err, rulePeerLost)
 		}
 		// The survivors still talk to each other.
 		other := 1 - me

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/xpu-go/xpu/comm"
@@ -101,6 +102,10 @@ type rankCase struct {
 	// TestCommRank: point-to-point cases whose cost grows with n.
 	capped bool
 	body   func(ctx context.Context, me, n int, cm comm.Comm) error
+	// stall is the rule a rank most likely broke when it is still waiting
+	// in the body as the case's context ends: failures that end with the
+	// context quote it.
+	stall rule
 
 	// A case that must control several ranks from one place has no body.
 	// TestComm runs group for each size of ns — or once, with no "n="
@@ -159,17 +164,18 @@ func groupCase(t *testing.T, parent node, g groupFactory, rc rankCase) {
 					rc.group(c, g, n)
 					return
 				}
-				runBody(c, g.open(c, n), rc.body)
+				runBody(c, g.open(c, n), rc.stall, rc.body)
 			})
 		}
 	})
 }
 
-// runBody runs body on every rank of an in-process group.
-func runBody(c *tcase, ranks []comm.Comm, body func(ctx context.Context, me, n int, cm comm.Comm) error) bool {
+// runBody runs body on every rank of an in-process group; stall is the
+// rule a rank still waiting when the case's context ends most likely broke.
+func runBody(c *tcase, ranks []comm.Comm, stall rule, body func(ctx context.Context, me, n int, cm comm.Comm) error) bool {
 	c.Helper()
 	n := len(ranks)
-	return runRanks(c, ranks, func(ctx context.Context, me int, cm comm.Comm) error { return body(ctx, me, n, cm) })
+	return runRanks(c, ranks, stall, func(ctx context.Context, me int, cm comm.Comm) error { return body(ctx, me, n, cm) })
 }
 
 // callBody runs body, turning a panic into an error.
@@ -233,7 +239,17 @@ func (j *job) runCase(t *testing.T, parent node, rc rankCase) {
 		j.s.see(full, true) // not run, but a case of the suite
 		return
 	}
-	parent.run(t, rc.name, func(c *tcase) { j.step(c, rc) })
+	var ran atomic.Pointer[tcase]
+	parent.run(t, rc.name, func(c *tcase) {
+		ran.Store(c)
+		j.step(c, rc)
+	})
+	// A case the watchdog gave up on may still be exchanging messages: the
+	// ranks are out of step, so the cases after it would fail for no fault
+	// of their own.
+	if c := ran.Load(); c != nil && c.late.Load() != nil && j.stopped == "" {
+		j.stopped = full + ", which hung"
+	}
 }
 
 // step is one case on this rank: its part of the body, then the
@@ -255,7 +271,11 @@ func (j *job) step(c *tcase, rc rankCase) {
 			hint := ""
 			if isCtxErr(err) {
 				expired = true
-				hint = " (the case's context expired: if another rank failed this case, its output says how)"
+				hint = " (the case's context expired: if another rank failed this case, its output says how"
+				if rc.stall.text != "" {
+					hint += "; otherwise, what this rank waited for never came: " + rc.stall.String()
+				}
+				hint += ")"
 			}
 			c.Errorf("rank %d of %d: %v%s", j.me, j.size, err, hint)
 		}

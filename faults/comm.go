@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -155,7 +156,11 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 	return c.watch(r, source), nil
 }
 
-// Close stops delayed operations, then closes the inner communicator.
+// Close stops delayed operations, then closes the inner communicator,
+// which fails this rank's pending requests with comm.ErrClosed. Closing
+// this rank loses no peer: a request pending at Close, or waited for after
+// it, reports what the inner communicator says (ErrClosed), as it would
+// unwrapped.
 func (c *Comm) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -166,13 +171,14 @@ func (c *Comm) Close() error {
 	c.mu.Unlock()
 	c.stopFn()
 	c.inflight.Wait()
-	err := c.inner.Close()
+	return c.inner.Close()
+}
+
+// isClosed reports whether Close has been called.
+func (c *Comm) isClosed() bool {
 	c.mu.Lock()
-	for _, cancel := range c.loseFns {
-		cancel()
-	}
-	c.mu.Unlock()
-	return err
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 func (c *Comm) watch(r comm.Request, peer int) comm.Request {
@@ -206,8 +212,11 @@ func (w *watched) Wait(ctx context.Context) (comm.Status, error) {
 func (w *watched) settleLost() (comm.Status, error) {
 	_ = w.r.Cancel()
 	st, err := w.r.Wait(context.Background())
-	if err == nil {
+	switch {
+	case err == nil:
 		return st, nil // it completed before the loss took hold
+	case errors.Is(err, comm.ErrClosed) && w.c.isClosed():
+		return comm.Status{}, err // this rank closed: that is the cause
 	}
 	return comm.Status{}, w.c.errLost(w.peer)
 }

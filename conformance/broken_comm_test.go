@@ -1,0 +1,489 @@
+package conformance_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/backends/local"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/conformance"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// TestSuiteCatchesBrokenComms runs each TestBrokenComm… test in a child
+// process and checks that the communicator cases it is written for fail,
+// naming the case and the rule the communicator broke.
+func TestSuiteCatchesBrokenComms(t *testing.T) {
+	if os.Getenv(brokenEnv) != "" {
+		t.Skip("in the child process")
+	}
+	// The children mostly wait for the suite's bounds to pass: this test
+	// runs beside the other parallel tests.
+	t.Parallel()
+	cases := []struct {
+		test   string // the TestBrokenComm… function and its -run suffix
+		want   []string
+		absent []string
+	}{
+		// Large collective messages to one rank swapped in pairs: only the
+		// sizes past the thresholds, where the rings send blocks in
+		// several chunks or one message exceeds 128 KiB, catch it.
+		{test: "TestBrokenCommLargeSwap/^comm$/^(coll|algorithms)$", want: []string{
+			"--- FAIL: TestBrokenCommLargeSwap/comm/algorithms/bcast/n=3",
+			"--- FAIL: TestBrokenCommLargeSwap/comm/algorithms/reduce/n=2",
+			"--- FAIL: TestBrokenCommLargeSwap/comm/algorithms/allreduce/n=2",
+			"--- FAIL: TestBrokenCommLargeSwap/comm/algorithms/allgather/n=2",
+			"--- FAIL: TestBrokenCommLargeSwap/comm/algorithms/reduce-scatter/n=2",
+			"comm.Reduce to root 1 of 131072 float64 over 2 ranks (where the shared algorithms run ring reduce-scatter then gather, blocks in several chunks)",
+		}, absent: []string{"--- FAIL: TestBrokenCommLargeSwap/comm/coll/"}},
+		// Collective traffic carried as user traffic, out of the reach of
+		// the transport's revocation: a survivor that never exchanges
+		// messages with the lost rank waits, and the failure says why.
+		{test: "TestBrokenCommUnrevoked/^comm$/^coll$/^peer-lost$/^n=3$", want: []string{
+			"--- FAIL: TestBrokenCommUnrevoked/comm/coll/peer-lost/n=3",
+			"rank 0: Allreduce after rank 2 closed: error",
+			"Rank 0 never exchanges messages with rank 2 here (the shared Allreduce: only with ranks [1])",
+			"every rank's pending and later collective operations must fail with ErrPeerLost (revocation",
+			"see docs/backend-guide.md#",
+		}},
+		// Blocking calls and Wait that ignore their context, one child per
+		// case so that they run side by side.
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^send$", want: []string{
+			"--- FAIL: TestBrokenCommDeaf/comm/context/send/n=2",
+			"comm.Send with a context already done (1048581 bytes to rank 1, which has not posted its receive) had not returned 2s after its context ended",
+			"a blocking call must return an error matching ctx.Err() promptly once its context is done",
+		}},
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^recv$", want: []string{
+			"--- FAIL: TestBrokenCommDeaf/comm/context/recv/n=2",
+			"comm.Recv with a context already done (from rank 1, which sends nothing yet) had not returned 2s after its context ended",
+		}},
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^wait$", want: []string{
+			"--- FAIL: TestBrokenCommDeaf/comm/context/wait/n=2",
+			"Wait with a context already done (of a receive from rank 1, which sends nothing yet) had not returned 2s",
+		}},
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^collectives$", want: []string{
+			"--- FAIL: TestBrokenCommDeaf/comm/context/collectives/n=3",
+			"comm.Barrier whose context ends while it waits (on rank 0 of 3; rank 2 never calls it) had not returned 2s after its context ended",
+		}},
+		// A Recv that returns ctx.Err() but leaves its receive posted.
+		{test: "TestBrokenCommAbandonedRecv/^comm$/^context$/^recv$", want: []string{
+			"--- FAIL: TestBrokenCommAbandonedRecv/comm/context/recv/n=2",
+			"did not come to the next Recv within 2s: the abandoned receive took it",
+			"a Recv that returns ctx.Err() must withdraw its receive",
+		}},
+		// Test that never reports a successful request done.
+		{test: "TestBrokenCommLazyTest/^comm$/^requests$/^test$", want: []string{
+			"--- FAIL: TestBrokenCommLazyTest/comm/requests/test/n=2",
+			"Test of a receive of 40 bytes never reported it done within 5s, though rank 1 took part",
+			"Test must report a request that has completed as done, with its Status",
+		}},
+		// Wait that reports a request's outcome once only.
+		{test: "TestBrokenCommForgetful/^comm$/^requests$", want: []string{
+			"--- FAIL: TestBrokenCommForgetful/comm/requests/wait-all/n=2",
+			"WaitAll(completed, truncated, canceled): <nil>, want the error of the first request that failed",
+			"--- FAIL: TestBrokenCommForgetful/comm/requests/await/n=2",
+			"Await, with a context already done, of a receive that completed",
+			"must report the same outcome every time",
+		}},
+		// Wildcard receives that take their place in the matching order
+		// only once they are waited for.
+		{test: "TestBrokenCommLateWildcard/^comm$/^p2p$/^any-(source|tag)-order$", want: []string{
+			"--- FAIL: TestBrokenCommLateWildcard/comm/p2p/any-source-order/n=2",
+			"Irecv(AnySource, 500) was posted before Irecv(1, 500)",
+			"--- FAIL: TestBrokenCommLateWildcard/comm/p2p/any-tag-order/n=2",
+			"Irecv(1, AnyTag) was posted before Irecv(1, 500)",
+			"but the second-posted receive took the first message",
+		}},
+	}
+	for _, tc := range cases {
+		name, rest, _ := strings.Cut(tc.test, "/")
+		if name == "TestBrokenCommDeaf" {
+			name += "/" + strings.Trim(rest[strings.LastIndex(rest, "/")+1:], "^$")
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			text, err := runChild(t, tc.test)
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "the child passed a broken implementation:\n%s", tail(text))
+			require.NotZero(t, ee.ExitCode())
+			for _, w := range tc.want {
+				assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
+			}
+			for _, w := range tc.absent {
+				assert.NotContains(t, text, w, "the child's output says %q:\n%s", w, tail(text))
+			}
+			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")
+			assert.NotContains(t, text, "hung: still running", "the watchdog had to end the case")
+		})
+	}
+}
+
+// brokenGroup returns a TestComm factory of local groups whose ranks are
+// wrapped by wrap.
+func brokenGroup(wrap func(c comm.Comm) comm.Comm) func(t *testing.T, n int) []comm.Comm {
+	return func(t *testing.T, n int) []comm.Comm {
+		return localRanks(t, n, local.Options{}, func(_ int, c comm.Comm) comm.Comm { return wrap(c) })
+	}
+}
+
+func TestBrokenCommLargeSwap(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm {
+		return newSwapComm(c, func(b memspace.Block, tag int) bool { return tag > comm.MaxTag && b.Len() >= 128<<10 })
+	}), conformance.MaxRanks(4))
+}
+
+func TestBrokenCommUnrevoked(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return unrevokedComm{c} }))
+}
+
+func TestBrokenCommDeaf(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return deafComm{c} }))
+}
+
+func TestBrokenCommAbandonedRecv(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return abandoningRecv{c} }))
+}
+
+func TestBrokenCommLazyTest(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return lazyTestComm{c} }))
+}
+
+func TestBrokenCommForgetful(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return forgetfulComm{c} }))
+}
+
+func TestBrokenCommLateWildcard(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return lateWildcard{c} }))
+}
+
+// swapComm sends the messages that swap selects two by two in swapped
+// order, per (destination, tag): such a send is held until the next one to
+// the same place has gone, until it is waited for, or for a few
+// milliseconds at most (so that the transport still makes progress). The
+// other messages pass untouched.
+type swapComm struct {
+	comm.Comm
+	swap func(b memspace.Block, tag int) bool
+
+	mu   sync.Mutex
+	held map[[2]int]*swapHeld
+}
+
+type swapHeld struct {
+	c    *swapComm
+	key  [2]int
+	buf  memspace.Block
+	once sync.Once
+	req  comm.Request
+	err  error
+}
+
+func newSwapComm(c comm.Comm, swap func(b memspace.Block, tag int) bool) *swapComm {
+	return &swapComm{Comm: c, swap: swap, held: map[[2]int]*swapHeld{}}
+}
+
+func (c *swapComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	if !c.swap(buf, tag) || dest < 0 || dest >= c.Size() {
+		return c.Comm.Isend(buf, dest, tag)
+	}
+	k := [2]int{dest, tag}
+	c.mu.Lock()
+	h := c.held[k]
+	if h == nil {
+		h = &swapHeld{c: c, key: k, buf: buf}
+		c.held[k] = h
+		c.mu.Unlock()
+		time.AfterFunc(5*time.Millisecond, h.flush)
+		return h, nil
+	}
+	delete(c.held, k)
+	c.mu.Unlock()
+	r, err := c.Comm.Isend(buf, dest, tag) // the later message first
+	h.flush()
+	return r, err
+}
+
+func (h *swapHeld) flush() {
+	h.c.mu.Lock()
+	if h.c.held[h.key] == h {
+		delete(h.c.held, h.key)
+	}
+	h.c.mu.Unlock()
+	h.once.Do(func() { h.req, h.err = h.c.Comm.Isend(h.buf, h.key[0], h.key[1]) })
+}
+
+func (h *swapHeld) Wait(ctx context.Context) (comm.Status, error) {
+	h.flush()
+	if h.err != nil {
+		return comm.Status{}, h.err
+	}
+	return h.req.Wait(ctx)
+}
+
+func (h *swapHeld) Test() (comm.Status, bool, error) {
+	h.flush()
+	if h.err != nil {
+		return comm.Status{}, true, h.err
+	}
+	return h.req.Test()
+}
+
+func (h *swapHeld) Cancel() error {
+	h.flush()
+	if h.err != nil {
+		return nil
+	}
+	return h.req.Cancel()
+}
+
+// deafComm's requests wait, and its Send and Recv (comm.Blocking) block,
+// until the operation completes, whatever their context says. It has no
+// Unwrap: nothing of the communicator underneath is used but Isend and
+// Irecv.
+type deafComm struct{ comm.Comm }
+
+var _ comm.Blocking = deafComm{}
+
+func (c deafComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	r, err := c.Comm.Isend(buf, dest, tag)
+	if err != nil {
+		return nil, err
+	}
+	return deafRequest{r}, nil
+}
+
+func (c deafComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	r, err := c.Comm.Irecv(buf, source, tag)
+	if err != nil {
+		return nil, err
+	}
+	return deafRequest{r}, nil
+}
+
+func (c deafComm) Send(_ context.Context, buf memspace.Block, dest, tag int) error {
+	r, err := c.Isend(buf, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait(context.Background())
+	return err
+}
+
+func (c deafComm) Recv(_ context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
+	r, err := c.Irecv(buf, source, tag)
+	if err != nil {
+		return comm.Status{}, err
+	}
+	return r.Wait(context.Background())
+}
+
+type deafRequest struct{ comm.Request }
+
+func (r deafRequest) Wait(context.Context) (comm.Status, error) {
+	return r.Request.Wait(context.Background())
+}
+
+// abandoningRecv is a communicator whose Recv (comm.Blocking) returns
+// ctx.Err() when its context ends but leaves its receive posted, so the
+// next message matching it is lost to the caller.
+type abandoningRecv struct{ comm.Comm }
+
+var _ comm.Blocking = abandoningRecv{}
+
+func (c abandoningRecv) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
+	r, err := c.Isend(buf, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = comm.Await(ctx, r)
+	return err
+}
+
+func (c abandoningRecv) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
+	r, err := c.Irecv(buf, source, tag)
+	if err != nil {
+		return comm.Status{}, err
+	}
+	return r.Wait(ctx) // no Cancel when ctx ends
+}
+
+// lazyTestComm's requests report from Test only failures: a request that
+// completed successfully says "not done" until Wait has been called.
+type lazyTestComm struct{ comm.Comm }
+
+// Unwrap returns the communicator underneath.
+func (c lazyTestComm) Unwrap() comm.Comm { return c.Comm }
+
+func (c lazyTestComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	r, err := c.Comm.Isend(buf, dest, tag)
+	if err != nil {
+		return nil, err
+	}
+	return &lazyTestRequest{Request: r}, nil
+}
+
+func (c lazyTestComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	r, err := c.Comm.Irecv(buf, source, tag)
+	if err != nil {
+		return nil, err
+	}
+	return &lazyTestRequest{Request: r}, nil
+}
+
+type lazyTestRequest struct {
+	comm.Request
+	mu     sync.Mutex
+	waited bool
+}
+
+func (r *lazyTestRequest) Wait(ctx context.Context) (comm.Status, error) {
+	st, err := r.Request.Wait(ctx)
+	if err == nil {
+		r.mu.Lock()
+		r.waited = true
+		r.mu.Unlock()
+	}
+	return st, err
+}
+
+func (r *lazyTestRequest) Test() (comm.Status, bool, error) {
+	st, done, err := r.Request.Test()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if done && err == nil && !r.waited {
+		return comm.Status{}, false, nil
+	}
+	return st, done, err
+}
+
+// forgetfulComm's requests report their outcome to the first Wait only;
+// a later Wait returns an empty status and no error.
+type forgetfulComm struct{ comm.Comm }
+
+// Unwrap returns the communicator underneath.
+func (c forgetfulComm) Unwrap() comm.Comm { return c.Comm }
+
+func (c forgetfulComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	r, err := c.Comm.Isend(buf, dest, tag)
+	if err != nil {
+		return nil, err
+	}
+	return &forgetfulRequest{Request: r}, nil
+}
+
+func (c forgetfulComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	r, err := c.Comm.Irecv(buf, source, tag)
+	if err != nil {
+		return nil, err
+	}
+	return &forgetfulRequest{Request: r}, nil
+}
+
+type forgetfulRequest struct {
+	comm.Request
+	mu       sync.Mutex
+	reported bool
+}
+
+func (r *forgetfulRequest) Wait(ctx context.Context) (comm.Status, error) {
+	st, err := r.Request.Wait(ctx)
+	if ctx.Err() != nil && err != nil {
+		return st, err // still pending: nothing reported yet
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reported {
+		return comm.Status{}, nil
+	}
+	r.reported = true
+	return st, err
+}
+
+// lateWildcard posts a receive from AnySource or with AnyTag to the
+// communicator underneath only when it is first waited for, tested or
+// canceled, so that a receive posted after it may take its message.
+type lateWildcard struct{ comm.Comm }
+
+// Unwrap returns the communicator underneath.
+func (c lateWildcard) Unwrap() comm.Comm { return c.Comm }
+
+func (c lateWildcard) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	if source != comm.AnySource && tag != comm.AnyTag {
+		return c.Comm.Irecv(buf, source, tag)
+	}
+	return &lateRequest{post: func() (comm.Request, error) { return c.Comm.Irecv(buf, source, tag) }}, nil
+}
+
+type lateRequest struct {
+	post func() (comm.Request, error)
+	once sync.Once
+	r    comm.Request
+	err  error
+}
+
+func (l *lateRequest) get() (comm.Request, error) {
+	l.once.Do(func() { l.r, l.err = l.post() })
+	return l.r, l.err
+}
+
+func (l *lateRequest) Wait(ctx context.Context) (comm.Status, error) {
+	r, err := l.get()
+	if err != nil {
+		return comm.Status{}, err
+	}
+	return r.Wait(ctx)
+}
+
+func (l *lateRequest) Test() (comm.Status, bool, error) {
+	r, err := l.get()
+	if err != nil {
+		return comm.Status{}, true, err
+	}
+	return r.Test()
+}
+
+func (l *lateRequest) Cancel() error {
+	r, err := l.get()
+	if err != nil {
+		return nil
+	}
+	return r.Cancel()
+}
+
+// unrevokedComm carries the reserved tags of the collectives as user tags
+// of the communicator underneath, which then never revokes them: a
+// collective that meets a lost peer fails only on the ranks that exchange
+// messages with it.
+type unrevokedComm struct{ comm.Comm }
+
+// userTag maps a reserved tag into the upper half of the user tags.
+func userTag(tag int) int {
+	if tag > comm.MaxTag {
+		return tag - comm.MaxTag - 1 + comm.MaxTag/2
+	}
+	return tag
+}
+
+func (c unrevokedComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	return c.Comm.Isend(buf, dest, userTag(tag))
+}
+
+func (c unrevokedComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	return c.Comm.Irecv(buf, source, userTag(tag))
+}
