@@ -18,7 +18,16 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/xpucmd"
 )
+
+// benchCommand is `xpu bench`, which only this repository's command has:
+// its cases are those of this repository's backends.
+var benchCommand = xpucmd.Command{
+	Name:    "bench",
+	Summary: "benchmark hot paths against their baselines (memmove, errgroup, OpenMP)",
+	Run:     runBench,
+}
 
 // benchRow is one line of the bench report.
 type benchRow struct {
@@ -53,7 +62,7 @@ func allCases() []bench.Case {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", stderr)
+	fs := xpucmd.NewFlagSet("bench", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	filter := fs.String("filter", "", "run only cases whose name matches this regular expression (their baselines run too)")
 	count := fs.Int("count", 5, "runs of each case; the median is reported")
@@ -61,11 +70,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	short := fs.Bool("short", false, "a quick pass: -count 3 -benchtime 200ms, and the largest sizes left out")
 	refDir := fs.String("ref", "", "directory of built C reference programs (make refs); each prints '<name> <value> <unit>' lines")
 	list := fs.Bool("list", false, "list the cases and exit")
-	if err := parseFlags(fs, args); err != nil {
+	if err := xpucmd.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *count < 1 {
-		return fmt.Errorf("%w: -count must be at least 1", errUsage)
+		return fmt.Errorf("%w: -count must be at least 1", xpucmd.ErrUsage)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -88,12 +97,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *filter != "" {
 		var err error
 		if re, err = regexp.Compile(*filter); err != nil {
-			return fmt.Errorf("%w: -filter: %v", errUsage, err)
+			return fmt.Errorf("%w: -filter: %v", xpucmd.ErrUsage, err)
 		}
 	}
 	selected := selectCases(cases, re, *short)
 	if len(selected) == 0 && !slices.ContainsFunc(bench.Procs, func(p bench.Pair) bool { return re.MatchString(p.Name) }) {
-		return fmt.Errorf("%w: no case matches %q", errUsage, *filter)
+		return fmt.Errorf("%w: no case matches %q", xpucmd.ErrUsage, *filter)
 	}
 
 	refs := map[string]bench.RefFigure{}

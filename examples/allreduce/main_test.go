@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Without a launcher the program is a job of one rank. (cmd/xpu's tests run
+// Without a launcher the program is a job of one rank. (xpucmd's tests run
 // it under `xpu run -n 4`.)
 func TestStandalone(t *testing.T) {
 	defer goleak.VerifyNone(t)

@@ -1,4 +1,4 @@
-package main
+package xpucmd
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 )
 
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("info", stderr)
+	fs := NewFlagSet("info", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	infos := xpu.DescribeAll(ctx)

@@ -1,4 +1,4 @@
-package main
+package xpucmd
 
 import (
 	"bufio"
@@ -19,12 +19,25 @@ import (
 )
 
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("conformance", stderr)
+	fs := NewFlagSet("conformance", stderr)
 	backend := fs.String("backend", "", "comma-separated backends to test (default: every available one)")
 	runPat := fs.String("run", "", "run only the cases whose name matches this regular expression (as go test -run)")
 	verbose := fs.Bool("v", false, "print every case's log")
 	timeout := fs.Duration("timeout", 0, "fail if the whole run takes longer (0: no limit)")
-	if err := parseFlags(fs, args); err != nil {
+	caseTimeout := fs.Duration("case-timeout", 0, fmt.Sprintf(
+		"how long one case may run before its context expires (0: conformance.DefaultTimeout, %v); raise it for a slow device",
+		conformance.DefaultTimeout))
+	opts := xpu.Options{}
+	fs.Func("o", "a backend option KEY=VALUE, repeatable, given to every backend tested "+
+		"(scope it to one as NAME.KEY=VALUE when testing several)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", kv)
+		}
+		opts[k] = v
+		return nil
+	})
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var names []string
@@ -37,13 +50,17 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	} else {
 		names = xpu.Drivers()
 	}
+	var suiteOpts []conformance.Option
+	if *caseTimeout > 0 {
+		suiteOpts = append(suiteOpts, conformance.Timeout(*caseTimeout))
+	}
 	var tests []testing.InternalTest
 	var cols []string
 	unavailable := map[string]string{}
 	for _, name := range names {
 		info, err := xpu.Describe(ctx, name)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
 		cols = append(cols, name)
 		if !info.Available {
@@ -54,7 +71,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 			if err := ctx.Err(); err != nil {
 				t.Fatalf("not run: %v", err) // interrupted
 			}
-			conformance.RunDriver(t, name, nil)
+			conformance.RunDriver(t, name, opts, suiteOpts...)
 		}})
 	}
 	flags := []string{}
@@ -66,21 +83,31 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	var results []result
 	var log []string
+	code := 0
 	if len(tests) > 0 {
-		var code int
 		var err error
 		results, log, code, err = capture(func() (int, error) { return testmain.Run(tests, flags...) }, *verbose, stderr)
 		if err != nil {
 			return err
 		}
-		_ = code // the matrix below decides the exit status from the results
 	}
-	failed := printMatrix(stdout, cols, results, unavailable)
-	if failed > 0 {
+	failed := printMatrix(stdout, cols, leaves(results), unavailable)
+	// A test can fail outside its cases (a declaration that names no case,
+	// a backend that does not open): its own result says so.
+	whole := 0
+	for _, r := range results {
+		if r.status == "FAIL" && !strings.Contains(r.name, "/") {
+			whole++
+		}
+	}
+	if failed > 0 || whole > 0 || code != 0 {
 		if !*verbose {
 			printFailureLogs(stderr, log, results)
 		}
-		return fmt.Errorf("%d conformance case(s) failed", failed)
+		if failed > 0 {
+			return fmt.Errorf("%d conformance case(s) failed", failed)
+		}
+		return fmt.Errorf("the conformance run failed outside its cases (exit status %d); its log says how", code)
 	}
 	if len(tests) == 0 {
 		return fmt.Errorf("no available backend among %s", strings.Join(names, ", "))
@@ -96,7 +123,8 @@ type result struct {
 var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
 
 // capture runs f with os.Stdout redirected, parses go test -v output from
-// it, and returns the results and the whole log.
+// it, and returns the results (of every test and subtest) and the whole
+// log.
 func capture(f func() (int, error), echo bool, echoTo io.Writer) ([]result, []string, int, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -130,7 +158,7 @@ func capture(f func() (int, error), echo bool, echoTo io.Writer) ([]result, []st
 	w.Close()
 	wg.Wait()
 	r.Close()
-	return leaves(results), log, code, runErr
+	return results, log, code, runErr
 }
 
 // leaves keeps the results of tests that have no subtests.

@@ -1,4 +1,4 @@
-package main
+package xpucmd
 
 import (
 	"bytes"
@@ -94,7 +94,7 @@ func TestRunUsage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(testCtx(t), args, &stdout, &stderr)
+			code := Run(testCtx(t), args, &stdout, &stderr)
 			assert.Equal(t, 2, code, "stderr: %s", stderr.String())
 			assert.Contains(t, stderr.String(), "xpu run:")
 			assert.Empty(t, stdout.String())
@@ -102,7 +102,7 @@ func TestRunUsage(t *testing.T) {
 	}
 
 	var stderr bytes.Buffer
-	assert.Equal(t, 0, run(testCtx(t), []string{"run", "-h"}, new(bytes.Buffer), &stderr))
+	assert.Equal(t, 0, Run(testCtx(t), []string{"run", "-h"}, new(bytes.Buffer), &stderr))
 	assert.Contains(t, stderr.String(), "usage: xpu run -n N")
 	assert.Contains(t, stderr.String(), "-timeout")
 	assert.Contains(t, stderr.String(), "with XPU_RANK, XPU_WORLD_SIZE, XPU_LOCAL_RANK, XPU_LOCAL_SIZE,\n"+
@@ -112,7 +112,7 @@ func TestRunUsage(t *testing.T) {
 func TestRunRanks(t *testing.T) {
 	setRole(t, "hello")
 	var stdout, stderr lockedBuffer
-	code := run(testCtx(t), []string{"run", "-n", "3", "--", os.Args[0]}, &stdout, &stderr)
+	code := Run(testCtx(t), []string{"run", "-n", "3", "--", os.Args[0]}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	assert.ElementsMatch(t, []string{"[0] hello 0 of 3", "[1] hello 1 of 3", "[2] hello 2 of 3"}, lines)
@@ -121,7 +121,7 @@ func TestRunRanks(t *testing.T) {
 func TestRunRankFailure(t *testing.T) {
 	setRole(t, "fail")
 	var stdout, stderr lockedBuffer
-	code := run(testCtx(t), []string{"run", "-n", "3", os.Args[0]}, &stdout, &stderr)
+	code := Run(testCtx(t), []string{"run", "-n", "3", os.Args[0]}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	// The launcher says so when it happens, and again as its error.
 	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; stopping the other 2 ranks\n")
@@ -131,7 +131,7 @@ func TestRunRankFailure(t *testing.T) {
 func TestRunTimeoutFlag(t *testing.T) {
 	setRole(t, "sleep")
 	var stderr lockedBuffer
-	code := run(testCtx(t), []string{"run", "-n", "2", "--timeout", "300ms", os.Args[0]}, new(lockedBuffer), &stderr)
+	code := Run(testCtx(t), []string{"run", "-n", "2", "--timeout", "300ms", os.Args[0]}, new(lockedBuffer), &stderr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "xpu run: job timed out after 300ms\n")
 }
@@ -150,7 +150,7 @@ func TestRunInterrupted(t *testing.T) {
 		}
 	}}
 	var stderr lockedBuffer
-	code := run(ctx, []string{"run", "-n", "2", "--grace", "1m", os.Args[0]}, stdout, &stderr)
+	code := Run(ctx, []string{"run", "-n", "2", "--grace", "1m", os.Args[0]}, stdout, &stderr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "xpu run: interrupted; sending SIGTERM to 2 ranks\n")
 	assert.Contains(t, stderr.String(), "xpu run: job interrupted: context canceled\n")
@@ -167,13 +167,13 @@ func TestRunMPIFlag(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "mpirun"), []byte(script), 0o755))
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stdout, stderr lockedBuffer
-	code := run(testCtx(t), []string{"run", "-n", "2", "--mpi", "--", "prog", "-v"}, &stdout, &stderr)
+	code := Run(testCtx(t), []string{"run", "-n", "2", "--mpi", "--", "prog", "-v"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
 	assert.Contains(t, stdout.String(), "--oversubscribe -np 2 prog -v\n")
 
 	t.Setenv("PATH", t.TempDir())
 	stderr = lockedBuffer{}
-	code = run(testCtx(t), []string{"run", "-n", "2", "--mpi", "prog"}, new(lockedBuffer), &stderr)
+	code = Run(testCtx(t), []string{"run", "-n", "2", "--mpi", "prog"}, new(lockedBuffer), &stderr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "mpirun not found on PATH")
 }
@@ -189,7 +189,7 @@ func TestRunExampleAllreduce(t *testing.T) {
 	}
 	t.Setenv("XPU_BACKEND", "")
 	var stdout, stderr lockedBuffer
-	code := run(testCtx(t), []string{"run", "-n", "4", "--timeout", "2m", "go", "run", "../../examples/allreduce"}, &stdout, &stderr)
+	code := Run(testCtx(t), []string{"run", "-n", "4", "--timeout", "2m", "go", "run", "../examples/allreduce"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
 	var want []string
 	for r := range 4 {

@@ -1,4 +1,4 @@
-package main
+package xpucmd
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // hands them to mpirun with --mpi) and waits for them. The work is done by
 // package launch; this parses the command line.
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
+	fs := NewFlagSet("run", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: xpu run -n N [flags] [--] prog [args...]")
 		fmt.Fprintln(stderr)
@@ -38,14 +38,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	rest := fs.Args()
 	switch {
 	case *n < 1:
-		return fmt.Errorf("%w: -n %d: want at least 1 rank (xpu run -n N [--] prog [args...])", errUsage, *n)
+		return fmt.Errorf("%w: -n %d: want at least 1 rank (xpu run -n N [--] prog [args...])", ErrUsage, *n)
 	case len(rest) == 0:
-		return fmt.Errorf("%w: no program to run (xpu run -n N [--] prog [args...])", errUsage)
+		return fmt.Errorf("%w: no program to run (xpu run -n N [--] prog [args...])", ErrUsage)
 	}
 	spec := launch.Spec{
 		N:          *n,
@@ -65,14 +65,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if set["master-addr"] || set["port"] {
-			return fmt.Errorf("%w: --master-addr and --port do not apply to --mpi (mpirun wires the ranks)", errUsage)
+			return fmt.Errorf("%w: --master-addr and --port do not apply to --mpi (mpirun wires the ranks)", ErrUsage)
 		}
 		err = launch.RunMPI(ctx, spec)
 	} else {
 		_, err = launch.Run(ctx, spec)
 	}
 	if errors.Is(err, launch.ErrInvalidArgument) {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return err
 }
