@@ -26,14 +26,17 @@ const EnvBackend = jobenv.Backend
 var DefaultChain = []string{"cuda", "cpu"}
 
 // Register makes a driver available by name. It panics if d is nil or the
-// name is taken, as database/sql does: both are programming errors.
+// name is taken, as database/sql does: both are programming errors. So is a
+// name that is empty or holds a comma or white space (it would break
+// XPU_BACKEND chains), a dot (it would break options scoped "name.key") or
+// a slash (it would split the test names of the conformance suite).
 func Register(name string, d Driver) {
 	driversMu.Lock()
 	defer driversMu.Unlock()
 	if d == nil {
 		panic("xpu: Register driver is nil")
 	}
-	if name == "" || strings.ContainsAny(name, ", \t") {
+	if name == "" || strings.ContainsAny(name, ", \t\n./") {
 		panic("xpu: Register with an invalid name " + fmt.Sprintf("%q", name))
 	}
 	if _, dup := drivers[name]; dup {

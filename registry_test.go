@@ -46,6 +46,9 @@ func TestRegisterPanics(t *testing.T) {
 	assert.PanicsWithValue(t, "xpu: Register driver is nil", func() { xpu.Register("t-nil", nil) })
 	assert.Panics(t, func() { xpu.Register("", &fakeDriver{}) })
 	assert.Panics(t, func() { xpu.Register("a,b", &fakeDriver{}) }, "a comma would break XPU_BACKEND chains")
+	assert.PanicsWithValue(t, `xpu: Register with an invalid name "a.b"`, func() { xpu.Register("a.b", &fakeDriver{}) },
+		"a dot would break scoped options")
+	assert.Panics(t, func() { xpu.Register("a/b", &fakeDriver{}) }, "a slash would split test names")
 	register(t, "t-dup", &fakeDriver{})
 	assert.PanicsWithValue(t, "xpu: Register called twice for driver t-dup", func() { xpu.Register("t-dup", &fakeDriver{}) })
 }
