@@ -1,6 +1,7 @@
 package xpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xpu-go/xpu/internal/nearest"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -131,58 +133,65 @@ func fail[T any](r *OptionReader, key, value, want string, def T) T {
 	return def
 }
 
-// Int reads key as a decimal integer in [lo, hi].
-func (r *OptionReader) Int(key string, def, lo, hi int) int {
+// inRange reads key with parse and checks that its value is in [lo, hi];
+// a value that does not parse, or lies outside, is an error that wants
+// want(), which describes the values accepted.
+func inRange[T cmp.Ordered](r *OptionReader, key string, def, lo, hi T, parse func(string) (T, bool), want func() string) T {
 	v, ok := r.lookup(key)
 	if !ok {
 		return def
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < lo || n > hi {
-		want := fmt.Sprintf("an integer in [%d, %d]", lo, hi)
-		if hi == math.MaxInt {
-			want = fmt.Sprintf("an integer of at least %d", lo)
-		}
-		return fail(r, key, v, want, def)
+	n, good := parse(v)
+	if !good || n < lo || n > hi {
+		return fail(r, key, v, want(), def)
 	}
 	return n
+}
+
+// Int reads key as a decimal integer in [lo, hi].
+func (r *OptionReader) Int(key string, def, lo, hi int) int {
+	return inRange(r, key, def, lo, hi, parseInt, func() string {
+		if hi == math.MaxInt {
+			return fmt.Sprintf("an integer of at least %d", lo)
+		}
+		return fmt.Sprintf("an integer in [%d, %d]", lo, hi)
+	})
 }
 
 // Bytes reads key as a size in bytes in [lo, hi]: a decimal integer with an
 // optional unit K, M, G, T or P in powers of 1024, in any case, written K,
 // KB or KiB, with or without a space ("4096", "64K", "2 MiB", "1gb").
 func (r *OptionReader) Bytes(key string, def, lo, hi int64) int64 {
-	v, ok := r.lookup(key)
-	if !ok {
-		return def
-	}
-	n, good := parseBytes(v)
-	if !good || n < lo || n > hi {
+	return inRange(r, key, def, lo, hi, parseBytes, func() string {
 		span := fmt.Sprintf("from %s to %s", FormatBytes(lo), FormatBytes(hi))
 		if hi == math.MaxInt64 {
 			span = "of at least " + FormatBytes(lo)
 		}
-		return fail(r, key, v, fmt.Sprintf(`a size in bytes %s, such as "4096" or "64K"`, span), def)
-	}
-	return n
+		return fmt.Sprintf(`a size in bytes %s, such as "4096" or "64K"`, span)
+	})
 }
 
 // Duration reads key as a Go duration ("250ms", "3s") in [lo, hi]; a bare
 // "0" is zero.
 func (r *OptionReader) Duration(key string, def, lo, hi time.Duration) time.Duration {
-	v, ok := r.lookup(key)
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	if err != nil || d < lo || d > hi {
-		want := fmt.Sprintf("a duration from %v to %v", lo, hi)
+	return inRange(r, key, def, lo, hi, parseDuration, func() string {
 		if hi == math.MaxInt64 {
-			want = fmt.Sprintf("a duration of at least %v", lo)
+			return fmt.Sprintf("a duration of at least %v", lo)
 		}
-		return fail(r, key, v, want, def)
-	}
-	return d
+		return fmt.Sprintf("a duration from %v to %v", lo, hi)
+	})
+}
+
+// parseInt reads a decimal integer, with spaces around it.
+func parseInt(s string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	return n, err == nil
+}
+
+// parseDuration reads a Go duration, with spaces around it.
+func parseDuration(s string) (time.Duration, bool) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	return d, err == nil
 }
 
 // Bool reads key as a boolean: "true", "false", "1", "0", "t", "f" and
@@ -245,43 +254,13 @@ func (r *OptionReader) Err() error {
 	want := r.backend + " takes no options"
 	if len(known) > 0 {
 		want = r.backend + " takes " + strings.Join(known, ", ")
-		if near := nearest(strings.TrimPrefix(k, r.backend+"."), known); near != "" {
-			want = fmt.Sprintf("%s (did you mean %s?)", want, near)
+		// One suggestion, within two edits; of several as near, the first
+		// in sorted order.
+		if near := nearest.Names(strings.TrimPrefix(k, r.backend+"."), known, 1, 2); len(near) > 0 {
+			want = fmt.Sprintf("%s (did you mean %s?)", want, near[0])
 		}
 	}
 	return &OptionError{Key: k, Value: r.opts[k], Want: want, Err: ErrUnknownOption}
-}
-
-// nearest returns the known key within edit distance 2 of key, if one is.
-func nearest(key string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := editDistance(key, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // FormatBytes writes n bytes as the largest unit of 1024 that divides it

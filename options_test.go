@@ -188,6 +188,19 @@ func TestReaderUnknown(t *testing.T) {
 	r.Int("workers", 0, 1, 64)
 	assert.Equal(t, `unknown option zzz="1": cpu takes workers`, r.Err().Error())
 
+	// A suggestion is within two edits; of keys as near, the first in
+	// sorted order, whatever the order they were read in.
+	r = xpu.Options{"wrkrs": "1"}.Reader("cpu")
+	r.Int("workers", 0, 1, 64)
+	assert.Equal(t, `unknown option wrkrs="1": cpu takes workers (did you mean workers?)`, r.Err().Error())
+	r = xpu.Options{"wrkr": "1"}.Reader("cpu")
+	r.Int("workers", 0, 1, 64)
+	assert.Equal(t, `unknown option wrkr="1": cpu takes workers`, r.Err().Error())
+	r = xpu.Options{"limx": "1"}.Reader("cpu")
+	r.Int("limb", 0, 0, 1)
+	r.Int("lima", 0, 0, 1)
+	assert.Equal(t, `unknown option limx="1": cpu takes lima, limb (did you mean lima?)`, r.Err().Error())
+
 	// A backend that reads nothing takes no options.
 	r = xpu.Options{"ranks": "4"}.Reader("tcp")
 	err = r.Err()

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu"
-	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
@@ -50,13 +49,7 @@ func TestLocal(t *testing.T) {
 // every message by rendezvous, a transport with no buffering at all.
 func TestLocalRendezvous(t *testing.T) {
 	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
-		ranks, err := local.NewGroup(n, local.Options{EagerLimit: -1})
-		require.NoError(t, err)
-		out := make([]comm.Comm, n)
-		for i, r := range ranks {
-			out[i] = r
-		}
-		return out
+		return localRanks(t, n, local.Options{EagerLimit: -1}, nil)
 	}, conformance.MaxRanks(5))
 }
 
@@ -67,8 +60,6 @@ func TestFakeDevice(t *testing.T) {
 	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeDevice() })
 	conformance.TestPool(t, func(*testing.T) memspace.Space { return newFakeDevice() })
 	conformance.TestTransfer(t, func(t *testing.T) []memspace.Space {
-		host := cpu.NewSpace(cpu.SpaceOptions{})
-		t.Cleanup(func() { _ = host.Close() })
-		return []memspace.Space{newFakeDevice(), host, newFakeDevice()}
+		return []memspace.Space{newFakeDevice(), newHostSpace(t), newFakeDevice()}
 	}, conformance.Streams(func(t *testing.T) executor.Streamer { return newCPUExec(t) }))
 }

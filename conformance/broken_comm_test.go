@@ -2,18 +2,9 @@ package conformance_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
-	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/memspace"
@@ -23,17 +14,10 @@ import (
 // process and checks that the communicator cases it is written for fail,
 // naming the case and the rule the communicator broke.
 func TestSuiteCatchesBrokenComms(t *testing.T) {
-	if os.Getenv(brokenEnv) != "" {
-		t.Skip("in the child process")
-	}
 	// The children mostly wait for the suite's bounds to pass: this test
 	// runs beside the other parallel tests.
 	t.Parallel()
-	cases := []struct {
-		test   string // the TestBrokenComm… function and its -run suffix
-		want   []string
-		absent []string
-	}{
+	runChildren(t, []childCase{
 		// Large collective messages to one rank swapped in pairs: only the
 		// sizes past the thresholds, where the rings send blocks in
 		// several chunks or one message exceeds 128 KiB, catch it.
@@ -57,20 +41,20 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 		}},
 		// Blocking calls and Wait that ignore their context, one child per
 		// case so that they run side by side.
-		{test: "TestBrokenCommDeaf/^comm$/^context$/^send$", want: []string{
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^send$", name: "TestBrokenCommDeaf/send", want: []string{
 			"--- FAIL: TestBrokenCommDeaf/comm/context/send/n=2",
 			"comm.Send with a context already done (1048581 bytes to rank 1, which has not posted its receive) had not returned 2s after its context ended",
 			"a blocking call must return an error matching ctx.Err() promptly once its context is done",
 		}},
-		{test: "TestBrokenCommDeaf/^comm$/^context$/^recv$", want: []string{
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^recv$", name: "TestBrokenCommDeaf/recv", want: []string{
 			"--- FAIL: TestBrokenCommDeaf/comm/context/recv/n=2",
 			"comm.Recv with a context already done (from rank 1, which sends nothing yet) had not returned 2s after its context ended",
 		}},
-		{test: "TestBrokenCommDeaf/^comm$/^context$/^wait$", want: []string{
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^wait$", name: "TestBrokenCommDeaf/wait", want: []string{
 			"--- FAIL: TestBrokenCommDeaf/comm/context/wait/n=2",
 			"Wait with a context already done (of a receive from rank 1, which sends nothing yet) had not returned 2s",
 		}},
-		{test: "TestBrokenCommDeaf/^comm$/^context$/^collectives$", want: []string{
+		{test: "TestBrokenCommDeaf/^comm$/^context$/^collectives$", name: "TestBrokenCommDeaf/collectives", want: []string{
 			"--- FAIL: TestBrokenCommDeaf/comm/context/collectives/n=3",
 			"comm.Barrier whose context ends while it waits (on rank 0 of 3; rank 2 never calls it) had not returned 2s after its context ended",
 		}},
@@ -103,178 +87,58 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 			"Irecv(1, AnyTag) was posted before Irecv(1, 500)",
 			"but the second-posted receive took the first message",
 		}},
-	}
-	for _, tc := range cases {
-		name, rest, _ := strings.Cut(tc.test, "/")
-		if name == "TestBrokenCommDeaf" {
-			name += "/" + strings.Trim(rest[strings.LastIndex(rest, "/")+1:], "^$")
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			text, err := runChild(t, tc.test)
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee, "the child passed a broken implementation:\n%s", tail(text))
-			require.NotZero(t, ee.ExitCode())
-			for _, w := range tc.want {
-				assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
-			}
-			for _, w := range tc.absent {
-				assert.NotContains(t, text, w, "the child's output says %q:\n%s", w, tail(text))
-			}
-			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")
-			assert.NotContains(t, text, "hung: still running", "the watchdog had to end the case")
-		})
-	}
-}
-
-// brokenGroup returns a TestComm factory of local groups whose ranks are
-// wrapped by wrap.
-func brokenGroup(wrap func(c comm.Comm) comm.Comm) func(t *testing.T, n int) []comm.Comm {
-	return func(t *testing.T, n int) []comm.Comm {
-		return localRanks(t, n, local.Options{}, func(_ int, c comm.Comm) comm.Comm { return wrap(c) })
-	}
+	}, hung) // and the watchdog ends none of their cases
 }
 
 func TestBrokenCommLargeSwap(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm {
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm {
 		return newSwapComm(c, func(b memspace.Block, tag int) bool { return tag > comm.MaxTag && b.Len() >= 128<<10 })
 	}), conformance.MaxRanks(4))
 }
 
 func TestBrokenCommUnrevoked(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return unrevokedComm{c} }))
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return unrevokedComm{c} }))
 }
 
 func TestBrokenCommDeaf(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return deafComm{c} }))
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm {
+		return deafComm{reqWrapper{Comm: c, wrap: func(r comm.Request) comm.Request { return deafRequest{r} }}}
+	}))
 }
 
 func TestBrokenCommAbandonedRecv(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return abandoningRecv{c} }))
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return abandoningRecv{c} }))
 }
 
 func TestBrokenCommLazyTest(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return lazyTestComm{c} }))
+	conformance.TestComm(t, wrappedGroup(wrapRequests(func(r comm.Request) comm.Request {
+		return &lazyTestRequest{Request: r}
+	})))
 }
 
 func TestBrokenCommForgetful(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return forgetfulComm{c} }))
+	conformance.TestComm(t, wrappedGroup(wrapRequests(func(r comm.Request) comm.Request {
+		return &forgetfulRequest{Request: r}
+	})))
 }
 
 func TestBrokenCommLateWildcard(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, brokenGroup(func(c comm.Comm) comm.Comm { return lateWildcard{c} }))
-}
-
-// swapComm sends the messages that swap selects two by two in swapped
-// order, per (destination, tag): such a send is held until the next one to
-// the same place has gone, until it is waited for, or for a few
-// milliseconds at most (so that the transport still makes progress). The
-// other messages pass untouched.
-type swapComm struct {
-	comm.Comm
-	swap func(b memspace.Block, tag int) bool
-
-	mu   sync.Mutex
-	held map[[2]int]*swapHeld
-}
-
-type swapHeld struct {
-	c    *swapComm
-	key  [2]int
-	buf  memspace.Block
-	once sync.Once
-	req  comm.Request
-	err  error
-}
-
-func newSwapComm(c comm.Comm, swap func(b memspace.Block, tag int) bool) *swapComm {
-	return &swapComm{Comm: c, swap: swap, held: map[[2]int]*swapHeld{}}
-}
-
-func (c *swapComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	if !c.swap(buf, tag) || dest < 0 || dest >= c.Size() {
-		return c.Comm.Isend(buf, dest, tag)
-	}
-	k := [2]int{dest, tag}
-	c.mu.Lock()
-	h := c.held[k]
-	if h == nil {
-		h = &swapHeld{c: c, key: k, buf: buf}
-		c.held[k] = h
-		c.mu.Unlock()
-		time.AfterFunc(5*time.Millisecond, h.flush)
-		return h, nil
-	}
-	delete(c.held, k)
-	c.mu.Unlock()
-	r, err := c.Comm.Isend(buf, dest, tag) // the later message first
-	h.flush()
-	return r, err
-}
-
-func (h *swapHeld) flush() {
-	h.c.mu.Lock()
-	if h.c.held[h.key] == h {
-		delete(h.c.held, h.key)
-	}
-	h.c.mu.Unlock()
-	h.once.Do(func() { h.req, h.err = h.c.Comm.Isend(h.buf, h.key[0], h.key[1]) })
-}
-
-func (h *swapHeld) Wait(ctx context.Context) (comm.Status, error) {
-	h.flush()
-	if h.err != nil {
-		return comm.Status{}, h.err
-	}
-	return h.req.Wait(ctx)
-}
-
-func (h *swapHeld) Test() (comm.Status, bool, error) {
-	h.flush()
-	if h.err != nil {
-		return comm.Status{}, true, h.err
-	}
-	return h.req.Test()
-}
-
-func (h *swapHeld) Cancel() error {
-	h.flush()
-	if h.err != nil {
-		return nil
-	}
-	return h.req.Cancel()
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return lateWildcard{c} }))
 }
 
 // deafComm's requests wait, and its Send and Recv (comm.Blocking) block,
-// until the operation completes, whatever their context says. It has no
-// Unwrap: nothing of the communicator underneath is used but Isend and
-// Irecv.
-type deafComm struct{ comm.Comm }
+// until the operation completes, whatever their context says. Its requests
+// are deafRequests; it has no Unwrap.
+type deafComm struct{ reqWrapper }
 
 var _ comm.Blocking = deafComm{}
-
-func (c deafComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	r, err := c.Comm.Isend(buf, dest, tag)
-	if err != nil {
-		return nil, err
-	}
-	return deafRequest{r}, nil
-}
-
-func (c deafComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
-	r, err := c.Comm.Irecv(buf, source, tag)
-	if err != nil {
-		return nil, err
-	}
-	return deafRequest{r}, nil
-}
 
 func (c deafComm) Send(_ context.Context, buf memspace.Block, dest, tag int) error {
 	r, err := c.Isend(buf, dest, tag)
@@ -323,29 +187,8 @@ func (c abandoningRecv) Recv(ctx context.Context, buf memspace.Block, source, ta
 	return r.Wait(ctx) // no Cancel when ctx ends
 }
 
-// lazyTestComm's requests report from Test only failures: a request that
+// lazyTestRequest reports from Test only failures: a request that
 // completed successfully says "not done" until Wait has been called.
-type lazyTestComm struct{ comm.Comm }
-
-// Unwrap returns the communicator underneath.
-func (c lazyTestComm) Unwrap() comm.Comm { return c.Comm }
-
-func (c lazyTestComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	r, err := c.Comm.Isend(buf, dest, tag)
-	if err != nil {
-		return nil, err
-	}
-	return &lazyTestRequest{Request: r}, nil
-}
-
-func (c lazyTestComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
-	r, err := c.Comm.Irecv(buf, source, tag)
-	if err != nil {
-		return nil, err
-	}
-	return &lazyTestRequest{Request: r}, nil
-}
-
 type lazyTestRequest struct {
 	comm.Request
 	mu     sync.Mutex
@@ -372,29 +215,8 @@ func (r *lazyTestRequest) Test() (comm.Status, bool, error) {
 	return st, done, err
 }
 
-// forgetfulComm's requests report their outcome to the first Wait only;
-// a later Wait returns an empty status and no error.
-type forgetfulComm struct{ comm.Comm }
-
-// Unwrap returns the communicator underneath.
-func (c forgetfulComm) Unwrap() comm.Comm { return c.Comm }
-
-func (c forgetfulComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	r, err := c.Comm.Isend(buf, dest, tag)
-	if err != nil {
-		return nil, err
-	}
-	return &forgetfulRequest{Request: r}, nil
-}
-
-func (c forgetfulComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
-	r, err := c.Comm.Irecv(buf, source, tag)
-	if err != nil {
-		return nil, err
-	}
-	return &forgetfulRequest{Request: r}, nil
-}
-
+// forgetfulRequest reports its outcome to the first Wait only; a later
+// Wait returns an empty status and no error.
 type forgetfulRequest struct {
 	comm.Request
 	mu       sync.Mutex

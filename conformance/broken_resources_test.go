@@ -2,19 +2,10 @@ package conformance_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
-	"github.com/xpu-go/xpu/backends/cpu"
-	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/executor"
@@ -28,15 +19,8 @@ import (
 // leaks it is written for fail, naming the case, and that the cases that
 // could not see the defect before these were added still pass.
 func TestSuiteCatchesBrokenResources(t *testing.T) {
-	if os.Getenv(brokenEnv) != "" {
-		t.Skip("in the child process")
-	}
 	sizes := hostcopy.Sizes()
-	cases := []struct {
-		test   string // the test function and its -run suffix
-		want   []string
-		absent []string
-	}{
+	runChildren(t, []childCase{
 		// Large blocks served on a careless path: only sizes past 1 MiB
 		// show it.
 		{test: "TestBrokenClassFree/^space$/^free$", want: []string{
@@ -130,23 +114,7 @@ func TestSuiteCatchesBrokenResources(t *testing.T) {
 			"goroutines started during the comm suite are still running",
 			"conformance_test.leakyRequest.Wait",
 		}},
-	}
-	for _, tc := range cases {
-		t.Run(strings.SplitN(tc.test, "/", 2)[0], func(t *testing.T) {
-			t.Parallel()
-			text, err := runChild(t, tc.test)
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee, "the child passed a broken implementation:\n%s", tail(text))
-			require.NotZero(t, ee.ExitCode())
-			for _, w := range tc.want {
-				assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
-			}
-			for _, w := range tc.absent {
-				assert.NotContains(t, text, w, "the child's output says %q:\n%s", w, tail(text))
-			}
-			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")
-		})
-	}
+	})
 }
 
 func TestBrokenClassFree(t *testing.T) {
@@ -184,12 +152,10 @@ func TestBrokenProperties(t *testing.T) {
 	}
 }
 
-// hostKindSpaces registers path for every pair of kind and "host" and
-// returns a factory of one host-accessible space of that kind.
+// hostKindSpaces registers path for every pair of kind and "host", until
+// t ends, and returns a factory of one host-accessible space of that kind.
 func hostKindSpaces(t *testing.T, kind string, path transfer.PathFunc) func(*testing.T) []memspace.Space {
-	for _, p := range [][2]string{{kind, "host"}, {"host", kind}, {kind, kind}} {
-		t.Cleanup(transfer.Register(p[0], p[1], path))
-	}
+	t.Cleanup(registerKind(kind, path))
 	return func(*testing.T) []memspace.Space {
 		s := newFakeSpace(correct)
 		s.kind = kind
@@ -199,12 +165,12 @@ func hostKindSpaces(t *testing.T, kind string, path transfer.PathFunc) func(*tes
 
 func TestBrokenPieceTail(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestTransfer(t, hostKindSpaces(t, "conformance-test-piece-tail", pieceTailCopy))
+	conformance.TestTransfer(t, hostKindSpaces(t, "conformance-test-piece-tail", splitCopy(true)))
 }
 
 func TestBrokenSplitOverlap(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestTransfer(t, hostKindSpaces(t, "conformance-test-split-overlap", splitOverlapCopy))
+	conformance.TestTransfer(t, hostKindSpaces(t, "conformance-test-split-overlap", splitCopy(false)))
 }
 
 func TestBrokenUploadOffset(t *testing.T) {
@@ -212,9 +178,7 @@ func TestBrokenUploadOffset(t *testing.T) {
 	// Newer than the fake device's own upload path, so it serves instead.
 	t.Cleanup(transfer.Register(deviceKind, "host", transfer.PathFunc(uploadIgnoringOffset)))
 	conformance.TestTransfer(t, func(t *testing.T) []memspace.Space {
-		host := cpu.NewSpace(cpu.SpaceOptions{})
-		t.Cleanup(func() { _ = host.Close() })
-		return []memspace.Space{newFakeDevice(), host}
+		return []memspace.Space{newFakeDevice(), newHostSpace(t)}
 	})
 }
 
@@ -227,26 +191,25 @@ func TestBrokenAdaptiveGrain(t *testing.T) {
 
 // leakyScrubber is the goroutine the leaky space starts for its large
 // blocks, and never stops.
-func leakyScrubber() { <-leakForever }
+func leakyScrubber() { <-never }
+
+// newLeakySpace returns a classSpace that starts a leakyScrubber on its
+// first large allocation.
+func newLeakySpace(*testing.T) *classSpace {
+	s := newClassSpace()
+	var once sync.Once
+	s.onLarge = func() { once.Do(func() { go leakyScrubber() }) }
+	return s
+}
 
 func TestBrokenLeakySpace(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestSpace(t, func(*testing.T) *classSpace {
-		s := newClassSpace()
-		var once sync.Once
-		s.onLarge = func() { once.Do(func() { go leakyScrubber() }) }
-		return s
-	})
+	conformance.TestSpace(t, newLeakySpace)
 }
 
 func TestBrokenLeakyPool(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestPool(t, func(*testing.T) memspace.Space {
-		s := newClassSpace()
-		var once sync.Once
-		s.onLarge = func() { once.Do(func() { go leakyScrubber() }) }
-		return s
-	})
+	conformance.TestPool(t, func(t *testing.T) memspace.Space { return newLeakySpace(t) })
 }
 
 func TestBrokenLeakyExecutor(t *testing.T) {
@@ -258,7 +221,9 @@ func TestBrokenLeakyExecutor(t *testing.T) {
 
 func TestBrokenLeakyStream(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestStream(t, func(t *testing.T) executor.Streamer { return leakyStreamer{newCPUExec(t)} })
+	conformance.TestStream(t, func(t *testing.T) executor.Streamer {
+		return wrapStreams{newCPUExec(t), func(s executor.Stream) executor.Stream { return leakyStream{s} }}
+	})
 }
 
 func TestBrokenLeakyTransfer(t *testing.T) {
@@ -268,7 +233,6 @@ func TestBrokenLeakyTransfer(t *testing.T) {
 
 func TestBrokenLeakyComm(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
-		return localRanks(t, n, local.Options{}, func(_ int, c comm.Comm) comm.Comm { return leakyComm{c} })
-	}, conformance.MaxRanks(3))
+	conformance.TestComm(t, wrappedGroup(wrapRequests(func(r comm.Request) comm.Request { return leakyRequest{r} })),
+		conformance.MaxRanks(3))
 }

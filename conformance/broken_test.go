@@ -1,58 +1,21 @@
 package conformance_test
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cpu"
-	"github.com/xpu-go/xpu/backends/local"
-	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/executor"
 	"github.com/xpu-go/xpu/memspace"
-	"github.com/xpu-go/xpu/transfer"
 )
-
-// brokenEnv enables the TestBroken… tests. They run the suites over
-// deliberately broken implementations and are expected to fail: they run
-// only in a child process started by TestSuiteCatchesBrokenImplementations,
-// which checks that they do, and how.
-const brokenEnv = "XPU_CONFORMANCE_BROKEN"
-
-func onlyInChild(t *testing.T) {
-	t.Helper()
-	if os.Getenv(brokenEnv) != "1" {
-		t.Skip("run (and expected to fail) in a child process of TestSuiteCatchesBrokenImplementations")
-	}
-}
 
 // TestSuiteCatchesBrokenImplementations runs each TestBroken… test in a
 // child process and checks that the suite fails it, naming the case that
 // catches the defect.
 func TestSuiteCatchesBrokenImplementations(t *testing.T) {
-	if os.Getenv(brokenEnv) != "" {
-		t.Skip("in the child process")
-	}
-	cases := []struct {
-		test   string // the TestBroken… function, with an optional -run suffix
-		ok     bool   // the child must pass (declarations), not fail
-		want   []string
-		absent []string // what the child's output must not say
-		// fast is a case that must fail within bound of its start.
-		fast  string
-		bound time.Duration
-	}{
+	runChildren(t, []childCase{
 		{test: "TestBrokenAlignment", want: []string{
 			"--- FAIL: TestBrokenAlignment/space/alloc/alignment",
 			"--- FAIL: TestBrokenAlignment/space/alloc/typed",
@@ -162,118 +125,32 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			"--- SKIP: TestDeclared/executor/execute/panic",
 			"--- PASS: TestDeclared/executor/execute/runs",
 		}},
-	}
-	// A child that waits out a case's timeout mostly sleeps: it starts
-	// now, beside the others, rather than in a slot of its own.
-	early := map[string]*child{}
-	for _, tc := range cases {
-		if tc.fast != "" {
-			early[tc.test] = startChild(t, tc.test)
-		}
-	}
-	for _, tc := range cases {
-		name := strings.SplitN(tc.test, "/", 2)[0]
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ch := early[tc.test]
-			if ch == nil {
-				ch = startChild(t, tc.test)
-			}
-			text, err := ch.wait()
-			if tc.ok {
-				require.NoError(t, err, "the child failed:\n%s", tail(text))
-			} else {
-				var ee *exec.ExitError
-				require.ErrorAs(t, err, &ee, "the child passed a broken implementation:\n%s", tail(text))
-				require.NotZero(t, ee.ExitCode())
-			}
-			for _, w := range tc.want {
-				assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
-			}
-			for _, w := range tc.absent {
-				assert.NotContains(t, text, w, "the child's output says %q:\n%s", w, tail(text))
-			}
-			if tc.fast != "" {
-				m := regexp.MustCompile(`--- FAIL: ` + regexp.QuoteMeta(tc.fast) + ` \(([0-9.]+)s\)`).FindStringSubmatch(text)
-				require.NotNil(t, m, "the child's output does not say that %s failed:\n%s", tc.fast, tail(text))
-				took, err := time.ParseDuration(m[1] + "s")
-				require.NoError(t, err)
-				assert.LessOrEqual(t, took, tc.bound, "%s failed only after %v", tc.fast, took)
-			}
-			// A child that crashed (other than by the watchdog) proves nothing.
-			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")
-		})
-	}
-}
-
-// child is a TestBroken… test running in a child process with brokenEnv
-// set: the test function, matched exactly, with an optional -run suffix
-// for its subtests.
-type child struct {
-	cmd  *exec.Cmd
-	out  bytes.Buffer
-	once sync.Once
-	err  error
-}
-
-// startChild starts test in a child process, which is killed and waited
-// for when t ends, if its output was not waited for before (its subtest
-// filtered out by -run).
-func startChild(t *testing.T, test string) *child {
-	t.Helper()
-	name, rest, _ := strings.Cut(test, "/")
-	run := "^" + name + "$"
-	if rest != "" {
-		run += "/" + rest
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	c := &child{}
-	c.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.v", "-test.count=1", "-test.timeout=110s")
-	c.cmd.Env = append(os.Environ(), brokenEnv+"=1")
-	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
-	if err := c.cmd.Start(); err != nil {
-		c.once.Do(func() { c.err = err })
-	}
-	t.Cleanup(func() {
-		cancel()
-		_, _ = c.wait()
 	})
-	return c
 }
 
-// wait waits for the child to exit and returns its output and its error.
-func (c *child) wait() (string, error) {
-	c.once.Do(func() { c.err = c.cmd.Wait() })
-	return c.out.String(), c.err
-}
-
-// tail returns the end of a long output.
-func tail(s string) string {
-	const max = 6000
-	if len(s) > max {
-		return "…" + s[len(s)-max:]
-	}
-	return s
+// fakeSpaces returns a factory of fakeSpaces with defect d.
+func fakeSpaces(d defect) func(*testing.T) *fakeSpace {
+	return func(*testing.T) *fakeSpace { return newFakeSpace(d) }
 }
 
 func TestBrokenAlignment(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(ignoreAlignment) })
+	conformance.TestSpace(t, fakeSpaces(ignoreAlignment))
 }
 
 func TestBrokenDoubleFree(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(silentDoubleFree) })
+	conformance.TestSpace(t, fakeSpaces(silentDoubleFree))
 }
 
 func TestBrokenSubSliceFree(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(freeByAddressOnly) })
+	conformance.TestSpace(t, fakeSpaces(freeByAddressOnly))
 }
 
 func TestBrokenLedger(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(uncountedFrees) })
+	conformance.TestSpace(t, fakeSpaces(uncountedFrees))
 }
 
 // newCPUExec returns a CPU executor closed at the end of the test.
@@ -283,6 +160,13 @@ func newCPUExec(t *testing.T) *cpu.Executor {
 	return e
 }
 
+// newHostSpace returns a CPU space closed at the end of the test.
+func newHostSpace(t *testing.T) memspace.Space {
+	s := cpu.NewSpace(cpu.SpaceOptions{})
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 func TestBrokenDropIndex(t *testing.T) {
 	onlyInChild(t)
 	conformance.TestExecutor(t, func(t *testing.T) dropExec { return dropExec{newCPUExec(t)} })
@@ -290,33 +174,20 @@ func TestBrokenDropIndex(t *testing.T) {
 
 func TestBrokenStickyError(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestStream(t, func(t *testing.T) executor.Streamer { return forgetfulStreamer{newCPUExec(t)} })
+	conformance.TestStream(t, func(t *testing.T) executor.Streamer {
+		return wrapStreams{newCPUExec(t), func(s executor.Stream) executor.Stream { return forgetfulStream{s} }}
+	})
 }
 
 func TestBrokenReorder(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
-		ranks, err := local.NewGroup(n, local.Options{})
-		require.NoError(t, err)
-		out := make([]comm.Comm, n)
-		for i, r := range ranks {
-			out[i] = newReorderComm(r)
-		}
-		return out
-	})
+	conformance.TestComm(t, wrappedGroup(newReorderComm))
 }
 
 func TestBrokenTransfer(t *testing.T) {
 	onlyInChild(t)
-	const kind = "conformance-test-short-copy"
-	for _, p := range [][2]string{{kind, "host"}, {"host", kind}, {kind, kind}} {
-		transfer.Register(p[0], p[1], transfer.PathFunc(shortCopy))
-	}
-	conformance.TestTransfer(t, func(*testing.T) []memspace.Space {
-		s := newFakeSpace(correct)
-		s.kind = kind
-		return []memspace.Space{s}
-	}, conformance.Streams(func(t *testing.T) executor.Streamer { return newCPUExec(t) }))
+	conformance.TestTransfer(t, hostKindSpaces(t, "conformance-test-short-copy", shortCopy),
+		conformance.Streams(func(t *testing.T) executor.Streamer { return newCPUExec(t) }))
 }
 
 func TestBrokenHang(t *testing.T) {
@@ -346,7 +217,7 @@ func TestDeclared(t *testing.T) {
 // suites.
 func TestBrokenDeclarationOutsideSuites(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestSpace(t, func(*testing.T) *fakeSpace { return newFakeSpace(correct) },
+	conformance.TestSpace(t, fakeSpaces(correct),
 		conformance.Declare("bogus/name", "x"),
 		conformance.Declare("comm/p2p/cancel", "for the communicator suite"))
 }

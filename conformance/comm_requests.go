@@ -119,6 +119,65 @@ func reqCheck(what string, st comm.Status, buf []byte, k, want int) error {
 	return nil
 }
 
+// reqPost posts, in order, receives from rank 1 of the given sizes, the
+// k-th with tag reqTag+k, then cancels the one at index canceled (rank 1
+// sends nothing with its tag) and gives rank 1 its first go-ahead.
+func reqPost(ctx context.Context, cm comm.Comm, canceled int, sizes ...int) ([][]byte, []comm.Request, error) {
+	bufs := make([][]byte, len(sizes))
+	rs := make([]comm.Request, len(sizes))
+	for k, size := range sizes {
+		var err error
+		if bufs[k], rs[k], err = reqRecv(cm, size, k); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := rs[canceled].Cancel(); err != nil {
+		return nil, nil, fmt.Errorf("Cancel: %w", err)
+	}
+	if err := signal(ctx, cm, 1, reqSig); err != nil {
+		return nil, nil, err
+	}
+	return bufs, rs, nil
+}
+
+// reqCtxEnds checks a call that waits for a pending receive and whose
+// context ends while it waits, as WaitAll and Await do: wait, run with such
+// a context on a receive of 24 bytes with tag reqTag+k posted now, must
+// return ctx.Err() promptly and leave the receive canceled, so that the
+// message rank 1 sends after its second go-ahead goes to a Recv posted
+// after. name is the call's name; what describes the call, recv its
+// receive and cancels what it cancels, in its failures.
+func reqCtxEnds(ctx context.Context, cm comm.Comm, k int, name, what, recv, cancels string,
+	wait func(ctx context.Context, p comm.Request) error) error {
+	buf, p, err := reqRecv(cm, 24, k)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, ctxEnds)
+	call := startPrompt(func() error { return wait(cctx, p) })
+	o := call.await(cctx)
+	cancel()
+	if verdict := ctxVerdict(what, o, false); verdict != "" {
+		if !o.returned {
+			_ = signal(ctx, cm, 1, reqSig+1) // the message releases it
+			_ = call.join(ctx)
+		}
+		return errors.New(verdict)
+	}
+	if _, done, err := p.Test(); !done || !errors.Is(err, comm.ErrCanceled) {
+		return fmt.Errorf("after %s returned ctx.Err(), Test of %s: done %v, error %v; "+
+			"want done, ErrCanceled (%s cancels %s when its context ends)", name, recv, done, err, name, cancels)
+	}
+	if err := signal(ctx, cm, 1, reqSig+1); err != nil {
+		return err
+	}
+	st, err := comm.Recv(ctx, cm, blk(buf), 1, reqTag+k)
+	if err != nil {
+		return fmt.Errorf("a Recv after %s's context ended: %w", name, err)
+	}
+	return reqCheck("a Recv after "+name+"'s context ended", st, buf, k, 24)
+}
+
 // reqTest: Test reports a receive and a send that complete while nobody
 // waits for them as done, with their status, and a truncated receive as
 // done with ErrTruncated; each reports the same again, through Test and
@@ -187,33 +246,18 @@ func reqWaitAll(ctx context.Context, me, n int, cm comm.Comm) error {
 	if me == 1 {
 		return reqPeer(ctx, cm, steps)
 	}
-	bufA, a, err := reqRecv(cm, 16, 0) // completes; waited for before WaitAll
+	// a completes, and is waited for before WaitAll; b is truncated; c is
+	// canceled; d completes, and is first waited for by WaitAll.
+	bufs, rs, err := reqPost(ctx, cm, 2, 16, 4, 8, 16)
 	if err != nil {
 		return err
 	}
-	_, b, err := reqRecv(cm, 4, 1) // truncated
-	if err != nil {
-		return err
-	}
-	_, c, err := reqRecv(cm, 8, 2) // canceled: nothing is sent with its tag
-	if err != nil {
-		return err
-	}
-	bufD, d, err := reqRecv(cm, 16, 3) // completes; first waited for by WaitAll
-	if err != nil {
-		return err
-	}
-	if err := c.Cancel(); err != nil {
-		return fmt.Errorf("Cancel: %w", err)
-	}
-	if err := signal(ctx, cm, 1, reqSig); err != nil {
-		return err
-	}
+	a, b, c, d := rs[0], rs[1], rs[2], rs[3]
 	st, err := a.Wait(ctx)
 	if err != nil {
 		return fmt.Errorf("Wait of a receive: %w", err)
 	}
-	if err := reqCheck("a receive", st, bufA, 0, 16); err != nil {
+	if err := reqCheck("a receive", st, bufs[0], 0, 16); err != nil {
 		return err
 	}
 	for _, tc := range []struct {
@@ -242,7 +286,7 @@ func reqWaitAll(ctx context.Context, me, n int, cm comm.Comm) error {
 	// Every request settled, with its own outcome.
 	if st, done, err := d.Test(); !done || err != nil {
 		return fmt.Errorf("after WaitAll, Test of a receive it waited for: done %v, error %v: %v", done, err, ruleSettled)
-	} else if err := reqCheck("a receive WaitAll waited for", st, bufD, 3, 16); err != nil {
+	} else if err := reqCheck("a receive WaitAll waited for", st, bufs[3], 3, 16); err != nil {
 		return err
 	}
 	if err := settled(ctx, "a truncated receive, after WaitAll", b, comm.Status{}, comm.ErrTruncated); err != nil {
@@ -253,33 +297,9 @@ func reqWaitAll(ctx context.Context, me, n int, cm comm.Comm) error {
 	}
 
 	// A context that ends while a request is pending.
-	bufP, p, err := reqRecv(cm, 24, 4)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, ctxEnds)
-	call := startPrompt(func() error { return comm.WaitAll(cctx, a, p) })
-	o := call.await(cctx)
-	cancel()
-	if verdict := ctxVerdict("WaitAll(completed, pending) whose context ends while it waits", o, false); verdict != "" {
-		if !o.returned {
-			_ = signal(ctx, cm, 1, reqSig+1) // the message releases it
-			_ = call.join(ctx)
-		}
-		return errors.New(verdict)
-	}
-	if _, done, err := p.Test(); !done || !errors.Is(err, comm.ErrCanceled) {
-		return fmt.Errorf("after WaitAll returned ctx.Err(), Test of the receive it waited for: done %v, error %v; "+
-			"want done, ErrCanceled (WaitAll cancels what is pending when its context ends)", done, err)
-	}
-	if err := signal(ctx, cm, 1, reqSig+1); err != nil {
-		return err
-	}
-	st, err = comm.Recv(ctx, cm, blk(bufP), 1, reqTag+4)
-	if err != nil {
-		return fmt.Errorf("a Recv after WaitAll's context ended: %w", err)
-	}
-	return reqCheck("a Recv after WaitAll's context ended", st, bufP, 4, 24)
+	return reqCtxEnds(ctx, cm, 4, "WaitAll", "WaitAll(completed, pending) whose context ends while it waits",
+		"the receive it waited for", "what is pending",
+		func(ctx context.Context, p comm.Request) error { return comm.WaitAll(ctx, a, p) })
 }
 
 // reqAwait: Await of a request that completed returns its status again,
@@ -292,29 +312,17 @@ func reqAwait(ctx context.Context, me, n int, cm comm.Comm) error {
 	if me == 1 {
 		return reqPeer(ctx, cm, steps)
 	}
-	bufA, a, err := reqRecv(cm, 16, 0)
+	// a completes, b is truncated, c is canceled.
+	bufs, rs, err := reqPost(ctx, cm, 2, 16, 4, 8)
 	if err != nil {
 		return err
 	}
-	_, b, err := reqRecv(cm, 4, 1)
-	if err != nil {
-		return err
-	}
-	_, c, err := reqRecv(cm, 8, 2)
-	if err != nil {
-		return err
-	}
-	if err := c.Cancel(); err != nil {
-		return fmt.Errorf("Cancel: %w", err)
-	}
-	if err := signal(ctx, cm, 1, reqSig); err != nil {
-		return err
-	}
+	a, b, c := rs[0], rs[1], rs[2]
 	st, err := comm.Await(ctx, a)
 	if err != nil {
 		return fmt.Errorf("Await of a receive: %w", err)
 	}
-	if err := reqCheck("Await of a receive", st, bufA, 0, 16); err != nil {
+	if err := reqCheck("Await of a receive", st, bufs[0], 0, 16); err != nil {
 		return err
 	}
 	done, cancelDone := context.WithCancel(ctx)
@@ -334,31 +342,7 @@ func reqAwait(ctx context.Context, me, n int, cm comm.Comm) error {
 		return err
 	}
 
-	bufP, p, err := reqRecv(cm, 24, 3)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, ctxEnds)
-	call := startPrompt(func() error { _, err := comm.Await(cctx, p); return err })
-	o := call.await(cctx)
-	cancel()
-	if verdict := ctxVerdict("Await of a pending receive whose context ends while it waits", o, false); verdict != "" {
-		if !o.returned {
-			_ = signal(ctx, cm, 1, reqSig+1)
-			_ = call.join(ctx)
-		}
-		return errors.New(verdict)
-	}
-	if _, done, err := p.Test(); !done || !errors.Is(err, comm.ErrCanceled) {
-		return fmt.Errorf("after Await returned ctx.Err(), Test of its receive: done %v, error %v; "+
-			"want done, ErrCanceled (Await cancels the request when its context ends)", done, err)
-	}
-	if err := signal(ctx, cm, 1, reqSig+1); err != nil {
-		return err
-	}
-	st, err = comm.Recv(ctx, cm, blk(bufP), 1, reqTag+3)
-	if err != nil {
-		return fmt.Errorf("a Recv after Await's context ended: %w", err)
-	}
-	return reqCheck("a Recv after Await's context ended", st, bufP, 3, 24)
+	return reqCtxEnds(ctx, cm, 3, "Await", "Await of a pending receive whose context ends while it waits",
+		"its receive", "the request",
+		func(ctx context.Context, p comm.Request) error { _, err := comm.Await(ctx, p); return err })
 }

@@ -112,15 +112,25 @@ type outcome struct {
 func (p *prompt) await(ctx context.Context) outcome {
 	select {
 	case <-p.done:
-		return outcome{err: p.err, ctxErr: ctx.Err(), returned: true}
+		return p.outcome(ctx)
 	case <-ctx.Done():
 	}
 	t := time.NewTimer(promptBound)
 	defer t.Stop()
 	select {
 	case <-p.done:
-		return outcome{err: p.err, ctxErr: ctx.Err(), returned: true}
+		return p.outcome(ctx)
 	case <-t.C:
+		return outcome{ctxErr: ctx.Err()} // given up on, even if it returns now
+	}
+}
+
+// outcome is what the call has done by now, with ctx's error as it is now.
+func (p *prompt) outcome(ctx context.Context) outcome {
+	select {
+	case <-p.done:
+		return outcome{err: p.err, ctxErr: ctx.Err(), returned: true}
+	default:
 		return outcome{ctxErr: ctx.Err()}
 	}
 }
@@ -149,12 +159,7 @@ func awaitAll(ps []*prompt, ctxs []context.Context) []outcome {
 				expired = true
 			}
 		}
-		select {
-		case <-p.done:
-			out[i] = outcome{err: p.err, ctxErr: ctxs[i].Err(), returned: true}
-		default:
-			out[i] = outcome{ctxErr: ctxs[i].Err()}
-		}
+		out[i] = p.outcome(ctxs[i])
 	}
 	return out
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/xpu-go/xpu/internal/nearest"
 )
 
 // areas are the first elements of the suite-relative case names: one per
@@ -117,53 +119,23 @@ const (
 // nearest names the three recorded names closest to d, of the given form,
 // for the message of a declaration that names nothing.
 func (r *record) nearest(d string, form int) string {
-	type cand struct {
-		name string
-		dist int
-	}
-	var cs []cand
+	var names []string
 	for name := range r.seen {
 		rel := slices.Contains(areas, strings.SplitN(name, "/", 2)[0])
 		if (form == relName && !rel) || (form == wholeName && rel) {
 			continue
 		}
-		cs = append(cs, cand{name, editDistance(d, name)})
+		names = append(names, name)
 	}
-	if len(cs) == 0 {
+	near := nearest.Names(d, names, 3, -1)
+	if len(near) == 0 {
 		return ""
 	}
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].dist != cs[j].dist {
-			return cs[i].dist < cs[j].dist
-		}
-		return cs[i].name < cs[j].name
-	})
-	var q []string
-	for _, c := range cs[:min(3, len(cs))] {
-		q = append(q, strconv.Quote(c.name))
+	q := make([]string, len(near))
+	for i, name := range near {
+		q[i] = strconv.Quote(name)
 	}
 	return "; the nearest: " + strings.Join(q, ", ")
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // normName is a declared or case name as `go test -v` prints it: without

@@ -27,15 +27,7 @@ func (d fakeDriver) Open(ctx context.Context, _ xpu.Options) (*xpu.Backend, erro
 	b := &xpu.Backend{Memory: sp, Spaces: []memspace.Space{sp}}
 	if d.group {
 		b.Group = func(ctx context.Context, n int) ([]comm.Comm, error) {
-			ranks, err := local.NewGroup(n, local.Options{})
-			if err != nil {
-				return nil, err
-			}
-			out := make([]comm.Comm, n)
-			for i, r := range ranks {
-				out[i] = r
-			}
-			return out, nil
+			return localGroup(n, local.Options{}, nil)
 		}
 	}
 	return b, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/hostcopy"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
 )
 
 // This file holds the broken implementations of the self-tests in
@@ -107,52 +108,30 @@ func (s *classSpace) Free(b memspace.Block) error {
 	return nil
 }
 
-// leakForever is what the leaked goroutines wait for: nothing closes it.
-var leakForever = make(chan struct{})
-
-// pieceTailCopy is a host path that cuts copies of hostcopy.SplitMin bytes
-// and more into hostcopy.Piece pieces and forgets the last, shorter one.
-func pieceTailCopy(_ context.Context, dst, src memspace.Block) error {
-	d, err := dst.Bytes()
-	if err != nil {
-		return err
-	}
-	s, err := src.Bytes()
-	if err != nil {
-		return err
-	}
-	if len(d) < hostcopy.SplitMin {
-		copy(d, s)
+// splitCopy returns a host path that cuts copies of hostcopy.SplitMin
+// bytes and more into hostcopy.Piece pieces copied in ascending order,
+// whether or not the blocks overlap: right for separate blocks, wrong for a
+// large copy to a higher address within one block. With dropTail, it
+// forgets the last, shorter piece besides.
+func splitCopy(dropTail bool) transfer.PathFunc {
+	return func(_ context.Context, dst, src memspace.Block) error {
+		d, s, err := hostBytes(dst, src)
+		if err != nil {
+			return err
+		}
+		if len(d) < hostcopy.SplitMin {
+			copy(d, s)
+			return nil
+		}
+		for lo := 0; lo < len(d); lo += hostcopy.Piece {
+			hi := min(lo+hostcopy.Piece, len(d))
+			if dropTail && hi-lo < hostcopy.Piece {
+				break
+			}
+			copy(d[lo:hi], s[lo:hi])
+		}
 		return nil
 	}
-	for lo := 0; lo+hostcopy.Piece <= len(d); lo += hostcopy.Piece {
-		copy(d[lo:lo+hostcopy.Piece], s[lo:lo+hostcopy.Piece])
-	}
-	return nil
-}
-
-// splitOverlapCopy is a host path that cuts copies of hostcopy.SplitMin
-// bytes and more into pieces copied in ascending order, whether or not the
-// blocks overlap: right for separate blocks, wrong for a large copy to a
-// higher address within one block.
-func splitOverlapCopy(_ context.Context, dst, src memspace.Block) error {
-	d, err := dst.Bytes()
-	if err != nil {
-		return err
-	}
-	s, err := src.Bytes()
-	if err != nil {
-		return err
-	}
-	if len(d) < hostcopy.SplitMin {
-		copy(d, s)
-		return nil
-	}
-	for lo := 0; lo < len(d); lo += hostcopy.Piece {
-		hi := min(lo+hostcopy.Piece, len(d))
-		copy(d[lo:hi], s[lo:hi])
-	}
-	return nil
 }
 
 // uploadIgnoringOffset copies host memory into the device fakeSpace, but
@@ -183,11 +162,7 @@ func uploadIgnoringOffset(_ context.Context, dst, src memspace.Block) error {
 func leakyCopy(_ context.Context, dst, src memspace.Block) error {
 	progress := make(chan int)
 	go func() { progress <- dst.Len() }()
-	d, err := dst.Bytes()
-	if err != nil {
-		return err
-	}
-	s, err := src.Bytes()
+	d, s, err := hostBytes(dst, src)
 	if err != nil {
 		return err
 	}
@@ -228,24 +203,13 @@ type leakyExec struct {
 }
 
 func (e leakyExec) Execute(ctx context.Context, fn func(context.Context) error) error {
-	e.once.Do(func() { go func() { <-leakForever }() })
+	e.once.Do(func() { go func() { <-never }() })
 	return e.Executor.Execute(ctx, fn)
 }
 
-// leakyStreamer makes CPU streams whose Synchronize waits on a goroutine
-// that sends its result on an unbuffered channel: when the caller's
-// context ends first, nobody receives it, and the goroutine blocks for
-// ever.
-type leakyStreamer struct{ *cpu.Executor }
-
-func (s leakyStreamer) NewStream() (executor.Stream, error) {
-	st, err := s.Executor.NewStream()
-	if err != nil {
-		return nil, err
-	}
-	return leakyStream{st}, nil
-}
-
+// leakyStream is a CPU stream whose Synchronize waits on a goroutine that
+// sends its result on an unbuffered channel: when the caller's context ends
+// first, nobody receives it, and the goroutine blocks for ever.
 type leakyStream struct{ executor.Stream }
 
 func (s leakyStream) Synchronize(ctx context.Context) error {
@@ -259,29 +223,9 @@ func (s leakyStream) Synchronize(ctx context.Context) error {
 	}
 }
 
-// leakyComm is a communicator whose requests' Wait waits on a goroutine
-// that sends the outcome on an unbuffered channel: a Wait whose context
-// ends first leaves it blocked for ever.
-type leakyComm struct{ comm.Comm }
-
-func (c leakyComm) Unwrap() comm.Comm { return c.Comm }
-
-func (c leakyComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	r, err := c.Comm.Isend(buf, dest, tag)
-	if err != nil {
-		return nil, err
-	}
-	return leakyRequest{r}, nil
-}
-
-func (c leakyComm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
-	r, err := c.Comm.Irecv(buf, source, tag)
-	if err != nil {
-		return nil, err
-	}
-	return leakyRequest{r}, nil
-}
-
+// leakyRequest's Wait waits on a goroutine that sends the outcome on an
+// unbuffered channel: a Wait whose context ends first leaves it blocked for
+// ever.
 type leakyRequest struct{ comm.Request }
 
 func (r leakyRequest) Wait(ctx context.Context) (comm.Status, error) {

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/xpu-go/xpu/backends/cpu"
-	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/executor"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
@@ -76,25 +74,47 @@ func newFakeDevice() *fakeSpace {
 	return s
 }
 
-func init() {
-	for _, p := range [][2]string{{deviceKind, "host"}, {"host", deviceKind}, {deviceKind, deviceKind}} {
-		transfer.Register(p[0], p[1], transfer.PathFunc(deviceCopy))
+func init() { registerKind(deviceKind, deviceCopy) }
+
+// registerKind registers path for every pair of kind and "host", and
+// returns what unregisters them.
+func registerKind(kind string, path transfer.PathFunc) (unregister func()) {
+	var undo []func()
+	for _, p := range [][2]string{{kind, "host"}, {"host", kind}, {kind, kind}} {
+		undo = append(undo, transfer.Register(p[0], p[1], path))
+	}
+	return func() {
+		for _, u := range undo {
+			u()
+		}
 	}
 }
 
 // deviceCopy copies between device fakeSpaces and host memory, as a DMA
 // engine would: it finds the memory of a device block from its address.
 func deviceCopy(_ context.Context, dst, src memspace.Block) error {
-	d, err := memOf(dst)
-	if err != nil {
-		return err
-	}
-	s, err := memOf(src)
+	d, s, err := memOfBoth(memOf, dst, src)
 	if err != nil {
 		return err
 	}
 	copy(d, s)
 	return nil
+}
+
+// memOfBoth returns the memory of dst and src, as mem finds it.
+func memOfBoth(mem func(memspace.Block) ([]byte, error), dst, src memspace.Block) (d, s []byte, err error) {
+	if d, err = mem(dst); err != nil {
+		return nil, nil, err
+	}
+	if s, err = mem(src); err != nil {
+		return nil, nil, err
+	}
+	return d, s, nil
+}
+
+// hostBytes returns the host views of dst and src.
+func hostBytes(dst, src memspace.Block) (d, s []byte, err error) {
+	return memOfBoth(memspace.Block.Bytes, dst, src)
 }
 
 func memOf(b memspace.Block) ([]byte, error) {
@@ -205,6 +225,8 @@ func (e dropExec) ParallelRange(ctx context.Context, n, grain int, body func(lo,
 // done blocks for ever instead of returning ctx.Err().
 type deafExec struct{ *cpu.Executor }
 
+// never is what the hung and the leaked goroutines wait for: nothing
+// closes it.
 var never = make(chan struct{})
 
 func (e deafExec) Execute(ctx context.Context, fn func(context.Context) error) error {
@@ -214,18 +236,22 @@ func (e deafExec) Execute(ctx context.Context, fn func(context.Context) error) e
 	return e.Executor.Execute(ctx, fn)
 }
 
-// forgetfulStreamer makes CPU streams whose functions' errors are dropped:
-// errors are not sticky.
-type forgetfulStreamer struct{ *cpu.Executor }
+// wrapStreams is the CPU executor, whose streams wrap wraps.
+type wrapStreams struct {
+	*cpu.Executor
+	wrap func(executor.Stream) executor.Stream
+}
 
-func (f forgetfulStreamer) NewStream() (executor.Stream, error) {
-	s, err := f.Executor.NewStream()
+func (w wrapStreams) NewStream() (executor.Stream, error) {
+	s, err := w.Executor.NewStream()
 	if err != nil {
 		return nil, err
 	}
-	return forgetfulStream{s}, nil
+	return w.wrap(s), nil
 }
 
+// forgetfulStream is a CPU stream whose functions' errors are dropped:
+// errors are not sticky.
 type forgetfulStream struct{ executor.Stream }
 
 func (s forgetfulStream) Enqueue(fn func(context.Context) error) error {
@@ -235,98 +261,11 @@ func (s forgetfulStream) Enqueue(fn func(context.Context) error) error {
 	})
 }
 
-// reorderComm sends the messages of one (destination, tag) two by two in
-// swapped order: a send is held until the next one to the same place has
-// gone, until it is waited for, or for a few milliseconds at most (so that
-// the transport still makes progress). Reserved tags pass untouched, so the
-// collectives still work.
-type reorderComm struct {
-	comm.Comm
-
-	mu   sync.Mutex
-	held map[[2]int]*heldSend
-}
-
-type heldSend struct {
-	c    *reorderComm
-	key  [2]int
-	buf  memspace.Block
-	once sync.Once
-	req  comm.Request
-	err  error
-}
-
-func newReorderComm(c comm.Comm) *reorderComm {
-	return &reorderComm{Comm: c, held: map[[2]int]*heldSend{}}
-}
-
-// Unwrap returns the communicator underneath.
-func (c *reorderComm) Unwrap() comm.Comm { return c.Comm }
-
-func (c *reorderComm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	if tag < 0 || tag > comm.MaxTag || dest < 0 || dest >= c.Size() {
-		return c.Comm.Isend(buf, dest, tag)
-	}
-	k := [2]int{dest, tag}
-	c.mu.Lock()
-	h := c.held[k]
-	if h == nil {
-		h = &heldSend{c: c, key: k, buf: buf}
-		c.held[k] = h
-		c.mu.Unlock()
-		time.AfterFunc(5*time.Millisecond, h.flush)
-		return h, nil
-	}
-	delete(c.held, k)
-	c.mu.Unlock()
-	r, err := c.Comm.Isend(buf, dest, tag) // the later message first
-	h.flush()
-	return r, err
-}
-
-// flush sends h if it has not gone yet.
-func (h *heldSend) flush() {
-	h.c.mu.Lock()
-	if h.c.held[h.key] == h {
-		delete(h.c.held, h.key)
-	}
-	h.c.mu.Unlock()
-	h.once.Do(func() { h.req, h.err = h.c.Comm.Isend(h.buf, h.key[0], h.key[1]) })
-}
-
-func (h *heldSend) Wait(ctx context.Context) (comm.Status, error) {
-	h.flush()
-	if h.err != nil {
-		return comm.Status{}, h.err
-	}
-	return h.req.Wait(ctx)
-}
-
-func (h *heldSend) Test() (comm.Status, bool, error) {
-	h.flush()
-	if h.err != nil {
-		return comm.Status{}, true, h.err
-	}
-	return h.req.Test()
-}
-
-func (h *heldSend) Cancel() error {
-	h.flush()
-	if h.err != nil {
-		return nil
-	}
-	return h.req.Cancel()
-}
-
 var errShortCopy = errors.New("fake: short copy")
 
 // shortCopy is a transfer path that copies every byte but the last.
 func shortCopy(_ context.Context, dst, src memspace.Block) error {
-	d, err := dst.Bytes()
-	if err != nil {
-		return err
-	}
-	s, err := src.Bytes()
+	d, s, err := hostBytes(dst, src)
 	if err != nil {
 		return err
 	}

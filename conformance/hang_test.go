@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/xpu-go/xpu/backends/cpu"
-	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/memspace"
@@ -53,15 +50,7 @@ func (hangRequest) Cancel() error { return nil }
 func TestBrokenHangComm(t *testing.T) {
 	onlyInChild(t)
 	var hung atomic.Bool
-	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
-		ranks, err := local.NewGroup(n, local.Options{})
-		require.NoError(t, err)
-		out := make([]comm.Comm, n)
-		for i, r := range ranks {
-			out[i] = hangComm{Comm: r, hung: &hung}
-		}
-		return out
-	})
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return hangComm{Comm: c, hung: &hung} }))
 }
 
 // TestBrokenPanic: a case whose implementation panics fails with the

@@ -106,13 +106,6 @@ func TestNormName(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	assert.Equal(t, 0, editDistance("abc", "abc"))
-	assert.Equal(t, 1, editDistance("alignmnt", "alignment"))
-	assert.Equal(t, 3, editDistance("", "abc"))
-	assert.Equal(t, 2, editDistance("ab", "ba"))
-}
-
 // A whole name, as go test -v prints it, declares the case there only.
 func TestDeclaredByWholeName(t *testing.T) {
 	s := newSuite(t, "space", []Option{

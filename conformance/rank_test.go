@@ -4,15 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu"
@@ -56,12 +51,13 @@ func ExampleTestCommRank() {
 	}
 }
 
-// localRanks returns a group of n in-process ranks, each wrapped by wrap
-// (when not nil), closed when the test ends.
-func localRanks(t *testing.T, n int, o local.Options, wrap func(rank int, c comm.Comm) comm.Comm) []comm.Comm {
-	t.Helper()
+// localGroup returns a group of n in-process ranks, each wrapped by wrap
+// (when not nil).
+func localGroup(n int, o local.Options, wrap func(rank int, c comm.Comm) comm.Comm) ([]comm.Comm, error) {
 	ranks, err := local.NewGroup(n, o)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]comm.Comm, n)
 	for i, r := range ranks {
 		out[i] = r
@@ -69,6 +65,15 @@ func localRanks(t *testing.T, n int, o local.Options, wrap func(rank int, c comm
 			out[i] = wrap(i, r)
 		}
 	}
+	return out, nil
+}
+
+// localRanks returns a group of n in-process ranks, each wrapped by wrap
+// (when not nil), closed when the test ends.
+func localRanks(t *testing.T, n int, o local.Options, wrap func(rank int, c comm.Comm) comm.Comm) []comm.Comm {
+	t.Helper()
+	ranks, err := localGroup(n, o, wrap)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, r := range ranks {
@@ -80,7 +85,15 @@ func localRanks(t *testing.T, n int, o local.Options, wrap func(rank int, c comm
 		}
 		wg.Wait()
 	})
-	return out
+	return ranks
+}
+
+// wrappedGroup returns a TestComm factory of local groups whose ranks are
+// wrapped by wrap.
+func wrappedGroup(wrap func(c comm.Comm) comm.Comm) func(t *testing.T, n int) []comm.Comm {
+	return func(t *testing.T, n int) []comm.Comm {
+		return localRanks(t, n, local.Options{}, func(_ int, c comm.Comm) comm.Comm { return wrap(c) })
+	}
 }
 
 // TestCommRankLocal runs the SPMD suite over in-process groups, one
@@ -102,13 +115,9 @@ func TestCommRankLocal(t *testing.T) {
 // skipped, and a job of three, where the cases of two ranks leave rank 2
 // idle, with declarations of both suites' names.
 func TestRankModeReports(t *testing.T) {
-	if os.Getenv(brokenEnv) != "" {
-		t.Skip("in the child process")
-	}
+	onlyInParent(t)
 	t.Parallel() // a child process: it runs beside the other parallel tests
-	text, err := runChild(t, "TestRankReports")
-	require.NoError(t, err, "the child failed:\n%s", tail(text))
-	for _, w := range []string{
+	tc := childCase{test: "TestRankReports", ok: true, absent: []string{"--- FAIL"}, want: []string{
 		"--- PASS: TestRankReports/n=3/rank=0/comm/group",
 		"--- PASS: TestRankReports/n=3/rank=2/comm/p2p/send-recv",
 		"--- PASS: TestRankReports/n=3/rank=2/comm/p2p/truncated", // idle: only ranks 0 and 1 take part
@@ -136,10 +145,8 @@ func TestRankModeReports(t *testing.T) {
 		"--- PASS: TestRankReports/n=1/rank=0/comm/coll/alltoall",
 		"--- SKIP: TestRankReports/n=1/rank=0/comm/p2p/cancel",
 		"declared by the implementation: cancel is not for this test",
-	} {
-		assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
-	}
-	assert.NotContains(t, text, "--- FAIL")
+	}}
+	tc.check(t, startChild(t, tc.test))
 }
 
 func TestRankReports(t *testing.T) {
@@ -158,15 +165,8 @@ func TestRankReports(t *testing.T) {
 // TestRankModeCatchesBrokenImplementations runs each TestBrokenRank… test
 // in a child process and checks that it fails as it should.
 func TestRankModeCatchesBrokenImplementations(t *testing.T) {
-	if os.Getenv(brokenEnv) != "" {
-		t.Skip("in the child process")
-	}
 	t.Parallel() // child processes that mostly wait: beside the other parallel tests
-	cases := []struct {
-		test    string
-		want    []string
-		notWant []string
-	}{
+	runChildren(t, []childCase{
 		// Rank 1 corrupts what it sends: its peers see it, and every rank
 		// stops after the case, the cases after it unrun.
 		{test: "TestBrokenRankCorrupt", want: []string{
@@ -181,7 +181,7 @@ func TestRankModeCatchesBrokenImplementations(t *testing.T) {
 			"rank 0 of 3 stopped after comm/p2p/send-recv",
 			"rank 1 of 3 stopped after comm/p2p/send-recv",
 			"rank 2 of 3 stopped after comm/p2p/send-recv",
-		}, notWant: []string{
+		}, absent: []string{
 			"comm/p2p/self",
 			"comm/coll",
 		}},
@@ -191,7 +191,7 @@ func TestRankModeCatchesBrokenImplementations(t *testing.T) {
 			"--- FAIL: TestBrokenRankBarrier/rank=0/comm/coll/barrier",
 			"left Barrier #0 before rank 0 had entered it",
 			"stopped after comm/coll/barrier",
-		}, notWant: []string{
+		}, absent: []string{
 			"comm/coll/bcast",
 		}},
 		{test: "TestBrokenGroupBarrier/^comm$/^coll$/^barrier$", want: []string{
@@ -199,41 +199,7 @@ func TestRankModeCatchesBrokenImplementations(t *testing.T) {
 			"--- FAIL: TestBrokenGroupBarrier/comm/coll/barrier/n=5",
 			"left Barrier #0 before rank 0 had entered it",
 		}},
-	}
-	for _, tc := range cases {
-		t.Run(strings.SplitN(tc.test, "/", 2)[0], func(t *testing.T) {
-			t.Parallel()
-			text, err := runChild(t, tc.test)
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee, "the child passed a broken implementation:\n%s", tail(text))
-			require.NotZero(t, ee.ExitCode())
-			for _, w := range tc.want {
-				assert.Contains(t, text, w, "the child's output does not say %q:\n%s", w, tail(text))
-			}
-			for _, w := range tc.notWant {
-				assert.NotContains(t, text, w, "the child ran what it should not have:\n%s", tail(text))
-			}
-			assert.NotRegexp(t, regexp.MustCompile(`(?m)^panic: `), text, "the child crashed")
-			assert.NotContains(t, text, "hung: still running", "the watchdog ended the child")
-		})
-	}
-}
-
-// runChild runs test (a top-level test function, matched exactly, with an
-// optional -run suffix for its subtests) in a child process with brokenEnv
-// set, and returns its verbose output.
-func runChild(t *testing.T, test string) (string, error) {
-	t.Helper()
-	run := "^" + test + "$"
-	if name, rest, ok := strings.Cut(test, "/"); ok {
-		run = "^" + name + "$/" + rest
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.v", "-test.count=1", "-test.timeout=110s")
-	cmd.Env = append(os.Environ(), brokenEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	}, hung) // and the watchdog ends none of their cases
 }
 
 // failFast is the Timeout of the broken jobs: the ranks that wait for a
@@ -258,9 +224,8 @@ func TestBrokenRankBarrier(t *testing.T) {
 
 func TestBrokenGroupBarrier(t *testing.T) {
 	onlyInChild(t)
-	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
-		return localRanks(t, n, local.Options{}, func(_ int, c comm.Comm) comm.Comm { return hastyBarrier{c} })
-	}, conformance.MaxRanks(5), failFast)
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return hastyBarrier{c} }),
+		conformance.MaxRanks(5), failFast)
 }
 
 // corruptComm flips one byte of every message of 4 KiB or more that it

@@ -187,6 +187,18 @@ func leaves(rs []result) []result {
 
 type cell struct{ pass, fail, skip int }
 
+// count adds a result of status (PASS, FAIL or SKIP) to c.
+func (c *cell) count(status string) {
+	switch status {
+	case "PASS":
+		c.pass++
+	case "FAIL":
+		c.fail++
+	case "SKIP":
+		c.skip++
+	}
+}
+
 func (c cell) String() string {
 	switch {
 	case c.pass+c.fail+c.skip == 0:
@@ -204,33 +216,25 @@ func (c cell) String() string {
 // printMatrix prints requirement areas (two levels under the backend) by
 // backend and returns the number of failed cases.
 func printMatrix(w io.Writer, cols []string, rs []result, unavailable map[string]string) int {
-	cells := map[string]map[string]*cell{}
+	cells := map[string]map[string]*cell{} // by row, then backend
+	total := map[string]*cell{}            // by backend
 	var rows []string
 	failed := 0
 	for _, r := range rs {
 		parts := strings.Split(r.name, "/")
+		be := parts[0]
+		cellOf(total, be).count(r.status)
 		if len(parts) < 2 {
 			continue
 		}
-		be := parts[0]
 		row := strings.Join(parts[1:min(3, len(parts))], "/")
 		if cells[row] == nil {
 			cells[row] = map[string]*cell{}
 			rows = append(rows, row)
 		}
-		c := cells[row][be]
-		if c == nil {
-			c = &cell{}
-			cells[row][be] = c
-		}
-		switch r.status {
-		case "PASS":
-			c.pass++
-		case "FAIL":
-			c.fail++
+		cellOf(cells[row], be).count(r.status)
+		if r.status == "FAIL" {
 			failed++
-		case "SKIP":
-			c.skip++
 		}
 	}
 	sort.Strings(rows)
@@ -247,43 +251,31 @@ func printMatrix(w io.Writer, cols []string, rs []result, unavailable map[string
 				fmt.Fprint(tw, "\tunavailable")
 				continue
 			}
-			c := cells[row][be]
-			if c == nil {
-				c = &cell{}
-			}
-			fmt.Fprint(tw, "\t"+c.String())
+			fmt.Fprint(tw, "\t"+cellOf(cells[row], be).String())
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	total := map[string]*cell{}
-	for _, r := range rs {
-		be := strings.SplitN(r.name, "/", 2)[0]
-		if total[be] == nil {
-			total[be] = &cell{}
-		}
-		switch r.status {
-		case "PASS":
-			total[be].pass++
-		case "FAIL":
-			total[be].fail++
-		case "SKIP":
-			total[be].skip++
-		}
-	}
 	fmt.Fprintln(w)
 	for _, be := range cols {
 		if why, ok := unavailable[be]; ok {
 			fmt.Fprintf(w, "%s: unavailable (%s)\n", be, why)
 			continue
 		}
-		c := total[be]
-		if c == nil {
-			c = &cell{}
-		}
+		c := cellOf(total, be)
 		fmt.Fprintf(w, "%s: %d passed, %d failed, %d skipped\n", be, c.pass, c.fail, c.skip)
 	}
 	return failed
+}
+
+// cellOf returns m's cell for key, added empty if m has none.
+func cellOf(m map[string]*cell, key string) *cell {
+	c := m[key]
+	if c == nil {
+		c = &cell{}
+		m[key] = c
+	}
+	return c
 }
 
 // printFailureLogs prints the log lines of each failed case.

@@ -2,10 +2,8 @@ package xpucmd
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -15,12 +13,12 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xpucmd/xpucmdtest"
 )
 
 // The conformance command runs the suites through package testing, once
 // per process: these tests run it in a child process, the test binary
-// itself, which with cmdArgsEnv set runs the command instead of the tests.
-const cmdArgsEnv = "XPUCMD_TEST_ARGS"
+// itself, which runs the command instead of the tests (xpucmdtest).
 
 // unopenable is a driver that says it is available and fails to open.
 type unopenable struct{}
@@ -51,35 +49,14 @@ func (forgetful) Info(context.Context) xpu.Info { return xpu.Info{Available: tru
 func init() {
 	xpu.Register("xpucmd-test-unopenable", unopenable{})
 	xpu.Register("xpucmd-test-forgetful", forgetful{})
-	args := os.Getenv(cmdArgsEnv)
-	if args == "" {
-		return
-	}
-	var argv []string
-	if err := json.Unmarshal([]byte(args), &argv); err != nil {
-		panic(err)
-	}
-	os.Exit(Run(context.Background(), argv, os.Stdout, os.Stderr))
+	xpucmdtest.Main(func() { os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) })
 }
 
 // command runs the xpu command with args in a child process and returns
 // its exit status, its standard output and its standard error.
 func command(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	enc, err := json.Marshal(args)
-	require.NoError(t, err)
-	cmd := exec.CommandContext(testCtx(t), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), cmdArgsEnv+"="+string(enc), "GORACE=atexit_sleep_ms=0")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return code, stdout.String(), stderr.String()
+	return xpucmdtest.Run(testCtx(t), t, args...)
 }
 
 // A backend that passes: the matrix, and status 0.

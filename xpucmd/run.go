@@ -34,11 +34,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	timeout := fs.Duration("timeout", 0, "stop the job after this long (default: no limit)")
 	grace := fs.Duration("grace", launch.DefaultGrace, "time ranks have to exit after SIGTERM before SIGKILL")
 	noBuild := fs.Bool("no-build", false, "run `go run` in every rank as given instead of building once")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", ErrUsage, err)
+	if err := parseFlags(fs, args); err != nil { // prog and its arguments follow the flags
+		return err
 	}
 	rest := fs.Args()
 	switch {

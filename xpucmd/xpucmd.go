@@ -18,6 +18,7 @@
 // runs the conformance suites over it (conformance.RunDriver) and prints
 // their pass/fail matrix. The command knows exactly the drivers registered
 // in its program: those its imports register, and no others.
+// Package xpucmdtest runs such a command from its main package's tests.
 //
 // Exit status: 0 on success, 1 when a conformance case or a command fails,
 // 2 for bad usage.
@@ -141,14 +142,23 @@ func NewFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 // bad flag or an argument is an error wrapping ErrUsage; -h is
 // flag.ErrHelp.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", ErrUsage, fs.Args())
+	}
+	return nil
+}
+
+// parseFlags parses args with fs, leaving the arguments after the flags in
+// fs.Args(): a bad flag is an error wrapping ErrUsage; -h is flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", ErrUsage, fs.Args())
 	}
 	return nil
 }

@@ -73,9 +73,12 @@ var algs = [...]struct {
 	ReduceScatterRing:          {ReduceScatter, "ring", true},
 }
 
+// known reports whether a is one of the shared algorithms.
+func (a Alg) known() bool { return a != 0 && int(a) < len(algs) }
+
 // String names the algorithm: "binomial tree".
 func (a Alg) String() string {
-	if a == 0 || int(a) >= len(algs) {
+	if !a.known() {
 		return "unknown"
 	}
 	return algs[a].name
@@ -83,7 +86,7 @@ func (a Alg) String() string {
 
 // Coll returns the collective a runs.
 func (a Alg) Coll() Coll {
-	if a == 0 || int(a) >= len(algs) {
+	if !a.known() {
 		return 0
 	}
 	return algs[a].coll
@@ -91,7 +94,7 @@ func (a Alg) Coll() Coll {
 
 // Ring reports whether a moves its vector around a ring in chunks of
 // Chunk bytes.
-func (a Alg) Ring() bool { return a != 0 && int(a) < len(algs) && algs[a].ring }
+func (a Alg) Ring() bool { return a.known() && algs[a].ring }
 
 // Algs returns the algorithms Choose may pick for c.
 func Algs(c Coll) []Alg {

@@ -2,31 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/xpucmd/xpucmdtest"
 )
 
-// argsEnv makes the test binary run main with the arguments it holds (a
-// JSON list) instead of the tests: the command, as its users run it.
-const argsEnv = "XPU_ARENA_TEST_ARGS"
-
+// The tests run the command in a child process, as its users run it: the
+// test binary again, which runs main instead of the tests.
 func TestMain(m *testing.M) {
-	if args := os.Getenv(argsEnv); args != "" {
-		var argv []string
-		if err := json.Unmarshal([]byte(args), &argv); err != nil {
-			panic(err)
-		}
-		os.Args = append([]string{"xpu-arena"}, argv...)
-		main() // exits
-	}
+	xpucmdtest.Main(main) // exits in the child
 	os.Exit(m.Run())
 }
 
@@ -34,22 +24,9 @@ func TestMain(m *testing.M) {
 // output.
 func xpuArena(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	enc, err := json.Marshal(args)
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), argsEnv+"="+string(enc), "GORACE=atexit_sleep_ms=0")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return code, stdout.String(), stderr.String()
+	return xpucmdtest.Run(ctx, t, args...)
 }
 
 // `xpu-arena conformance` runs every suite over the arena backend, through
