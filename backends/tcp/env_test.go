@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/jobenv"
 )
 
 func clearEnv(t *testing.T) {
@@ -24,7 +23,7 @@ func TestConfigFromEnv(t *testing.T) {
 	clearEnv(t)
 	_, err := ConfigFromEnv()
 	require.ErrorIs(t, err, comm.ErrInvalidArgument, "no launcher")
-	require.False(t, jobenv.InJob(jobenv.OS))
+	require.False(t, InJob())
 
 	t.Setenv(EnvRank, "2")
 	t.Setenv(EnvWorldSize, "4")
@@ -34,7 +33,7 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(EnvTimeout, "3s")
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
-	require.True(t, jobenv.InJob(jobenv.OS))
+	require.True(t, InJob())
 	require.Equal(t, 2, cfg.Rank)
 	require.Equal(t, 4, cfg.Size)
 	require.Equal(t, "10.0.0.1:1234", cfg.MasterAddr)
@@ -86,7 +85,7 @@ func TestConfigFromPMIxEnv(t *testing.T) {
 	t.Setenv("PMIX_RANK", "2")
 	t.Setenv("PMIX_SIZE", "3")
 	t.Setenv(EnvMasterAddr, "10.0.0.7")
-	require.True(t, jobenv.InJob(jobenv.OS))
+	require.True(t, InJob())
 	_, err := ConfigFromEnv()
 	require.ErrorIs(t, err, comm.ErrInvalidArgument, "no secret and no job id")
 	t.Setenv("PMIX_NAMESPACE", "prterun-host-9@1")
