@@ -84,12 +84,53 @@ type Driver interface {
 	Info(ctx context.Context) Info
 }
 
-// Device describes one device of a backend.
+// Device describes one device of a backend. Index, Name and the memory
+// figures are always set. The fields after them are optional: a backend
+// that knows them (the CUDA backend, through NVML) fills them in, and the
+// others leave them at their zero value, which means unknown and which the
+// JSON form omits.
 type Device struct {
 	Index       int    `json:"index"`
 	Name        string `json:"name"`
 	MemoryTotal int64  `json:"memory_total"` // bytes, -1 when unknown
 	MemoryFree  int64  `json:"memory_free"`  // bytes, -1 when unknown
+
+	// UUID is the device's persistent identifier ("GPU-8f6c…").
+	UUID string `json:"uuid,omitempty"`
+	// ComputeCapability is the version of the device's architecture as
+	// its vendor writes it ("9.0").
+	ComputeCapability string `json:"compute_capability,omitempty"`
+	// PCIBusID is the device's PCI address, domain:bus:device.function in
+	// lower-case hexadecimal ("0000:18:00.0").
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// NUMANode points at the number of the NUMA node nearest the device;
+	// nil when unknown (node 0 is a node like any other, hence a pointer).
+	NUMANode *int `json:"numa_node,omitempty"`
+	// CPUAffinity lists, in increasing order, the numbers of the CPUs
+	// nearest the device: those a thread feeding it is best pinned to.
+	CPUAffinity []int `json:"cpu_affinity,omitempty"`
+	// Links says how the device reaches the other devices of the backend,
+	// one Link per peer whose path is known, in increasing order of Peer.
+	Links []Link `json:"links,omitempty"`
+}
+
+// Link is the path from a device to one peer device of the same backend.
+type Link struct {
+	// Peer is the Index of the device at the other end.
+	Peer int `json:"peer"`
+	// Kind is "nvlink" for a direct NVLink connection (through NVSwitches
+	// included) and "pcie" for a path through the PCIe hierarchy, whose
+	// length Level gives.
+	Kind string `json:"kind"`
+	// NVLinks is the number of active NVLinks joining the two devices; 0
+	// for a PCIe path.
+	NVLinks int `json:"nvlinks,omitempty"`
+	// Level is, for a PCIe path, the nearest common ancestor of the two
+	// devices, nearest first: "internal" (the same board), "single" (at most
+	// one PCIe switch), "multiple" (several switches, no host bridge),
+	// "hostbridge" (a host bridge), "node" (host bridges of one NUMA node)
+	// and "system" (across NUMA nodes). Empty for NVLink.
+	Level string `json:"level,omitempty"`
 }
 
 // Info answers what a backend is and whether it can run here.

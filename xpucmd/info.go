@@ -48,8 +48,17 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if in.Library != "" {
 			fmt.Fprintf(stdout, "  library: %s\n", in.Library)
 		}
+		linked := false
 		for _, d := range in.Devices {
-			fmt.Fprintf(stdout, "  device %d: %s, memory %s total, %s free\n", d.Index, d.Name, bytesStr(d.MemoryTotal), bytesStr(d.MemoryFree))
+			fmt.Fprintf(stdout, "  device %d: %s\n", d.Index, d.Summary())
+			if more := d.Details(); more != "" {
+				fmt.Fprintf(stdout, "    %s\n", more)
+			}
+			linked = linked || len(d.Links) > 0
+		}
+		if linked {
+			fmt.Fprintln(stdout, "  topology:")
+			writeIndented(stdout, "    ", xpu.TopologyMatrix(in.Devices))
 		}
 		if len(in.ElementTypes) > 0 {
 			fmt.Fprintf(stdout, "  element types: %s\n", strings.Join(in.ElementTypes, ", "))
@@ -64,18 +73,13 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-func bytesStr(n int64) string {
-	if n < 0 {
-		return "unknown"
+// writeIndented writes text to w with each of its non-empty lines
+// prefixed by indent.
+func writeIndented(w io.Writer, indent, text string) {
+	for line := range strings.Lines(text) {
+		if strings.TrimSpace(line) != "" {
+			line = indent + line
+		}
+		io.WriteString(w, line)
 	}
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
