@@ -208,6 +208,16 @@ func (r *OptionReader) Bool(key string, def bool) bool {
 	return b
 }
 
+// String reads key as text, with surrounding spaces removed; an empty
+// value is def.
+func (r *OptionReader) String(key, def string) string {
+	v, ok := r.lookup(key)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	return strings.TrimSpace(v)
+}
+
 // Choice reads key as one of choices, compared without regard to case or
 // surrounding spaces, and returns it as written in choices.
 func (r *OptionReader) Choice(key, def string, choices ...string) string {

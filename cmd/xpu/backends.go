@@ -4,6 +4,7 @@ package main
 // building a command of its own that imports it beside these.
 import (
 	_ "github.com/xpu-go/xpu/backends/cpu"
+	_ "github.com/xpu-go/xpu/backends/cuda"
 	_ "github.com/xpu-go/xpu/backends/local"
 	_ "github.com/xpu-go/xpu/backends/mpi"
 	_ "github.com/xpu-go/xpu/backends/tcp"

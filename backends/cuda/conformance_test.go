@@ -1,0 +1,63 @@
+//go:build cgo
+
+package cuda_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/cpu"
+	"github.com/xpu-go/xpu/backends/cuda"
+	"github.com/xpu-go/xpu/conformance"
+	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// The whole backend, as `xpu conformance` runs it: the device, pinned and
+// managed spaces (with a pool over device memory), the executor and its
+// streams, and the transfers between every pair of spaces.
+func TestConformance(t *testing.T) {
+	noDriverLeaks(t)
+	conformance.RunDriver(t, cuda.Name, nil)
+}
+
+// The second device, whose spaces and streams are another context.
+func TestConformanceDevice1(t *testing.T) {
+	noDriverLeaks(t)
+	conformance.RunDriver(t, cuda.Name, xpu.Options{cuda.OptDevice: "1"})
+}
+
+// Transfers between host memory, both devices' memory and pinned memory,
+// with CUDA streams and with CPU streams: peer copies and the cpu space's
+// pageable memory.
+func TestConformancePeerAndHost(t *testing.T) {
+	noDriverLeaks(t)
+	open := func(t *testing.T, dev string) *xpu.Backend {
+		b, err := xpu.Open(context.Background(), cuda.Name, xpu.Options{cuda.OptDevice: dev})
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, b.Close()) })
+		return b
+	}
+	conformance.TestTransfer(t, func(t *testing.T) []memspace.Space {
+		b0, b1 := open(t, "0"), open(t, "1")
+		host := cpu.NewSpace(cpu.SpaceOptions{})
+		t.Cleanup(func() { _ = host.Close() })
+		return []memspace.Space{b0.Spaces[0], host, b1.Spaces[0], b0.Spaces[1], b1.Spaces[2]}
+	}, conformance.Streams(func(t *testing.T) executor.Streamer {
+		return open(t, "0").Exec.(executor.Streamer)
+	}))
+	conformance.TestTransfer(t, func(t *testing.T) []memspace.Space {
+		b0 := open(t, "0")
+		host := cpu.NewSpace(cpu.SpaceOptions{})
+		t.Cleanup(func() { _ = host.Close() })
+		return []memspace.Space{b0.Spaces[0], host}
+	}, conformance.Streams(func(t *testing.T) executor.Streamer {
+		e := cpu.NewExecutor(2)
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}))
+}

@@ -1,0 +1,50 @@
+// Package cuda is the GPU backend: NVIDIA devices through the CUDA driver
+// API, loaded at run time (package internal/cu), so the module builds and
+// its tests run on machines without a GPU, a toolkit or headers, and one
+// binary runs on both kinds of machine.
+//
+//	b, err := xpu.Open(ctx, "cuda", xpu.Options{"device": "1"})
+//
+// A backend is one device: Memory is its device memory (KindDevice, which
+// the host cannot touch: a host view is memspace.ErrNotHostAccessible,
+// never a crash), and Spaces adds page-locked host memory (KindPinned) and
+// managed memory (KindManaged). Every space keeps a ledger, answers
+// Lookup, and reports the device's free memory. memspace.Pool serves
+// device memory unchanged.
+//
+// The Executor's streams are CUDA streams and its events CUDA events:
+// record, cross-stream and cross-device waits, queries, elapsed time
+// (executor.TimedEvent). Host work and waits on other backends' events run
+// in stream order without a driver callback (see Stream). Path copies
+// between CUDA and host memory and between devices, synchronously or in
+// stream order; it is registered with package transfer while a backend is
+// open, so transfer.Copy between any cpu and cuda buffers just works.
+//
+// Kernels: LoadModule loads PTX text (the JIT's log in the error),
+// Module.Function finds a kernel and Function.Launch launches it with a
+// typed argument list. Built-in kernels, shipped as PTX: Fill, Scale,
+// Axpy, Add and the reductions Sum, Min and Max.
+//
+// # Devices and OS threads
+//
+// A device index is chosen per space and executor; every driver call
+// makes that device's primary context current on the OS thread it runs on,
+// in the same crossing into C (goroutines move between threads; CUDA
+// contexts are per thread).
+//
+// # Errors
+//
+// Errors match the project's sentinels: an exhausted device
+// xerr.ErrOutOfMemory, a bad argument xerr.ErrInvalidArgument, a kernel
+// that faulted or a device that failed xerr.ErrDeviceLost (the driver's
+// error is sticky: every call on the device fails until the backend is
+// closed and reopened), no driver or device xpu.ErrUnavailable. The
+// driver's own code is in the message.
+//
+// # Testing without a GPU
+//
+// The package's tests build a fake libcuda (internal/fakecuda) whose device
+// memory the host cannot touch, whose streams are real ordered queues on
+// their own threads, and which injects faults; the whole conformance suite
+// runs through it. EnvLibrary points the backend at it.
+package cuda

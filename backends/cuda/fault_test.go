@@ -1,0 +1,110 @@
+//go:build cgo
+
+package cuda_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/cuda"
+	"github.com/xpu-go/xpu/backends/cuda/internal/fakecuda"
+	"github.com/xpu-go/xpu/backends/cuda/internal/kernels"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// The device runs out of memory: a clear error, the ledger unchanged, and
+// the next allocation works.
+func TestFaultOutOfMemory(t *testing.T) {
+	f := needFake(t)
+	noDriverLeaks(t)
+	g := openGPU(t, "0")
+	for _, sp := range g.b.Spaces {
+		before, _ := memspace.StatsOf(sp)
+		f.Inject(fakecuda.FaultOOM, 0, 1)
+		_, err := sp.Allocate(4096, 0)
+		require.ErrorIs(t, err, xerr.ErrOutOfMemory, sp.Name())
+		after, _ := memspace.StatsOf(sp)
+		assert.Equal(t, before, after, "the ledger of %s", sp.Name())
+		b, err := sp.Allocate(4096, 0)
+		require.NoError(t, err)
+		require.NoError(t, sp.Free(b))
+	}
+	// More than the device has, without injection.
+	_, err := g.dev.Allocate(1<<40, 0)
+	assert.ErrorIs(t, err, xerr.ErrOutOfMemory)
+}
+
+// A kernel that faults (an illegal address, a launch failure, a lost
+// device): the error surfaces at the next synchronize and event as
+// ErrDeviceLost, never a hang; host work behind it does not run; every
+// later call fails the same way; Close still releases everything; a
+// reopened backend works.
+func TestFaultStickyDevice(t *testing.T) {
+	f := needFake(t)
+	for _, c := range []struct {
+		name   string
+		inject func()
+	}{
+		{"illegal address", func() {}},
+		{"launch failure", func() { f.Inject(fakecuda.FaultLaunch, 0, 1) }},
+		{"device lost", func() { f.Inject(fakecuda.FaultDeviceLost, 0, 0) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer f.Reset()
+			ctx := context.Background()
+			b, err := xpu.Open(ctx, cuda.Name, nil)
+			require.NoError(t, err)
+			g := &gpu{b: b, dev: b.Spaces[0].(*cuda.Space), x: b.Exec.(*cuda.Executor)}
+			g.s, err = g.x.NewStream()
+			require.NoError(t, err)
+			k := testKernels(t, g)
+			buf, err := memspace.Alloc[uint64](g.dev, 16)
+			require.NoError(t, err)
+			require.NoError(t, k[kernels.TestSleep].Launch(g.s, one, uint64(20*time.Millisecond)))
+			c.inject()
+			if c.name == "illegal address" {
+				require.NoError(t, k[kernels.TestStore].Launch(g.s, one, uint64(0xdead0000), uint64(1)), "errors of a kernel are asynchronous")
+			} else {
+				err := k[kernels.TestStore].Launch(g.s, one, buf, uint64(1))
+				if err != nil {
+					require.ErrorIs(t, err, xerr.ErrDeviceLost)
+				}
+			}
+			ran := false
+			require.NoError(t, g.s.Enqueue(func(context.Context) error { ran = true; return nil }))
+			ev, err := g.s.Record()
+			if err == nil {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				assert.ErrorIs(t, ev.Wait(wctx), xerr.ErrDeviceLost, "an event after the fault")
+				cancel()
+			}
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			err = g.s.Synchronize(sctx)
+			require.ErrorIs(t, err, xerr.ErrDeviceLost)
+			assert.NotErrorIs(t, err, context.DeadlineExceeded)
+			assert.False(t, ran, "host work behind a fault ran")
+			t.Log(err)
+
+			_, err = g.dev.Allocate(64, 0)
+			assert.ErrorIs(t, err, xerr.ErrDeviceLost, "allocation after the fault")
+			assert.ErrorIs(t, cuda.Fill(g.s, buf, 1), xerr.ErrDeviceLost, "launch after the fault")
+
+			assert.NoError(t, g.dev.Free(buf.Block()), "freeing on a failed device: the block goes with the context")
+			require.NoError(t, b.Close(), "closing a backend whose device failed")
+
+			assert.Zero(t, f.Stats().Live(), "what the driver still holds after Close: %+v", f.Stats())
+			f.Reset()
+			g2 := openGPU(t, "0")
+			out := upload(t, g2, []uint64{1, 2, 3})
+			require.NoError(t, cuda.Scale(g2.s, out, 2))
+			assert.Equal(t, []uint64{2, 4, 6}, download(t, g2, out))
+		})
+	}
+}
