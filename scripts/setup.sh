@@ -10,6 +10,10 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # and packet-loss tests (they skip, saying why, where these are missing).
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+# clang's NVPTX back end: the cuda backend's built-in kernels are PTX compiled
+# from backends/cuda/internal/kernels/*.cu, and a test checks the committed
+# PTX is what the source compiles to (it skips, saying why, without clang).
+command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
 # OpenMP runtime for the C references of `make bench`.
 if command -v gcc >/dev/null 2>&1 && ! echo 'int main(){return 0;}' | gcc -fopenmp -x c -o /dev/null - >/dev/null 2>&1; then
   need+=(libgomp1)

@@ -1,0 +1,134 @@
+//go:build cgo
+
+package cuda_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/backends/cuda"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
+)
+
+// The host never touches device memory: no view, an error rather than a
+// crash (the fake maps device memory PROT_NONE, so a dereference by the
+// backend would kill the test).
+func TestDeviceMemoryNotHostAccessible(t *testing.T) {
+	noDriverLeaks(t)
+	g := openGPU(t, "0")
+	buf, err := memspace.Alloc[float32](g.dev, 1024)
+	require.NoError(t, err)
+	defer buf.Free()
+	_, err = buf.Host()
+	assert.ErrorIs(t, err, memspace.ErrNotHostAccessible)
+	_, err = buf.Block().Bytes()
+	assert.ErrorIs(t, err, memspace.ErrNotHostAccessible)
+	assert.False(t, g.dev.Properties().HostAccessible)
+	for _, sp := range g.b.Spaces[1:] {
+		b, err := memspace.Alloc[float32](sp, 16)
+		require.NoError(t, err)
+		v, err := b.Host()
+		require.NoError(t, err, sp.Name())
+		v[15] = 1
+		require.NoError(t, b.Free())
+	}
+}
+
+// memspace.Pool serves device memory unchanged; a pooled block's copies
+// find the device allocation it lies in, and Lookup finds it upstream.
+func TestPoolOverDeviceMemory(t *testing.T) {
+	noDriverLeaks(t)
+	g := openGPU(t, "0")
+	pool, err := memspace.NewPool(g.dev, memspace.PoolOptions{})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, pool.Close()) }()
+	ctx := context.Background()
+	for round := range 3 {
+		a, err := memspace.Alloc[int64](pool, 1000)
+		require.NoError(t, err)
+		b, err := memspace.Alloc[int64](pool, 1000)
+		require.NoError(t, err)
+		host := make([]int64, 1000)
+		for i := range host {
+			host[i] = int64(i * (round + 1))
+		}
+		hb, _ := memspace.FromSlice(host)
+		require.NoError(t, transfer.Copy(ctx, a, hb))
+		require.NoError(t, transfer.Copy(ctx, b, a))
+		require.NoError(t, cuda.Scale(g.s, b, 2))
+		got := download(t, g, b)
+		for i, v := range got {
+			require.Equal(t, int64(2*i*(round+1)), v)
+		}
+		up, ok := g.dev.Lookup(b.Block().Addr() + 8)
+		require.True(t, ok, "the pooled block's address lies in a device allocation")
+		assert.LessOrEqual(t, up.Addr(), b.Block().Addr())
+		assert.GreaterOrEqual(t, up.Addr()+memspace.Addr(up.Len()), b.Block().Addr()+memspace.Addr(b.Block().Len()))
+		require.NoError(t, a.Free())
+		require.NoError(t, b.Free())
+	}
+}
+
+// Goroutines move between OS threads and CUDA contexts are per thread:
+// many goroutines using two devices at once, each call must run under its
+// own device's context (the fake refuses a stream, a module or memory of
+// another context).
+func TestDevicesFromManyGoroutines(t *testing.T) {
+	noDriverLeaks(t)
+	gs := []*gpu{openGPU(t, "0"), openGPU(t, "1")}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := gs[w%2]
+			s, err := g.x.NewStream()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			for i := range 20 {
+				buf, err := memspace.Alloc[uint32](g.dev, 512)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := cuda.Fill(s, buf, uint32(w*100+i)); err != nil {
+					errs <- err
+					return
+				}
+				if err := cuda.Scale(s, buf, 3); err != nil {
+					errs <- err
+					return
+				}
+				sum, err := cuda.Sum(ctx, s, buf)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if want := uint32(512 * 3 * (w*100 + i)); sum != want {
+					errs <- fmt.Errorf("worker %d round %d: sum %d, want %d", w, i, sum, want)
+					return
+				}
+				if err := buf.Free(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
