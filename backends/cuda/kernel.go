@@ -292,5 +292,8 @@ func (x *Executor) devicePointer(b memspace.Block) (cu.DevPtr, error) {
 	if sp.kind == KindDevice && (sp.d.idx != x.d.idx || sp.d.lib != x.d.lib) {
 		return 0, xerr.Detail(xerr.ErrInvalidArgument, "block %v is memory of device %d, the kernel runs on device %d", b, sp.d.idx, x.d.idx)
 	}
+	if err := sp.holds(b.Addr(), b.Len()); err != nil {
+		return 0, err
+	}
 	return cu.DevPtr(b.Addr()), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/xpu-go/xpu/backends/cuda/internal/kernels"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -245,6 +246,22 @@ func TestKernelBadInput(t *testing.T) {
 	short := upload(t, g, make([]uint32, 10))
 	assert.ErrorIs(t, cuda.Add(g.s, buf, buf, short), xerr.ErrInvalidArgument)
 	assert.ErrorIs(t, cuda.ReduceInto(g.s, comm.Prod, buf, buf), xerr.ErrNotSupported)
+
+	// A freed block, a block of a closed space.
+	freed, err := memspace.Alloc[uint32](g.dev, 64)
+	require.NoError(t, err)
+	require.NoError(t, freed.Free())
+	assert.ErrorIs(t, cuda.Fill(g.s, freed, 1), xerr.ErrInvalidArgument, "fill of a freed block")
+	assert.ErrorIs(t, iota.Launch(g.s, cuda.Config{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 64}}, freed, uint64(64)), xerr.ErrInvalidArgument)
+	hostBuf, _ := memspace.FromSlice(make([]uint32, 64))
+	assert.ErrorIs(t, transfer.Copy(ctx, hostBuf, freed), xerr.ErrInvalidArgument, "copy of a freed block")
+	_, err = transfer.CopyAsync(g.s, freed, hostBuf)
+	assert.ErrorIs(t, err, xerr.ErrInvalidArgument, "stream copy into a freed block")
+	g2 := openGPU(t, "0")
+	stale, err := memspace.Alloc[uint32](g2.dev, 64)
+	require.NoError(t, err)
+	assert.ErrorContains(t, g2.dev.Close(), "still allocated", "closing a space reports its leak")
+	assert.ErrorIs(t, transfer.Copy(ctx, hostBuf, stale), xerr.ErrClosed, "copy from a closed space")
 
 	// Still usable: the stream, the module and the built-ins.
 	require.NoError(t, iota.Launch(g.s, cuda.Config{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 64}}, buf, uint64(64)))

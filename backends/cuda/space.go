@@ -229,6 +229,28 @@ func (s *Space) Lookup(addr memspace.Addr) (memspace.Block, bool) {
 	return memspace.NewBlock(s, start, a.size, s.hostOf(start)), true
 }
 
+// holds checks that [addr, addr+n) lies in one live allocation: a block
+// freed, of a closed space, or sliced past its allocation is an error, not
+// an address handed to the device.
+func (s *Space) holds(addr memspace.Addr, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return xerr.Detail(memspace.ErrClosed, "space %s", s.name)
+	}
+	i, ok := slices.BinarySearch(s.addrs, addr)
+	if !ok {
+		i--
+	}
+	if i >= 0 {
+		start := s.addrs[i]
+		if a := s.live[start]; uintptr(addr-start)+uintptr(n) <= uintptr(a.size) {
+			return nil
+		}
+	}
+	return xerr.Detail(memspace.ErrInvalidArgument, "%d bytes at %#x are not allocated in %s (freed, or past the allocation)", n, uintptr(addr), s.name)
+}
+
 func (s *Space) hostOf(addr memspace.Addr) unsafe.Pointer {
 	if s.kind == KindDevice {
 		return nil

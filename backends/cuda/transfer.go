@@ -31,6 +31,9 @@ type end struct {
 
 func endOf(b memspace.Block) (end, error) {
 	if sp, ok := memspace.As[*Space](b.Space()); ok {
+		if err := sp.holds(b.Addr(), b.Len()); err != nil {
+			return end{}, xerr.Dev(Name, sp.d.idx, "copy", err)
+		}
 		return end{sp: sp, ptr: cu.DevPtr(b.Addr()), host: b.HostPointer()}, nil
 	}
 	if b.HostPointer() == nil {
