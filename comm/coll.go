@@ -40,9 +40,13 @@ func Barrier(ctx context.Context, c Comm) error {
 
 // BcastBlock copies buf on rank root into buf on every rank. Every rank
 // passes a block of the same length.
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error {
 	const op = "bcast"
-	p, _, err := checkComm(ctx, c, op)
+	p, rank, err := checkComm(ctx, c, op)
 	if err != nil {
 		return err
 	}
@@ -57,11 +61,11 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error
 			return err
 		}
 	}
-	if err := checkHost(op, buf); err != nil {
-		return err
-	}
 	if p == 1 {
 		return nil
+	}
+	if needsStage(buf) {
+		return bcastStaged(ctx, c, buf, root, rank)
 	}
 	return bcastShared(ctx, c, buf, root)
 }
@@ -70,6 +74,10 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error
 // rank into recv on rank root. recv must have send's length at the root,
 // where it may be send itself (in place); it is ignored on the other ranks
 // (pass the zero Block).
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) error {
 	const name = "reduce"
 	p, rank, err := checkComm(ctx, c, name)
@@ -103,8 +111,8 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 			return err
 		}
 	}
-	if err := checkHost2(name, send, recv); err != nil {
-		return err
+	if needsStage(send) || needsStage(recv) {
+		return reduceStaged(ctx, c, send, recv, dt, op, root)
 	}
 	if p == 1 {
 		return copyBlock(recv, send)
@@ -115,6 +123,10 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 // AllreduceBlock reduces send (elements of dt) element-wise with op over
 // every rank into recv on every rank. recv has send's length and may be
 // send itself (in place). Every rank gets the bitwise-same result.
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
 	const name = "allreduce"
 	p, _, err := checkComm(ctx, c, name)
@@ -141,8 +153,8 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 			return err
 		}
 	}
-	if err := checkHost2(name, send, recv); err != nil {
-		return err
+	if needsStage(send) || needsStage(recv) {
+		return allreduceStaged(ctx, c, send, recv, dt, op)
 	}
 	if p == 1 {
 		return copyBlock(recv, send)
@@ -154,6 +166,10 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // rank root. recv has Size() times send's length at the root, where send
 // may be the root's own slot of recv (in place); it is ignored on the
 // other ranks (pass the zero Block).
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
 	const name = "gather"
 	p, rank, err := checkComm(ctx, c, name)
@@ -171,8 +187,8 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 			return err
 		}
 	}
-	if err := checkHost2(name, send, recv); err != nil {
-		return err
+	if needsStage(send) || needsStage(recv) {
+		return gatherStaged(ctx, c, send, recv, root)
 	}
 	return gatherShared(ctx, c, send, recv, root)
 }
@@ -181,6 +197,10 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 // part i to rank i in recv. send has Size() times recv's length at the
 // root, where recv may be the root's own slot of send (in place); it is
 // ignored on the other ranks (pass the zero Block).
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
 	const name = "scatter"
 	p, rank, err := checkComm(ctx, c, name)
@@ -198,8 +218,8 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 			return err
 		}
 	}
-	if err := checkHost2(name, send, recv); err != nil {
-		return err
+	if needsStage(send) || needsStage(recv) {
+		return scatterStaged(ctx, c, send, recv, root)
 	}
 	return scatterShared(ctx, c, send, recv, root)
 }
@@ -230,6 +250,10 @@ func rootedArgs(name, wholeRole string, whole, part memspace.Block, p, rank, roo
 // AllgatherBlock concatenates send of every rank, in rank order, into recv
 // on every rank. recv has Size() times send's length; send may be this
 // rank's own slot of recv (in place).
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) error {
 	const name = "allgather"
 	p, rank, err := checkComm(ctx, c, name)
@@ -252,8 +276,8 @@ func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) erro
 			return err
 		}
 	}
-	if err := checkHost2(name, send, recv); err != nil {
-		return err
+	if needsStage(send) || needsStage(recv) {
+		return allgatherStaged(ctx, c, send, recv, rank)
 	}
 	return allgatherShared(ctx, c, send, recv)
 }
@@ -261,6 +285,10 @@ func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) erro
 // AlltoallBlock sends part j of send (split in Size() equal parts) to rank
 // j, which stores it as part i of its recv, where i is this rank. send and
 // recv have the same length, a multiple of Size(), and do not overlap.
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error {
 	const name = "alltoall"
 	p, _, err := checkComm(ctx, c, name)
@@ -287,8 +315,8 @@ func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error
 			return err
 		}
 	}
-	if err := checkHost2(name, send, recv); err != nil {
-		return err
+	if needsStage(send) || needsStage(recv) {
+		return alltoallStaged(ctx, c, send, recv)
 	}
 	return alltoallShared(ctx, c, send, recv)
 }
@@ -296,6 +324,10 @@ func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error
 // ReduceScatterBlock reduces send (elements of dt, Size() blocks of recv's
 // length) element-wise with op over every rank, and leaves block i of the
 // result in recv on rank i. send and recv do not overlap.
+//
+// Buffers the host cannot touch (device memory) that no native collective
+// takes are staged through host memory (see Device memory in the package
+// documentation).
 func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
 	const name = "reduce-scatter"
 	p, _, err := checkComm(ctx, c, name)
@@ -321,8 +353,8 @@ func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, 
 			return err
 		}
 	}
-	if err := checkHost2(name, send, recv); err != nil {
-		return err
+	if needsStage(send) || needsStage(recv) {
+		return reduceScatterStaged(ctx, c, send, recv, dt, op)
 	}
 	return reduceScatterShared(ctx, c, send, recv, dt, op)
 }
@@ -616,29 +648,6 @@ func checkDisjoint(name string, send, recv memspace.Block) error {
 		return fmt.Errorf("comm: %s: send %v overlaps receive %v: %w", name, send, recv, ErrInvalidArgument)
 	}
 	return nil
-}
-
-// checkHost reports ErrNotSupported for blocks the shared algorithms
-// cannot run on (device memory, when no native collective took them).
-func checkHost(name string, b memspace.Block) error {
-	if b.Len() > 0 && !b.HostAccessible() {
-		return hostErr(name, b)
-	}
-	return nil
-}
-
-// checkHost2 is checkHost of two blocks.
-func checkHost2(name string, a, b memspace.Block) error {
-	if err := checkHost(name, a); err != nil {
-		return err
-	}
-	return checkHost(name, b)
-}
-
-//go:noinline
-func hostErr(name string, b memspace.Block) error {
-	return fmt.Errorf("comm: %s: no native collective for %v, and the shared algorithms need host-accessible memory: %w",
-		name, b, ErrNotSupported)
 }
 
 // checkPair validates a send and a receive buffer.

@@ -91,9 +91,14 @@ type Comm interface {
 	Size() int
 	// Isend starts sending buf to rank dest with tag. The send may complete
 	// before a matching receive is posted (buffered) or only when one is.
+	// A buf the backend cannot reach (device memory, for a host
+	// transport) fails with an error matching ErrNotSupported that names
+	// it (memspace.ErrNotHostAccessible, for local and tcp): unlike Send,
+	// Isend does not stage (see Device memory in the package
+	// documentation).
 	Isend(buf memspace.Block, dest, tag int) (Request, error)
 	// Irecv starts receiving into buf from source (or AnySource) with tag
-	// (or AnyTag).
+	// (or AnyTag). A buf the backend cannot reach fails as for Isend.
 	Irecv(buf memspace.Block, source, tag int) (Request, error)
 	// Close leaves the group: pending requests of this rank fail with
 	// ErrClosed, peers see ErrPeerLost for operations that need this rank.

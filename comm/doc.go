@@ -82,10 +82,10 @@
 // Communicators without native collectives get algorithms built on Isend
 // and Irecv alone. Each kind of collective uses its own reserved tags, and
 // non-overtaking keeps the messages of consecutive collectives apart. They
-// reduce and copy on the host, so they need host-accessible memory: device
-// memory without a native collective is ErrNotSupported. Scratch memory
-// comes from the Go heap. Every rank of an Allreduce gets the bitwise-same
-// result.
+// reduce and copy on the host, so they run on host-accessible memory:
+// device memory no native collective takes is staged (below). Scratch
+// memory comes from the Go heap. Every rank of an Allreduce gets the
+// bitwise-same result.
 //
 //   - Barrier: dissemination, ceil(log2 p) rounds of empty messages.
 //   - Bcast: binomial tree; from 512 KiB, scatter from the root then ring
@@ -104,4 +104,40 @@
 // and waits for each to settle before returning, so no request refers to the
 // caller's buffers afterwards — save a send the backend cannot cancel that
 // outlasts the grace (above).
+//
+// # Device memory
+//
+// The blocking calls take buffers the host cannot touch (GPU device
+// memory), as CUDA-aware MPI does. Send, Recv, Sendrecv and every
+// collective (Block forms and typed ones) hand such a buffer to a native
+// collective first, as any other; where none takes it, they stage it:
+// they allocate a host stand-in in the space the buffer's space names
+// (memspace.Stager, found through wrappers: for CUDA device memory,
+// page-locked memory of the same device) or else on the Go heap, copy into
+// it with transfer.CopyBlock what the operation reads (send buffers, the
+// receive buffer of an in-place form, Bcast's buffer at the root), run the
+// operation on the host blocks (native collectives included), copy back
+// what it wrote (a Recv's Status.Count bytes, a Reduce's result at the
+// root, …) and free the stand-ins. Host-accessible buffers are passed on
+// unchanged: each is tested once, and nothing else is done.
+//
+// A staged collective stages each buffer whole, so ranks may mix host and
+// device buffers freely, as MPI allows. (Staging in pieces, with the copies
+// of one piece overlapping the collective on the next, would need every
+// rank to stage; ADR 21 says why it is off.)
+//
+// Staging errors come back as an *xerr.Error of component "comm" naming
+// the call, matching the cause's sentinel: ErrNotSupported where no
+// transfer path reaches the buffer's space (found before anything is
+// sent), ErrOutOfMemory where the stand-in cannot be had. A context that
+// ends stops a staged collective between pieces. Data that arrived is
+// copied out even when the context has ended meanwhile. Staging memory is
+// freed before the call returns, save the stand-in of a send the backend
+// could not cancel in time (see above), freed once that send settles.
+//
+// Isend and Irecv do not stage: they are the backend's, and one that
+// cannot reach the buffer fails them with an error matching
+// ErrNotSupported that names it (memspace.ErrNotHostAccessible, for the
+// local and tcp backends). Stage through the blocking calls, or copy to
+// page-locked memory yourself and start the requests on that.
 package comm

@@ -14,9 +14,16 @@ import (
 // not yet completed and ctx.Err() is returned once it has settled, or after
 // a short grace: a send the backend cannot cancel (MPI) and the peer has
 // not taken by then stays in flight, still reading buf, as for Sendrecv.
+//
+// A buf the host cannot touch (device memory) is copied to host memory
+// first, and that copy is sent (see Device memory in the package
+// documentation); Isend takes no such buffer.
 func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
 	if err := impl.CheckTag(tag, false); err != nil {
 		return err
+	}
+	if !buf.HostAccessible() && !buf.IsZero() {
+		return sendStaged(ctx, c, buf, dest, tag)
 	}
 	if b, ok := c.(Blocking); ok {
 		return b.Send(ctx, buf, dest, tag)
@@ -32,9 +39,17 @@ func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 // Recv receives into buf from source (or AnySource) with tag (or AnyTag).
 // On ctx done the receive is canceled where no message has matched yet and
 // ctx.Err() is returned.
+//
+// A buf the host cannot touch (device memory) receives through host
+// memory: what arrived (Status.Count bytes, also when the message was
+// truncated) is copied into buf before Recv returns. Irecv takes no such
+// buffer.
 func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
 	if err := impl.CheckTag(tag, true); err != nil {
 		return Status{}, err
+	}
+	if !buf.HostAccessible() && !buf.IsZero() {
+		return recvStaged(ctx, c, buf, source, tag)
 	}
 	if b, ok := c.(Blocking); ok {
 		return b.Recv(ctx, buf, source, tag)
@@ -52,8 +67,14 @@ func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Sta
 // the backend cannot cancel (MPI) and the peer has not taken by then stays
 // in flight, still reading sbuf: keep sbuf allocated and unchanged until
 // the peer has received it or the communicator is closed.
+//
+// Buffers the host cannot touch (device memory) are staged through host
+// memory as by Send and Recv.
 func Sendrecv(ctx context.Context, c Comm, sbuf memspace.Block, dest, stag int,
 	rbuf memspace.Block, source, rtag int) (Status, error) {
+	if !hostOK(sbuf) || !hostOK(rbuf) {
+		return sendrecvStaged(ctx, c, sbuf, dest, stag, rbuf, source, rtag)
+	}
 	rr, err := c.Irecv(rbuf, source, rtag)
 	if err != nil {
 		return Status{}, err

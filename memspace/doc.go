@@ -17,8 +17,9 @@
 //
 // Optional capabilities are separate interfaces found with As, through
 // wrappers that implement Unwrapper: StatsSpace (a ledger: bytes in use,
-// peak, live allocations), Availability, Lookuper (address to allocation)
-// and Closer. Pool is a caching allocator that wraps any Space and serves
+// peak, live allocations), Availability, Lookuper (address to allocation),
+// Closer and Stager (where a block the host cannot touch is best copied
+// for the host). Pool is a caching allocator that wraps any Space and serves
 // device memory unchanged.
 //
 // Spaces are safe for concurrent use. Buffers are not safe for concurrent

@@ -115,6 +115,18 @@ type Closer interface {
 	Close() error
 }
 
+// Stager is a space whose blocks are best staged for the host in another
+// space: one the host can access, which transfers to and from this space
+// are fastest through (for CUDA device memory, page-locked memory of the
+// same device). Code that needs a host copy of a block the host cannot
+// touch (the communicators of package comm) allocates the copy there.
+type Stager interface {
+	// StagingSpace returns the host-accessible space to stage this
+	// space's blocks in, or nil when there is none (the memory is
+	// host-accessible itself, say): the Go heap is used then.
+	StagingSpace() Space
+}
+
 // Unwrapper is implemented by wrappers (pools, fault injectors, stats) so
 // capabilities are found through them.
 type Unwrapper interface {

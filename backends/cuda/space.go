@@ -36,6 +36,8 @@ type Space struct {
 	live   map[memspace.Addr]alloc // by the address handed out
 	addrs  []memspace.Addr         // sorted keys of live, for Lookup
 	stats  memspace.Stats
+
+	staging staging // device memory's staging space (stage.go)
 }
 
 type alloc struct {
@@ -297,7 +299,11 @@ func (s *Space) Close() error {
 		s.forget(addr, a)
 	}
 	s.mu.Unlock()
+	serr := s.closeStaging()
 	rerr := s.d.release()
+	if rerr == nil {
+		rerr = serr
+	}
 	var err error
 	if live > 0 {
 		err = fmt.Errorf("%d blocks (%d bytes) were still allocated; they are freed now", live, bytes)
