@@ -14,12 +14,14 @@ setup:
 xpu: setup
 	$(GO) build -o bin/xpu ./cmd/xpu
 
-# The main job: what this machine offers, the conformance matrix, and a
-# short benchmark on the default CPU backend.
+# The main job: what this machine offers, the conformance matrix, a short
+# benchmark on the default CPU backend, and the GPU example (which says why
+# it skips on a machine without a GPU).
 demo: xpu refs
 	./bin/xpu info
 	./bin/xpu conformance
 	./bin/xpu bench --short --ref $(BENCHDIR)
+	$(GO) run ./examples/gpu
 
 vet: setup
 	$(GO) vet ./...
@@ -39,7 +41,9 @@ conformance: xpu
 	./bin/xpu conformance
 
 # C references built here so ratios are measured in the same run on the
-# same machine: OpenMP and memcpy with gcc; the MPI ones with mpicc, run
+# same machine: OpenMP and memcpy with gcc; the CUDA driver's calls with
+# gcc too (cuda_ref loads the driver at run time: it builds without CUDA,
+# and prints nothing where no GPU is); the MPI ones with mpicc, run
 # under mpirun (their figures land in .out files that xpu bench reads).
 refs: setup
 	@mkdir -p $(BENCHDIR)
@@ -47,6 +51,7 @@ refs: setup
 		out=$(BENCHDIR)/$$(basename $$src .c); \
 		gcc -O3 -march=native -fopenmp -o $$out $$src || exit 1; \
 	done
+	@gcc -O2 -o $(BENCHDIR)/cuda_ref internal/bench/ref/cuda_ref.c -ldl
 
 MPIRUN_TCP := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
 

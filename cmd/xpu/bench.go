@@ -58,6 +58,7 @@ func allCases() []bench.Case {
 	cs = append(cs, bench.Pool...)
 	cs = append(cs, bench.Comm...)
 	cs = append(cs, bench.TCP...)
+	cs = append(cs, bench.CUDAIfAvailable()...) // none where no GPU: a skipped case would stop the run
 	return cs
 }
 

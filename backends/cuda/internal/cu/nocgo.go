@@ -29,6 +29,8 @@ func (l *Lib) Path() string { return l.path }
 
 func (l *Lib) Version() int { return l.version }
 
+func (l *Lib) DriverVersion() (r0 int, err error) { err = ErrNoCgo; return }
+
 func (l *Lib) DeviceCount() (r0 int, err error) { err = ErrNoCgo; return }
 
 func (l *Lib) Device(i int) (r0 int, err error) { err = ErrNoCgo; return }
