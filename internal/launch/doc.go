@@ -26,7 +26,26 @@
 // context.DeadlineExceeded. Run returns only after every rank has been
 // reaped and its output copied, so it leaves no process or goroutine behind
 // (a rank's own children that outlive it and keep its output open are cut
-// off Spec.Grace after it exits).
+// off Spec.Grace after it exits). A rank Run stops is stopped with its
+// group: its children still there at the end of the grace period get
+// SIGKILL even when the rank itself has exited, Run waiting the grace
+// period out for them.
+//
+// On Linux, ranks do not outlive the process that runs Run, however it
+// dies, SIGKILL included (ADR 22). Each rank has SIGKILL as its
+// parent-death signal, from a thread that lives until the rank is reaped;
+// and each job has a watchdog, this very program executed again in a
+// session of its own, which is told the ranks' process groups through a
+// pipe: when the pipe reads end-of-file without the launcher's goodbye, it
+// stops the groups still registered — SIGTERM, SIGKILL after Spec.Grace —
+// and exits. Run reaps it when the job ends. So that a rank cannot start
+// a child before the watchdog knows its group, each rank starts as a gate,
+// the program again, which executes the rank's program in its own process
+// once the launcher has registered the group. Any binary that links the
+// package serves as its own watchdog and gate: the package's init runs
+// them instead of the program when it finds the marks Run starts them with
+// (argv[0] "xpu-watchdog" and XPU_LAUNCH_WATCHDOG=1, argv[0]
+// "xpu-rank-gate" and XPU_LAUNCH_GATE=1).
 //
 // When Spec.Prog is `go run`, Run builds the program once with `go build`
 // into a temporary directory and starts the binary N times, rather than

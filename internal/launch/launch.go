@@ -360,6 +360,7 @@ type job struct {
 
 type rank struct {
 	cmd     *exec.Cmd
+	gate    *gate // nil when it starts as itself
 	stdout  *lineWriter
 	stderr  *lineWriter
 	start   time.Time
@@ -368,9 +369,9 @@ type rank struct {
 }
 
 type exit struct {
-	i       int
-	err     error
-	elapsed time.Duration
+	i   int
+	err error
+	at  time.Time // when it was reaped
 }
 
 func (j *job) logf(format string, args ...any) {
@@ -396,10 +397,29 @@ func (j *job) run() (*Result, error) {
 	exits := make(chan exit, s.N) // never blocks a waiter
 	running := 0
 	var failure error // why the job is being stopped; nil while it is not
+	// The watchdog stops the ranks' process groups should this process die
+	// before they end; it is told each rank's group, and that the job is
+	// over once every rank has been reaped (the deferred stop).
+	wd, err := startWatchdog(s.Grace, j.logf)
+	if err != nil {
+		j.logf("no watchdog (%v): should this launcher die, what the ranks start would outlive it", err)
+	}
+	defer wd.stop()
 	for i := 0; i < s.N; i++ {
 		r := j.newRank(i, env)
 		j.ranks = append(j.ranks, r)
-		if err := r.cmd.Start(); err != nil {
+		if wd != nil {
+			// It runs its program once the watchdog knows its group.
+			r.gate = gateRank(r.cmd)
+		}
+		release := func() error { return r.gate.open(r.cmd.Process.Pid, wd) }
+		at, err := startTied(r.cmd, release, func(err error) {
+			r.stdout.flush()
+			r.stderr.flush()
+			exits <- exit{i: i, err: err, at: time.Now()}
+		})
+		if err != nil {
+			r.gate.abort()
 			r.done = true
 			res.Ranks[i].Err = fmt.Errorf("start %s: %w", s.Prog, err)
 			failure = &RankError{Status: res.Ranks[i]}
@@ -409,15 +429,9 @@ func (j *job) run() (*Result, error) {
 			}
 			break
 		}
-		r.start = time.Now()
+		r.start = at
 		res.Ranks[i].Pid = r.cmd.Process.Pid
 		running++
-		go func() {
-			err := r.cmd.Wait()
-			r.stdout.flush()
-			r.stderr.flush()
-			exits <- exit{i: i, err: err, elapsed: time.Since(r.start)}
-		}()
 	}
 
 	var graceTimer *time.Timer
@@ -452,8 +466,13 @@ func (j *job) run() (*Result, error) {
 			running--
 			r := j.ranks[e.i]
 			r.done = true
+			if !r.stopped {
+				// Its group is the job's no more (that of a stopped rank is,
+				// until its leftovers are gone: see killLeftovers).
+				wd.drop(r.cmd.Process.Pid)
+			}
 			st := &res.Ranks[e.i]
-			st.Elapsed = e.elapsed
+			st.Elapsed = e.at.Sub(r.start)
 			st.Stopped = r.stopped
 			fillStatus(st, r.cmd.ProcessState, e.err)
 			if !st.OK() && failure == nil {
@@ -482,7 +501,14 @@ func (j *job) run() (*Result, error) {
 			if n > 0 {
 				j.logf("%d %s still running %v after being told to stop; sent SIGKILL", n, plural(n, "rank"), s.Grace)
 			}
+			j.killLeftovers()
 		}
+	}
+	if grace != nil {
+		// The job was stopped and every rank has exited within the grace
+		// period; what they started and left in their groups gets the rest
+		// of it.
+		j.awaitLeftovers(grace)
 	}
 	res.Elapsed = time.Since(began)
 	if re, ok := failure.(*RankError); ok {
@@ -498,6 +524,58 @@ func (j *job) run() (*Result, error) {
 		}
 	}
 	return res, failure
+}
+
+// leftoverPoll is how often Run looks whether the leftovers of stopped ranks
+// are gone.
+const leftoverPoll = 10 * time.Millisecond
+
+// leftovers returns the ranks that were stopped and have exited, leaving
+// live processes in their groups: children that ignored the signal the
+// rank died of (a shell's background commands ignore SIGINT).
+func (j *job) leftovers() []*rank {
+	var cand []int
+	byPid := map[int]*rank{}
+	for _, r := range j.ranks {
+		if r.done && r.stopped && r.cmd.Process != nil {
+			cand = append(cand, r.cmd.Process.Pid)
+			byPid[r.cmd.Process.Pid] = r
+		}
+	}
+	var out []*rank
+	// A group's id is not reused while a process holds it.
+	for _, g := range groupsAlive(cand) {
+		out = append(out, byPid[g])
+	}
+	return out
+}
+
+// killLeftovers sends SIGKILL to the groups of stopped ranks that exited
+// leaving processes behind.
+func (j *job) killLeftovers() {
+	left := j.leftovers()
+	for _, r := range left {
+		signalGroup(r.cmd.Process, syscall.SIGKILL)
+	}
+	if len(left) > 0 {
+		j.logf("processes started by %d stopped %s still running %v after being told to stop; sent SIGKILL",
+			len(left), plural(len(left), "rank"), j.spec.Grace)
+	}
+}
+
+// awaitLeftovers waits until the leftovers of stopped ranks are gone, or
+// grace fires, when it kills them.
+func (j *job) awaitLeftovers(grace <-chan time.Time) {
+	tick := time.NewTicker(leftoverPoll)
+	defer tick.Stop()
+	for len(j.leftovers()) > 0 {
+		select {
+		case <-tick.C:
+		case <-grace:
+			j.killLeftovers()
+			return
+		}
+	}
 }
 
 // interrupted reports why ctx ended the job, and returns the error Run
@@ -539,6 +617,7 @@ func (j *job) newRank(i int, env []string) *rank {
 	// off after the grace period, so that Wait returns.
 	cmd.WaitDelay = s.Grace
 	setGroup(cmd)
+	setDeathSignal(cmd) // so it is started with startTied
 	return r
 }
 

@@ -53,6 +53,8 @@ func TestMain(m *testing.M) {
 //	partial        a line, then text without a newline, on both streams
 //	flood L        L numbered lines on each stream, written in random pieces
 //	mpienv         the rank and size the launcher gives, and XPU_BACKEND
+//	nap D          sleep for the duration D, exit 0
+//	launcher M G   a launcher: Run a job (see launcherRole)
 func playRole(args []string) int {
 	rank, _ := strconv.Atoi(os.Getenv(EnvRank))
 	arg := func(i int) int {
@@ -129,6 +131,15 @@ func playRole(args []string) int {
 	case "flood":
 		flood(rank, arg(1))
 		return 0
+	case "nap":
+		d, err := time.ParseDuration(args[1])
+		if err != nil {
+			panic(err)
+		}
+		time.Sleep(d)
+		return 0
+	case "launcher":
+		return launcherRole(args[1], args[2])
 	case "mpienv":
 		p, ok, err := jobenv.Find(jobenv.OS)
 		if !ok || err != nil {
@@ -140,6 +151,41 @@ func playRole(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "unknown role %q\n", args)
 	return 100
+}
+
+// scriptEnv holds the shell script the ranks of launcherRole run.
+const scriptEnv = "XPU_LAUNCH_TEST_SCRIPT"
+
+// launcherRole is a launcher, as `xpu run -n 3 --grace G -- sh -c
+// "$XPU_LAUNCH_TEST_SCRIPT"` is: it runs the job and returns 0 when it
+// succeeds. In mode "notify" it stops the job on SIGINT and SIGTERM as xpu
+// run does; in mode "plain" those signals kill it. Mode "mpi" is `xpu run
+// --mpi -n 2` of this binary playing "sleep", signals killing it.
+func launcherRole(mode, g string) int {
+	grace, err := time.ParseDuration(g)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if mode == "notify" {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	spec := Spec{N: 3, Prog: "sh", Args: []string{"-c", os.Getenv(scriptEnv)}, Grace: grace,
+		Timeout: 2 * time.Minute, // a net under a test that fails
+		Stdout:  os.Stdout, Stderr: os.Stderr, LogPrefix: "launcher: "}
+	if mode == "mpi" {
+		spec.N, spec.Prog, spec.Args, spec.Env = 2, os.Args[0], nil, roleEnviron("sleep")
+		err = RunMPI(ctx, spec)
+	} else {
+		_, err = Run(ctx, spec)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "launcher:", err)
+		return 1
+	}
+	return 0
 }
 
 // floodLine is line i of a rank's stream: its payload is a function of

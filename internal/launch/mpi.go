@@ -83,7 +83,9 @@ func FindMPI(ctx context.Context) (path, flavour string, err error) {
 // output is mpirun's, unprefixed. A `go run` program is built once, as by
 // Run. Cancelling ctx, or Spec.Timeout, forwards the signal to mpirun
 // (which passes it to its ranks), then SIGKILL after Spec.Grace to mpirun's
-// process group. RunMPI returns nil when mpirun exits with status 0, an
+// process group. Should the process running RunMPI die, its watchdog (see
+// Run) does the same, on Linux: mpirun stops its ranks, which are its to
+// stop. RunMPI returns nil when mpirun exits with status 0, an
 // error matching ErrRankFailed when it fails, and one matching ctx.Err() or
 // ErrTimeout when the job is interrupted.
 func RunMPI(ctx context.Context, spec Spec) error {
@@ -125,11 +127,31 @@ func RunMPI(ctx context.Context, spec Spec) error {
 		ctx, cancel = context.WithTimeoutCause(ctx, spec.Timeout, ErrTimeout)
 		defer cancel()
 	}
-	if err := cmd.Start(); err != nil {
-		return xerr.Op(place, "", fmt.Errorf("start %s: %w", path, err))
+	// Should this process die, the watchdog sends mpirun SIGTERM, once, and
+	// mpirun stops its ranks as it does when interrupted; SIGKILL follows
+	// after the grace period. (Not the parent-death signal, which the kernel
+	// may send more than once: mpirun takes a second SIGTERM for "exit now"
+	// and leaves its ranks.) The gate has mpirun wait until the watchdog
+	// knows its group.
+	wd, err := startWatchdog(spec.Grace, func(format string, args ...any) {
+		if spec.LogPrefix != "" {
+			out.line(out.stderr, spec.LogPrefix+fmt.Sprintf(format, args...))
+		}
+	})
+	if err != nil && spec.LogPrefix != "" {
+		out.line(out.stderr, spec.LogPrefix+fmt.Sprintf("no watchdog (%v): should this launcher die, mpirun would outlive it", err))
+	}
+	defer wd.stop()
+	var g *gate
+	if wd != nil {
+		g = gateRank(cmd)
 	}
 	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	release := func() error { return g.open(cmd.Process.Pid, wd) }
+	if _, err := startTied(cmd, release, func(err error) { waited <- err }); err != nil {
+		g.abort()
+		return xerr.Op(place, "", fmt.Errorf("start %s: %w", path, err))
+	}
 
 	var interrupted error
 	var grace <-chan time.Time

@@ -18,5 +18,8 @@ func signalGroup(p *os.Process, sig os.Signal) {
 	}
 }
 
+// groupsAlive returns none: there are no process groups.
+func groupsAlive([]int) []int { return nil }
+
 // exitInfo returns a reaped process's exit code.
 func exitInfo(ps *os.ProcessState) (code int, sig os.Signal) { return ps.ExitCode(), nil }

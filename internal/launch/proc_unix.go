@@ -3,8 +3,10 @@
 package launch
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 )
 
@@ -29,6 +31,24 @@ func signalGroup(p *os.Process, sig os.Signal) {
 	if err := syscall.Kill(-p.Pid, s); err != nil {
 		_ = p.Signal(sig) // the leader, at least, if the group is not its own
 	}
+}
+
+// groupsAlive returns those of the process groups that have a live
+// process: that can be signalled and, where /proc tells, is not a zombie.
+func groupsAlive(groups []int) []int {
+	var out []int
+	for _, g := range groups {
+		if err := syscall.Kill(-g, 0); !errors.Is(err, syscall.ESRCH) && !errors.Is(err, syscall.EPERM) {
+			out = append(out, g)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if live, ok := liveGroups(); ok {
+		out = slices.DeleteFunc(out, func(g int) bool { return !live[g] })
+	}
+	return out
 }
 
 // exitInfo returns a reaped process's exit code, or -1 and the signal that
