@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/internal/jobenv"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -29,9 +31,18 @@ const (
 	// DefaultChunk is the size of the data frames a large message travels
 	// in, so that small messages are not held up behind it.
 	DefaultChunk = 1 << 20
-	// DefaultInitTimeout bounds FromEnv and the driver's Open when the
-	// context has no deadline: the time for every rank to show up.
-	DefaultInitTimeout = 5 * time.Minute
+	// DefaultJoinTimeout bounds Dial, FromEnv and the driver's Open: the
+	// time for every rank to show up and connect, counted from this rank's
+	// start (Config.JoinTimeout, XPU_JOIN_TIMEOUT, the option join_timeout
+	// set another). The context given bounds joining too: whichever ends
+	// first.
+	DefaultJoinTimeout = join.DefaultTimeout
+	// JoinProgressInterval is how often a rank still joining logs what it
+	// waits for (Config.Logger).
+	JoinProgressInterval = join.ProgressInterval
+	// DefaultMasterPort is rank 0's port when no variable sets it and the
+	// launcher names no job; see ConfigFromEnv.
+	DefaultMasterPort = jobenv.DefaultMasterPort
 	// MaxRanks is the largest group.
 	MaxRanks = 1 << 16
 )
@@ -68,6 +79,9 @@ const (
 	EnvTimeout = "XPU_TCP_TIMEOUT"
 	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.
 	EnvSpin = "XPU_TCP_SPIN"
+	// EnvJoinTimeout sets Config.JoinTimeout: a positive Go duration
+	// ("90s"). Every transport that joins a job reads it.
+	EnvJoinTimeout = join.EnvTimeout
 )
 
 // Config describes this rank's place in a job. Rank, Size, MasterAddr and
@@ -121,9 +135,23 @@ type Config struct {
 	// only where every rank has a core of its own, and costs dearly where
 	// ranks share cores. Zero, the default, blocks at once.
 	Spin time.Duration
+	// JoinTimeout bounds Dial: when the job has not formed within it
+	// (rank 0 never answered, a rank never joined or never connected),
+	// Dial fails with an error matching ErrJoinTimeout that names what was
+	// missing. Zero means DefaultJoinTimeout; negative means no bound but
+	// the context's.
+	JoinTimeout time.Duration
+	// Logger receives the progress of Dial: a line every
+	// JoinProgressInterval while it waits, naming what for (rank 0, or the
+	// ranks missing) and for how long. Nil means slog.Default().
+	Logger *slog.Logger
 	// Logf, when set, receives diagnostics (refused connections, lost
 	// peers).
 	Logf func(format string, args ...any)
+
+	// portFrom says where ConfigFromEnv took the master's port from, for
+	// the error of a port in use.
+	portFrom string
 }
 
 // normalize validates cfg and fills in defaults. It is the one check of a
@@ -196,17 +224,13 @@ func (cfg Config) normalize() (Config, error) {
 }
 
 // FromEnv joins the job described by the environment (see ConfigFromEnv)
-// and returns this process's rank. When ctx has no deadline, the ranks get
-// DefaultInitTimeout to find each other.
+// and returns this process's rank. Joining is bounded by the join timeout
+// (DefaultJoinTimeout, or XPU_JOIN_TIMEOUT) and by ctx, whichever ends
+// first.
 func FromEnv(ctx context.Context) (*Comm, error) {
 	cfg, err := ConfigFromEnv()
 	if err != nil {
 		return nil, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultInitTimeout)
-		defer cancel()
 	}
 	return Dial(ctx, cfg)
 }
@@ -221,12 +245,17 @@ func FromEnv(ctx context.Context) (*Comm, error) {
 //   - the master from XPU_MASTER_ADDR and XPU_MASTER_PORT (or MASTER_ADDR,
 //     MASTER_PORT); under Slurm the first host of SLURM_NODELIST when it is
 //     a plain list, else SLURM_LAUNCH_NODE_IPADDR; 127.0.0.1 when the
-//     launcher says every rank is on this node; the port defaults to 29500;
+//     launcher says every rank is on this node. Without a port set, the
+//     port is derived from the launcher's job identity (Slurm's job and
+//     step, Open MPI's job id, the PMIx namespace) into 20000-29999, so
+//     that two jobs on one node do not collide (jobenv.JobPort); it is
+//     DefaultMasterPort, 29500, only when the launcher names no job;
 //   - the secret from XPU_JOB_SECRET. Without it, a secret is derived from
 //     the launcher's job identity (Slurm job and step, Open MPI or PMIx
 //     namespace): that keeps other jobs out by accident, not an attacker
 //     who can read the job id — set XPU_JOB_SECRET where that matters;
-//   - Timeout from XPU_TCP_TIMEOUT, Spin from XPU_TCP_SPIN.
+//   - Timeout from XPU_TCP_TIMEOUT, Spin from XPU_TCP_SPIN, JoinTimeout
+//     from XPU_JOIN_TIMEOUT.
 func ConfigFromEnv() (Config, error) {
 	var cfg Config
 	place, ok, err := jobenv.Find(jobenv.OS)
@@ -249,12 +278,21 @@ func ConfigFromEnv() (Config, error) {
 		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
 			"no master address (set %s to an address of rank 0's host)", EnvMasterAddr)
 	}
-	port := firstEnv(EnvMasterPort, "MASTER_PORT")
+	portVar, port := EnvMasterPort, strings.TrimSpace(os.Getenv(EnvMasterPort))
 	if port == "" {
-		port = "29500"
+		portVar, port = "MASTER_PORT", strings.TrimSpace(os.Getenv("MASTER_PORT"))
+	}
+	if port != "" {
+		cfg.portFrom = "set by " + portVar
+	} else {
+		p, from := jobenv.JobPort(jobenv.OS)
+		port, cfg.portFrom = strconv.Itoa(p), "derived from "+from
+		if from == "" {
+			cfg.portFrom = "the default, as the launcher names no job"
+		}
 	}
 	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a port", EnvMasterPort, port)
+		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a port", portVar, port)
 	}
 	cfg.MasterAddr = net.JoinHostPort(host, port)
 	if s := os.Getenv(EnvJobSecret); s != "" {
@@ -272,6 +310,9 @@ func ConfigFromEnv() (Config, error) {
 			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a positive duration", EnvTimeout, t)
 		}
 		cfg.Timeout = d
+	}
+	if cfg.JoinTimeout, err = join.TimeoutFromEnv(jobenv.OS); err != nil {
+		return cfg, xerr.Op(Name, "env", err)
 	}
 	if t := os.Getenv(EnvSpin); t != "" {
 		d, err := time.ParseDuration(t)

@@ -2,13 +2,17 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -16,14 +20,37 @@ import (
 // flood of strangers cannot exhaust a rank.
 const maxHandshakes = 256
 
+// ErrJoinTimeout reports that a job did not form within the join timeout
+// (Config.JoinTimeout, DefaultJoinTimeout by default): nothing of this job
+// answered at the master address, or ranks never joined or never
+// connected. Its message names what was missing ("no rank 0 listening at
+// 10.0.0.1:29500 after 1m0s", "ranks 2, 5 of 8 never joined at
+// 10.0.0.1:29500 after 1m0s"). It matches context.DeadlineExceeded; the
+// error of Dial's context ending does not match it.
+var ErrJoinTimeout = join.ErrTimeout
+
+// joinInterval is how often a rank still joining logs its progress, in
+// nanoseconds; zero means JoinProgressInterval. Tests shorten it.
+var joinInterval atomic.Int64
+
 // Dial joins the job cfg describes and returns this rank once it is
 // connected to every other rank. Rank 0 listens on cfg.MasterAddr (or
 // cfg.Listener) and serves the rendezvous store there; every other rank
 // publishes its own listening address in the store and dials every lower
 // rank, so each pair of ranks shares one connection. Every connection
 // starts with a mutual HMAC challenge-response over cfg.Secret; strangers
-// are refused and the job goes on. Dial returns when every link is up, or
-// ctx's error (wrapped) when ctx ends first.
+// are refused and the job goes on.
+//
+// A rank other than 0 retries while nothing listens at the master address,
+// and while what listens there is not this job's rank 0 (another job's,
+// whose port this job's shares: its listener closes once its own job has
+// formed). Dial returns when every link is up; when the join timeout
+// (cfg.JoinTimeout) passes first, an error matching ErrJoinTimeout that
+// names what was missing; when ctx ends first, ctx's error (wrapped),
+// saying what this rank was waiting for. While it waits it logs to
+// cfg.Logger, every JoinProgressInterval, what it waits for. Rank 0 fails
+// at once when the master's port is taken, naming the port and
+// XPU_MASTER_PORT.
 func Dial(ctx context.Context, cfg Config) (*Comm, error) {
 	ncfg, err := cfg.normalize()
 	if err != nil {
@@ -51,8 +78,10 @@ type setup struct {
 	mu      sync.Mutex
 	nlinks  int
 	linksUp chan struct{} // closed when every link is up
+	linked  *join.Roster  // the peers whose link is up
 	store   *storeServer  // rank 0 only
 	fatal   chan error    // first fatal error
+	wait    *join.Wait
 }
 
 func (s *setup) fail(err error) {
@@ -62,28 +91,47 @@ func (s *setup) fail(err error) {
 	}
 }
 
+// connect forms the job under the join timeout and ctx.
 func (c *Comm) connect(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s := &setup{linksUp: make(chan struct{}), fatal: make(chan error, 1)}
+	w, ctx := join.Start(ctx, join.Params{Backend: Name, Rank: c.rank, Size: c.size, Master: c.cfg.MasterAddr,
+		Timeout: c.cfg.JoinTimeout, Logger: c.cfg.Logger, Interval: time.Duration(joinInterval.Load())})
+	s := &setup{linksUp: make(chan struct{}), linked: join.NewRoster(c.size, c.rank), fatal: make(chan error, 1), wait: w}
+	err := c.form(ctx, w, s)
+	if err != nil && s.store != nil && w.TimedOut() {
+		// The ranks waiting on the store for a rank that never came are
+		// told why rank 0 gives up before Close cuts them off.
+		s.store.drain(time.Second)
+	}
+	return w.End(err)
+}
+
+func (c *Comm) form(ctx context.Context, w *join.Wait, s *setup) error {
 	c.bg.Add(1)
 	go c.monitor()
 
+	master := c.cfg.MasterAddr
 	var ln net.Listener
 	var sc *storeClient
 	if c.rank == 0 {
 		ln = c.cfg.Listener
 		if ln == nil {
 			var err error
-			if ln, err = net.Listen("tcp", c.cfg.MasterAddr); err != nil {
-				return fmt.Errorf("listen on the master address: %w", err)
+			if ln, err = net.Listen("tcp", master); err != nil {
+				return c.listenErr(err)
 			}
 		}
 		s.store = newStoreServer(c.size)
+		w.Await(
+			join.Step{Ranks: s.store.arrived, Waiting: "to join at " + master, Failed: "never joined at " + master},
+			join.Step{Ranks: s.linked, Waiting: "to connect with rank 0", Failed: "joined but never connected with rank 0"},
+			join.Step{Ranks: s.store.finished, Waiting: "to connect with every lower rank",
+				Failed: "joined but never connected with every lower rank"},
+		)
 	} else {
-		conn, err := c.dialAuth(ctx, c.cfg.MasterAddr, 0, purposeStore)
+		w.Reaching()
+		conn, err := c.dialMaster(ctx, w)
 		if err != nil {
-			return fmt.Errorf("store at %s: %w", c.cfg.MasterAddr, err)
+			return err
 		}
 		sc = &storeClient{conn: conn}
 		defer sc.conn.Close()
@@ -105,12 +153,16 @@ func (c *Comm) connect(ctx context.Context) error {
 		if err := sc.call(ctx, storeSet, addrKey(c.rank), ln.Addr().String()); err != nil {
 			return fmt.Errorf("publish this rank's address: %w", err)
 		}
+		linkStep := join.Step{Ranks: s.linked, Waiting: fmt.Sprintf("to connect with rank %d", c.rank),
+			Failed: fmt.Sprintf("never connected with rank %d", c.rank)}
 		var wg sync.WaitGroup
 		for j := range c.rank {
 			// One request at a time on the store connection; the links
 			// are dialed in parallel.
-			addr := c.cfg.MasterAddr
+			addr := master
 			if j > 0 {
+				w.Await(join.Step{Ranks: join.Awaiting(c.size, j), Waiting: "to join at " + master,
+					Failed: "never joined at " + master}, linkStep)
 				var err error
 				if addr, err = sc.get(ctx, addrKey(j)); err != nil {
 					wg.Wait()
@@ -130,6 +182,7 @@ func (c *Comm) connect(ctx context.Context) error {
 				}
 			}()
 		}
+		w.Await(linkStep)
 		wg.Wait()
 		select {
 		case err := <-s.fatal:
@@ -146,20 +199,70 @@ func (c *Comm) connect(ctx context.Context) error {
 		case err := <-s.fatal:
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the other ranks (%d of %d links up): %w", c.linkCount(s), c.size-1, ctx.Err())
+			return ctx.Err()
 		}
 	}
 	c.closeListener()
 	return nil
 }
 
-func addrKey(rank int) string { return "addr/" + strconv.Itoa(rank) }
-
-func (c *Comm) linkCount(s *setup) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.nlinks
+// listenErr describes rank 0's failure to listen on the master address.
+func (c *Comm) listenErr(err error) error {
+	host, port, _ := net.SplitHostPort(c.cfg.MasterAddr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		from := ""
+		if c.cfg.portFrom != "" {
+			from = "; the port was " + c.cfg.portFrom
+		}
+		return fmt.Errorf("master port %s is in use on %s (by another job's rank 0 or another program%s): "+
+			"set %s to a free port: %w", port, host, from, EnvMasterPort, err)
+	}
+	return fmt.Errorf("listen on the master address %s (is %s an address of this host?): %w",
+		c.cfg.MasterAddr, EnvMasterAddr, err)
 }
+
+// dialMaster connects to the store of rank 0 and authenticates, retrying
+// until ctx ends while nothing answers at the master address and while
+// what answers is not this job's rank 0, and telling w which. Attempts on
+// another job's rank 0 back off further (to foreignBackoff), to spare that
+// job's formation.
+func (c *Comm) dialMaster(ctx context.Context, w *join.Wait) (net.Conn, error) {
+	const retryBackoff, foreignBackoff = 500 * time.Millisecond, 2 * time.Second
+	var d net.Dialer
+	backoff, limit := 5*time.Millisecond, retryBackoff
+	for {
+		conn, err := d.DialContext(ctx, "tcp", c.cfg.MasterAddr)
+		if err == nil {
+			c.tune(conn)
+			_, err = c.authenticate(ctx, conn, true, purposeStore,
+				func(p uint8, r int) bool { return p == purposeStore && r == 0 })
+			if err == nil {
+				return conn, nil
+			}
+			_ = conn.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		}
+		if errors.Is(err, ErrAuth) {
+			w.Foreign(err)
+			limit = foreignBackoff
+		} else {
+			w.NoAnswer(err)
+			limit = retryBackoff
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		case <-c.stop:
+			return nil, comm.ErrClosed
+		}
+		backoff = min(2*backoff, limit)
+	}
+}
+
+func addrKey(rank int) string { return "addr/" + strconv.Itoa(rank) }
 
 // addLink installs l and starts it; false when the slot is taken or the
 // rank is closed.
@@ -172,6 +275,7 @@ func (c *Comm) addLink(s *setup, l *link) bool {
 	c.links[l.peer] = l
 	c.mu.Unlock()
 	l.start()
+	s.linked.Arrive(l.peer)
 	s.mu.Lock()
 	s.nlinks++
 	if s.nlinks == c.size-1 {
@@ -324,5 +428,5 @@ func (c *Comm) serveConn(ctx context.Context, conn net.Conn, s *setup) {
 	}
 	defer c.untrack(conn)
 	defer conn.Close()
-	s.store.serve(ctx, conn, int(h.rank), c.stop)
+	s.store.serve(ctx, conn, int(h.rank), c.stop, s.wait.Summary)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/eager"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -28,6 +29,10 @@ const (
 	// OptEagerBudget sets Config.EagerBudget: a size in bytes ("4M") from
 	// 1 byte to MaxEagerBudget, 4 MiB by default.
 	OptEagerBudget = eager.OptBudget
+	// OptJoinTimeout sets Config.JoinTimeout: a positive Go duration
+	// ("90s"), DefaultJoinTimeout by default; it takes precedence over
+	// XPU_JOIN_TIMEOUT.
+	OptJoinTimeout = join.OptTimeout
 )
 
 func init() { xpu.Register(Name, driver{}) }
@@ -37,7 +42,9 @@ type driver struct{}
 // Open returns a backend with Group, which makes loopback groups in this
 // process, and — when the environment names a job (InJob: xpu run,
 // mpirun, a PMIx or PMI launcher, srun) — Comm, this process's rank of
-// that job, joined as FromEnv does. It has no memory space or executor.
+// that job, joined as FromEnv does: within the join timeout (the option
+// join_timeout, else XPU_JOIN_TIMEOUT, else DefaultJoinTimeout) and ctx,
+// whichever ends first. It has no memory space or executor.
 // Closing the backend closes Comm and every rank of its groups still open.
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
 	if err := ctx.Err(); err != nil {
@@ -58,14 +65,11 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 		if tmpl.Timeout != 0 {
 			cfg.Timeout = tmpl.Timeout
 		}
-		cfg.EagerLimit, cfg.EagerBudget = tmpl.EagerLimit, tmpl.EagerBudget
-		dctx := ctx
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			dctx, cancel = context.WithTimeout(ctx, DefaultInitTimeout)
-			defer cancel()
+		if tmpl.JoinTimeout != 0 {
+			cfg.JoinTimeout = tmpl.JoinTimeout
 		}
-		c, err := Dial(dctx, cfg)
+		cfg.EagerLimit, cfg.EagerBudget = tmpl.EagerLimit, tmpl.EagerBudget
+		c, err := Dial(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -76,10 +80,12 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 }
 
 // optionsConfig reads opts into the fields of a Config they set; Timeout
-// stays zero (the default, or XPU_TCP_TIMEOUT in a job) unless set.
+// and JoinTimeout stay zero (the default, or XPU_TCP_TIMEOUT and
+// XPU_JOIN_TIMEOUT in a job) unless set.
 func optionsConfig(opts xpu.Options) (Config, error) {
 	r := opts.Reader(Name)
 	timeout := r.Duration(OptTimeout, 0, time.Nanosecond, math.MaxInt64)
+	joinTimeout := r.Duration(OptJoinTimeout, 0, time.Nanosecond, math.MaxInt64)
 	limit, budget := eager.Read(r, eager.Bounds{
 		DefaultLimit: DefaultEagerLimit, MaxLimit: MaxEagerLimit,
 		DefaultBudget: DefaultEagerBudget, MaxBudget: MaxEagerBudget,
@@ -87,7 +93,7 @@ func optionsConfig(opts xpu.Options) (Config, error) {
 	if err := r.Err(); err != nil {
 		return Config{}, xerr.Op(Name, "open", err)
 	}
-	return Config{Timeout: timeout, EagerLimit: limit, EagerBudget: budget}, nil
+	return Config{Timeout: timeout, JoinTimeout: joinTimeout, EagerLimit: limit, EagerBudget: budget}, nil
 }
 
 // Info describes the driver: always available, communication only.

@@ -10,7 +10,7 @@ import (
 )
 
 func clearEnv(t *testing.T) {
-	for _, v := range []string{EnvRank, EnvWorldSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret, EnvTimeout, EnvSpin,
+	for _, v := range []string{EnvRank, EnvWorldSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret, EnvTimeout, EnvSpin, EnvJoinTimeout,
 		"MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
 		"PMIX_RANK", "PMIX_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODELIST", "SLURM_LAUNCH_NODE_IPADDR",
 		"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "PMIX_NAMESPACE",
@@ -70,7 +70,7 @@ func TestConfigFromMPIEnv(t *testing.T) {
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, 1, cfg.Rank)
-	require.Equal(t, "127.0.0.1:29500", cfg.MasterAddr, "all ranks local")
+	require.Equal(t, "127.0.0.1:"+jobPort(t, "PMIX_NAMESPACE=prterun-host-123@1"), cfg.MasterAddr, "all ranks local")
 	require.NotEmpty(t, cfg.Secret)
 	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1")
 	_, err = ConfigFromEnv()
@@ -93,7 +93,7 @@ func TestConfigFromPMIxEnv(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, cfg.Rank)
 	require.Equal(t, 3, cfg.Size)
-	require.Equal(t, "10.0.0.7:29500", cfg.MasterAddr)
+	require.Equal(t, "10.0.0.7:"+jobPort(t, "PMIX_NAMESPACE=prterun-host-9@1"), cfg.MasterAddr)
 	require.NotEmpty(t, cfg.Secret)
 }
 
@@ -127,12 +127,12 @@ func TestConfigFromSlurmEnv(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, cfg.Rank)
 	require.Equal(t, 8, cfg.Size)
-	require.Equal(t, "gpu07:29500", cfg.MasterAddr)
+	require.Equal(t, "gpu07:"+jobPort(t, "SLURM_JOB_ID=77"), cfg.MasterAddr)
 	t.Setenv("SLURM_NODELIST", "weird[a-b]")
 	t.Setenv("SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3")
 	cfg, err = ConfigFromEnv()
 	require.NoError(t, err)
-	require.Equal(t, "10.1.2.3:29500", cfg.MasterAddr)
+	require.Equal(t, "10.1.2.3:"+jobPort(t, "SLURM_JOB_ID=77"), cfg.MasterAddr)
 }
 
 func TestFirstHost(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -18,13 +19,16 @@ import (
 // Dial, where the other ranks publish the address they listen on and read
 // each other's. A GET waits until the key is set. Each client says DONE
 // when it no longer needs the store; rank 0 stops serving once all have.
+// When rank 0's join timeout passes first, a GET still waiting is answered
+// storeGaveUp, with what rank 0 waited for in vain.
 const (
 	storeSet  uint8 = 1
 	storeGet  uint8 = 2
 	storeDone uint8 = 3
 
-	storeOK  uint8 = 0
-	storeErr uint8 = 1
+	storeOK     uint8 = 0
+	storeErr    uint8 = 1
+	storeGaveUp uint8 = 2
 
 	maxStoreKey   = 128
 	maxStoreValue = 1024
@@ -36,17 +40,21 @@ var errStore = errors.New("store request refused")
 
 type storeServer struct {
 	size int
+	// arrived holds the ranks that have reached the store (rank 0 and the
+	// clients that authenticated), finished those that said DONE.
+	arrived, finished *join.Roster
 
 	mu      sync.Mutex
 	kv      map[string]string
 	changed chan struct{} // closed and replaced on every set
 	done    map[int]bool
 	doneCh  chan struct{} // closed once every client has said DONE
+	getting int           // GETs not yet answered
 }
 
 func newStoreServer(size int) *storeServer {
-	return &storeServer{size: size, kv: map[string]string{}, changed: make(chan struct{}),
-		done: map[int]bool{}, doneCh: make(chan struct{})}
+	return &storeServer{size: size, arrived: join.NewRoster(size, 0), finished: join.NewRoster(size, 0),
+		kv: map[string]string{}, changed: make(chan struct{}), done: map[int]bool{}, doneCh: make(chan struct{})}
 }
 
 // allDone returns a channel closed once every client is done; for a rank
@@ -59,8 +67,10 @@ func (s *storeServer) allDone() <-chan struct{} {
 }
 
 // serve answers the requests of the client rank on conn until it is done,
-// hangs up or stop closes.
-func (s *storeServer) serve(ctx context.Context, conn net.Conn, rank int, stop <-chan struct{}) {
+// hangs up or stop closes. ctx is the join's: when the join timeout ends
+// it, a GET still waiting is answered storeGaveUp with gaveUp's text.
+func (s *storeServer) serve(ctx context.Context, conn net.Conn, rank int, stop <-chan struct{}, gaveUp func() string) {
+	s.arrived.Arrive(rank)
 	br := bufio.NewReader(conn)
 	for {
 		op, key, val, err := readStoreMsg(br)
@@ -72,6 +82,9 @@ func (s *storeServer) serve(ctx context.Context, conn net.Conn, rank int, stop <
 		case storeSet:
 			err = s.set(key, val)
 		case storeGet:
+			s.mu.Lock()
+			s.getting++
+			s.mu.Unlock()
 			reply, err = s.get(ctx, key, stop)
 		case storeDone:
 			// Answer first: rank 0 may hang up on every client once all
@@ -84,10 +97,37 @@ func (s *storeServer) serve(ctx context.Context, conn net.Conn, rank int, stop <
 			err = xerr.Detail(ErrProtocol, "unknown store operation %d", op)
 		}
 		status := storeOK
-		if err != nil {
+		switch {
+		case errors.Is(err, join.ErrTimeout):
+			status, reply = storeGaveUp, gaveUp()
+		case err != nil:
 			status, reply = storeErr, err.Error()
 		}
-		if writeStoreMsg(conn, status, "", reply) != nil || op > storeDone {
+		werr := writeStoreMsg(conn, status, "", reply)
+		if op == storeGet {
+			s.answered()
+		}
+		if werr != nil || op < storeSet || op > storeDone {
+			return // an unknown operation ends the session
+		}
+	}
+}
+
+// answered counts a GET answered (or abandoned).
+func (s *storeServer) answered() {
+	s.mu.Lock()
+	s.getting--
+	s.mu.Unlock()
+}
+
+// drain waits, at most d, until every GET has been answered: rank 0 calls
+// it when its join timeout has ended the GETs waiting, before it hangs up.
+func (s *storeServer) drain(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		n := s.getting
+		s.mu.Unlock()
+		if n <= 0 {
 			return
 		}
 	}
@@ -120,7 +160,7 @@ func (s *storeServer) get(ctx context.Context, key string, stop <-chan struct{})
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", context.Cause(ctx)
 		case <-stop:
 			return "", errors.New("store closed")
 		}
@@ -134,6 +174,7 @@ func (s *storeServer) markDone(rank int) {
 		return
 	}
 	s.done[rank] = true
+	s.finished.Arrive(rank)
 	if len(s.done) == s.size-1 {
 		close(s.doneCh)
 	}
@@ -162,23 +203,31 @@ func (sc *storeClient) roundTrip(ctx context.Context, op uint8, key, val string)
 	stop := context.AfterFunc(ctx, func() { _ = sc.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if err := writeStoreMsg(sc.conn, op, key, val); err != nil {
-		return "", sc.ctxErr(ctx, err)
+		return "", sc.connErr(ctx, err)
 	}
 	status, _, reply, err := readStoreMsg(sc.br)
 	if err != nil {
-		return "", sc.ctxErr(ctx, err)
+		return "", sc.connErr(ctx, err)
 	}
-	if status != storeOK {
-		return "", xerr.Detail(errStore, "%s", reply)
+	switch status {
+	case storeOK:
+		return reply, nil
+	case storeGaveUp:
+		return "", xerr.Detail(join.ErrTimeout, "rank 0 gave up: %s", reply)
 	}
-	return reply, nil
+	return "", xerr.Detail(errStore, "%s", reply)
 }
 
-func (sc *storeClient) ctxErr(ctx context.Context, err error) error {
+// connErr describes a failure of the store connection: ctx's error when
+// ctx ended, else rank 0 went away before the job formed.
+func (sc *storeClient) connErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
-	return err
+	if errors.Is(err, ErrProtocol) {
+		return err
+	}
+	return fmt.Errorf("rank 0 hung up before the job formed (it exited or gave up): %w", err)
 }
 
 // A store message is op (or status) u8, key length u8, value length u16,
@@ -206,6 +255,9 @@ func readStoreMsg(r io.Reader) (op uint8, key, val string, err error) {
 	}
 	b := make([]byte, kl+vl)
 	if _, err = io.ReadFull(r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // a message cut after its header is no clean end
+		}
 		return
 	}
 	return h[0], string(b[:kl]), string(b[kl:]), nil

@@ -34,6 +34,11 @@ type Launcher struct {
 	Rank      string // the variable holding the rank
 	Size      string // the variable holding the number of ranks
 	LocalSize string // the number of ranks on this host, "" when the launcher sets none
+	// JobIDs are the variables whose values, those that are set, together
+	// name the job (the Slurm job and its step): the same in every rank of
+	// the job, different in a job started beside it. JobPort derives a
+	// port per job from them. None for xpu, which sets the port itself.
+	JobIDs []string
 }
 
 // Launchers lists the launchers in the order they are tried: xpu's own
@@ -42,10 +47,12 @@ type Launcher struct {
 var Launchers = []Launcher{
 	{Name: "xpu", Rank: Rank, Size: WorldSize, LocalSize: LocalSize},
 	{Name: "open-mpi", Rank: "OMPI_COMM_WORLD_RANK", Size: "OMPI_COMM_WORLD_SIZE",
-		LocalSize: "OMPI_COMM_WORLD_LOCAL_SIZE"},
-	{Name: "pmix", Rank: "PMIX_RANK", Size: "PMIX_SIZE"},
-	{Name: "pmi", Rank: "PMI_RANK", Size: "PMI_SIZE", LocalSize: "MPI_LOCALNRANKS"},
-	{Name: "slurm", Rank: "SLURM_PROCID", Size: "SLURM_NTASKS", LocalSize: "SLURM_NTASKS_PER_NODE"},
+		LocalSize: "OMPI_COMM_WORLD_LOCAL_SIZE",
+		JobIDs:    []string{"OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE"}},
+	{Name: "pmix", Rank: "PMIX_RANK", Size: "PMIX_SIZE", JobIDs: []string{"PMIX_NAMESPACE"}},
+	{Name: "pmi", Rank: "PMI_RANK", Size: "PMI_SIZE", LocalSize: "MPI_LOCALNRANKS", JobIDs: []string{"PMI_KVSNAME"}},
+	{Name: "slurm", Rank: "SLURM_PROCID", Size: "SLURM_NTASKS", LocalSize: "SLURM_NTASKS_PER_NODE",
+		JobIDs: []string{"SLURM_JOB_ID", "SLURM_STEP_ID"}},
 }
 
 // Place is a process's place in a job, as its launcher gave it.
