@@ -265,8 +265,8 @@ func TestStagingOutOfMemory(t *testing.T) {
 }
 
 // BenchmarkAllreduceDevice measures a 64 MiB float32 Allreduce between two
-// local ranks on device buffers of device 0, staged through pinned memory
-// in pipelined pieces, and beside it the bound staging cannot beat on one
+// local ranks on device buffers of device 0, staged whole through pinned
+// memory, and beside it the bound staging cannot beat on one
 // device: a 64 MiB copy from the device to pinned memory and back. It
 // reports the Allreduce's rate (GB/s, of the 64 MiB vector), the copy
 // pair's (bound-GB/s) and their ratio (x-bound). Against the fake driver

@@ -6,6 +6,8 @@
 // the same run (Baseline) or a figure of a C reference program in ref/
 // (Ref), each with the ratio it should reach.
 //
-// The C references are built with `gcc -O3 -march=native -fopenmp` and
-// print one "<name> <median> <unit>" line per figure; ParseRef reads them.
+// The C references (the CPU ones built with `gcc -O3 -march=native
+// -fopenmp`, cuda_ref with `gcc -O2 -ldl`, which loads the driver at run
+// time) print one "<name> <median> <unit>" line per figure; ParseRef reads
+// them.
 package bench
