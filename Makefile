@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench bench-mpi conformance setup refs refs-mpi refs-tcp xpu
+.PHONY: all demo test vet bench bench-mpi conformance setup refs refs-mpi refs-tcp xpu fuzz chaos
 
 all: test
 
@@ -85,3 +85,15 @@ bench-mpi: setup
 	@mkdir -p $(BENCHDIR)/procs
 	$(GO) build -tags mpi -o $(BENCHDIR)/procs/mpibench ./backends/mpi/internal/mpibench
 	mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to none $(BENCHDIR)/procs/mpibench
+
+# Every fuzz target of the module in turn, FUZZTIME each (default 30s):
+# scripts/fuzz.sh says which settings it reads (FUZZ, FUZZKEEP, ...).
+fuzz: setup
+	@GO=$(GO) bash scripts/fuzz.sh
+
+# The chaos run (docs/results/chaos.md): CHAOS_N repetitions (default 100) of
+# a 4-rank job struck by a killed, frozen or cut rank or a killed launcher;
+# it prints hangs, wrong results, orphans and leftovers, and fails on any.
+# Not part of make test, which runs a short version (go test ./internal/chaos).
+chaos: setup
+	@GO=$(GO) bash scripts/chaos.sh
