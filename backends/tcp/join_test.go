@@ -23,32 +23,13 @@ import (
 	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/jobenv"
+	"github.com/xpu-go/xpu/internal/join/jointest"
 	"github.com/xpu-go/xpu/internal/launch"
 )
 
 // joinSlack is what a rank may take past its join timeout to give up: the
 // race detector, a loaded machine.
 const joinSlack = 3 * time.Second
-
-// logBuf collects a rank's log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // quiet is the logger of ranks whose progress a test does not read.
 var quiet = slog.New(slog.DiscardHandler)
@@ -182,12 +163,12 @@ func TestJoinMissingRankNames(t *testing.T) {
 func TestJoinProgressLogged(t *testing.T) {
 	defer tcp.SetJoinInterval(20 * time.Millisecond)()
 	master := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	logs := make([]logBuf, 3)
+	logs := make([]jointest.Log, 3)
 	cfg := tcp.Config{Size: 3, MasterAddr: master, Secret: []byte(newSecret(t)), JoinTimeout: 20 * time.Second}
 	rs := make([]<-chan dialResult, 3)
 	dial := func(r int) {
 		c := cfg
-		c.Rank, c.Logger = r, logs[r].logger()
+		c.Rank, c.Logger = r, logs[r].Logger()
 		rs[r] = dialAsync(context.Background(), c)
 	}
 	dial(1)
@@ -264,10 +245,10 @@ func TestJoinForeignMaster(t *testing.T) {
 		require.ErrorIs(t, (<-other).err, context.Canceled)
 	}()
 
-	var log logBuf
+	var log jointest.Log
 	start := time.Now()
 	_, err = tcp.Dial(context.Background(), tcp.Config{Rank: 1, Size: 2, MasterAddr: master, Secret: []byte("job B"),
-		JoinTimeout: 800 * time.Millisecond, Logger: log.logger()})
+		JoinTimeout: 800 * time.Millisecond, Logger: log.Logger()})
 	require.Less(t, time.Since(start), 800*time.Millisecond+joinSlack)
 	t.Log(err)
 	require.ErrorIs(t, err, tcp.ErrJoinTimeout)
@@ -289,9 +270,9 @@ func TestJoinWaitsOutForeignMaster(t *testing.T) {
 	b := a
 	b.Secret = []byte("job B")
 	a0 := dialAsync(ctx, a)
-	var logB1 logBuf
+	var logB1 jointest.Log
 	b1cfg := b
-	b1cfg.Rank, b1cfg.Logger = 1, logB1.logger()
+	b1cfg.Rank, b1cfg.Logger = 1, logB1.Logger()
 	b1 := dialAsync(ctx, b1cfg)
 	require.Eventually(t, func() bool { return strings.Contains(logB1.String(), "not this job's rank 0") },
 		10*time.Second, 5*time.Millisecond)

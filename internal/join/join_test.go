@@ -1,13 +1,11 @@
 package join_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,31 +16,11 @@ import (
 
 	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/internal/join"
+	"github.com/xpu-go/xpu/internal/join/jointest"
 	"github.com/xpu-go/xpu/xerr"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// logBuf is a slog handler's output, safe for the progress goroutine and
-// the test to share.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func TestFormatRanks(t *testing.T) {
 	for _, tc := range []struct {
@@ -182,9 +160,9 @@ func TestCallerContextWins(t *testing.T) {
 // TestProgressLines checks that a rank still waiting logs what it waits
 // for every interval, and that it joined when it does.
 func TestProgressLines(t *testing.T) {
-	var buf logBuf
+	var buf jointest.Log
 	w, _ := join.Start(context.Background(), join.Params{Backend: "tcp", Rank: 0, Size: 8, Master: "10.0.0.1:29500",
-		Timeout: time.Minute, Logger: buf.logger(), Interval: 10 * time.Millisecond})
+		Timeout: time.Minute, Logger: buf.Logger(), Interval: 10 * time.Millisecond})
 	roster := join.NewRoster(8, 0, 1, 3, 4, 6, 7)
 	w.Await(join.Step{Ranks: roster, Waiting: "to join at 10.0.0.1:29500", Failed: "never joined"})
 	require.Eventually(t, func() bool { return strings.Count(buf.String(), "\n") >= 2 }, 5*time.Second, 5*time.Millisecond)
@@ -200,15 +178,15 @@ func TestProgressLines(t *testing.T) {
 	assert.Contains(t, out, `msg="tcp rank 0 of 8: joined the job after `)
 
 	// A join that ends within the interval says nothing.
-	buf = logBuf{}
-	w, _ = join.Start(context.Background(), join.Params{Backend: "tcp", Size: 2, Logger: buf.logger(), Interval: time.Hour})
+	buf = jointest.Log{}
+	w, _ = join.Start(context.Background(), join.Params{Backend: "tcp", Size: 2, Logger: buf.Logger(), Interval: time.Hour})
 	require.NoError(t, w.End(nil))
 	assert.Empty(t, buf.String())
 
 	// Reaching rank 0: the last attempt is named; a foreign master says so.
-	buf = logBuf{}
+	buf = jointest.Log{}
 	w, _ = join.Start(context.Background(), join.Params{Backend: "tcp", Rank: 1, Size: 2, Master: "h:7",
-		Logger: buf.logger(), Interval: 10 * time.Millisecond})
+		Logger: buf.Logger(), Interval: 10 * time.Millisecond})
 	w.Reaching()
 	w.Foreign(errors.New("authentication failed"))
 	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "not this job's rank 0") }, 5*time.Second, 5*time.Millisecond)
