@@ -71,7 +71,7 @@ func (m *Module) Function(name string) (*Function, error) {
 		return err
 	})
 	if err != nil {
-		if r, ok := cu.ResultOf(unwrapAll(err)); ok && r == cu.ErrNotFound {
+		if r, ok := cu.ResultOf(err); ok && r == cu.ErrNotFound {
 			return nil, xerr.Dev(Name, m.x.d.idx, "function", xerr.Detail(ErrNoSuchKernel, "%q", name))
 		}
 		return nil, err
@@ -79,23 +79,6 @@ func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, h: h, name: name}
 	m.funcs[name] = f
 	return f, nil
-}
-
-func unwrapAll(err error) error {
-	for {
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return err
-		}
-		next := u.Unwrap()
-		if next == nil {
-			return err
-		}
-		if _, ok := next.(cu.Result); ok {
-			return next
-		}
-		err = next
-	}
 }
 
 // use runs f unless the module or its executor has closed.
