@@ -1,0 +1,78 @@
+// Package rdma is a multi-process communicator over RDMA: libibverbs and
+// librdmacm (rdma-core), reliable connected queue pairs, one process per
+// rank. It implements comm.Comm and registers the driver "rdma" with
+// package xpu.
+//
+//	c, err := rdma.FromEnv(ctx) // under xpu run, mpirun or srun
+//	defer c.Close()
+//	err = comm.Allreduce(ctx, c, grads, grads, comm.Sum)
+//
+// # Building
+//
+// The verbs are reached through cgo, behind the build tag rdma (as
+// backends/mpi is behind mpi), so that the module builds and its tests run
+// on machines without rdma-core:
+//
+//	go build -tags rdma ./...   // needs libibverbs-dev and librdmacm-dev
+//
+// Built without the tag, the driver reports xpu.ErrUnavailable with the
+// reason, and FromEnv fails with it (docs/adr/0024-rdma-verbs-through-cgo.md).
+//
+// # Joining a job
+//
+// FromEnv reads the job from the same environment as the tcp backend
+// (XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR, XPU_MASTER_PORT,
+// XPU_JOB_SECRET, or Open MPI's, PMIx's, PMI's and Slurm's variables), so
+// `xpu run -n 4 -- prog` and mpirun start RDMA jobs unchanged. The ranks
+// bootstrap over a tcp job — it authenticates them with the job secret
+// and carries each rank's address — then connect a queue pair to every
+// other rank through the connection manager, the higher rank dialing the
+// lower. Each connection request and its reply carry an HMAC over the job
+// secret: a process without it is rejected. The connection manager binds
+// the IPv4 address of the device's active port (XPU_RDMA_ADDR overrides
+// it; XPU_RDMA_DEVICE picks the device).
+//
+// # Messages
+//
+// Every rank posts Config.Slots receive slots per peer. A message of at
+// most Config.EagerLimit (8 KiB) bytes is copied into a registered send
+// slot behind a 40-byte header and SENT at once; its send completes then.
+// A larger one is announced (RTS: its address and remote key), and the
+// receiver, once a receive matches it, reads it with RDMA READs of
+// Config.Chunk bytes straight into the receive buffer and answers FIN:
+// no copy on either side. Buffers are registered for the message and
+// released after it.
+//
+// Flow control is by credits: a rank sends only into a receive slot the
+// peer has posted (it never relies on receiver-not-ready retries), and the
+// peer returns credits on every message it sends back, or alone once half
+// its slots are owed; one credit is kept for that. Eager bytes held
+// unmatched at the receiver are bounded by Config.EagerBudget, returned as
+// receives take them: a sender that runs ahead of a receiver that stops
+// receiving switches to rendezvous, and nothing is lost or overrun.
+//
+// Matching follows MPI through internal/match: by source and tag,
+// AnySource and AnyTag (never matching the reserved tags of the
+// collectives), messages from one sender with one tag never overtake each
+// other, and a message longer than its receive buffer fails the receive
+// with comm.ErrTruncated after delivering what fits.
+//
+// # Progress
+//
+// One goroutine per rank, on a locked OS thread, polls the completion
+// queue. While completions come it keeps polling; after Config.Spin
+// without any it arms the queue and sleeps on the completion channel, so
+// an idle rank burns no core.
+//
+// # Failures
+//
+// When a peer's process dies its connection is torn down by the kernel and
+// the connection manager tells the survivors; a queue pair in the error
+// state fails its requests. Either way every pending and later operation
+// that needs the peer fails with comm.ErrPeerLost, and a peer lost
+// without saying goodbye revokes the collectives of every rank (see
+// docs/failure-semantics.md). Close says goodbye after the messages
+// already sent, and always returns within about Config.CloseTimeout.
+//
+// A Comm is safe for concurrent use by many goroutines.
+package rdma

@@ -1,0 +1,438 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// idleWait is how long the progress engine sleeps on the completion
+// channel at a time; Close and every completion wake it sooner.
+const idleWait = 200 * time.Millisecond
+
+// progress is the progress engine: one goroutine on a locked OS thread
+// that polls the completion queue while completions come, spins for
+// Config.Spin when it runs dry, then sleeps on the completion channel.
+func (c *Comm) progress() {
+	defer c.bg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	wcs := make([]fabric.Completion, 32)
+	last := timeNow()
+	for {
+		n, err := c.fc.Poll(wcs)
+		if err != nil {
+			c.mu.Lock()
+			for _, p := range c.peers {
+				if p != nil {
+					c.linkFailed(p, fmt.Errorf("poll the completion queue: %w", err), false)
+				}
+			}
+			c.mu.Unlock()
+			<-c.stop
+			return
+		}
+		if n > 0 {
+			c.mu.Lock()
+			for i := range wcs[:n] {
+				c.handle(&wcs[i])
+			}
+			c.mu.Unlock()
+			last = timeNow()
+			continue
+		}
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		if c.cfg.Spin > 0 && timeNow().Sub(last) < c.cfg.Spin {
+			continue
+		}
+		_ = c.fc.Wait(idleWait)
+		last = timeNow()
+	}
+}
+
+// handle acts on one completion. c.mu is held.
+func (c *Comm) handle(wc *fabric.Completion) {
+	switch wc.ID >> 60 {
+	case wrRecv:
+		p := c.peers[int(wc.ID>>32&0xffff)]
+		if wc.Err != nil {
+			c.linkFailed(p, fmt.Errorf("receive: %w", wc.Err), false)
+			return
+		}
+		c.onRecv(p, int(uint32(wc.ID)), wc.Len)
+	case wrSend:
+		p := c.peers[int(wc.ID>>32&0xffff)]
+		p.inflight--
+		p.freeSend = append(p.freeSend, int(uint32(wc.ID)))
+		if wc.ID>>56&0xf == kBye && p.byeSent {
+			c.byeDone()
+		}
+		if wc.Err != nil {
+			c.linkFailed(p, fmt.Errorf("send: %w", wc.Err), false)
+			return
+		}
+		c.flush(p)
+		c.postReads(p)
+	case wrRead:
+		r := c.reads[wc.ID&(1<<60-1)]
+		if r == nil {
+			return
+		}
+		p := c.peers[r.src]
+		p.inflight--
+		r.finished++
+		if wc.Err != nil && r.failed == nil {
+			r.failed = xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d: read from rank %d: %v", c.rank, r.src, wc.Err)
+			c.linkFailed(p, fmt.Errorf("read: %w", wc.Err), false)
+		}
+		c.maybeFinishRead(r)
+		c.flush(p)
+		c.postReads(p)
+	}
+}
+
+// byeDone counts a goodbye delivered (or flushed). c.mu is held.
+func (c *Comm) byeDone() {
+	c.byes--
+	if c.byes == 0 {
+		close(c.byesDone)
+	}
+}
+
+// onRecv acts on a message of n bytes in receive slot s from p. c.mu is
+// held.
+func (c *Comm) onRecv(p *peer, s, n int) {
+	if p.lost != nil {
+		return
+	}
+	b := c.slotBytes(s)
+	h, err := parseHeader(b, n)
+	if err != nil {
+		c.protocolError(p, err)
+		return
+	}
+	p.credits += int(h.credits)
+	p.budget += int(h.budget)
+	if p.credits > c.cfg.Slots || p.budget > c.cfg.EagerBudget {
+		c.protocolError(p, fmt.Errorf("%w: rank %d returned more credits or budget than it was given", ErrProtocol, p.rank))
+		return
+	}
+	tag := int(h.tag)
+	switch h.kind {
+	case kEager:
+		payload := b[hdrLen:n]
+		if c.closed {
+			break
+		}
+		if r := c.tbl.TakePosted(p.rank, tag); r != nil {
+			k := copy(r.buf, payload)
+			p.owedBud += len(payload)
+			r.complete(recvOutcome(c.rank, p.rank, tag, len(payload), k))
+			break
+		}
+		if p.held+len(payload) > c.cfg.EagerBudget {
+			c.protocolError(p, fmt.Errorf("%w: rank %d sent eager bytes beyond its budget", ErrProtocol, p.rank))
+			return
+		}
+		p.held += len(payload)
+		c.tbl.Arrive(&request{c: c, kind: kindEagerMsg, peer: p.rank, tag: tag, buf: append([]byte(nil), payload...)}, p.rank, tag)
+	case kRTS:
+		if h.size > 1<<62 || (h.size > 0 && h.rkey == 0 && h.addr == 0) {
+			c.protocolError(p, fmt.Errorf("%w: rank %d announced a %d-byte message at %#x", ErrProtocol, p.rank, h.size, h.addr))
+			return
+		}
+		m := &request{c: c, kind: kindRTSMsg, peer: p.rank, tag: tag, size: int(h.size), id: h.id, addr: h.addr, rkey: h.rkey}
+		switch {
+		case c.closed:
+			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fClosed, id: h.id}})
+		case tag > comm.MaxTag && c.revoked != nil:
+			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fRevoke, id: h.id}})
+		default:
+			if r := c.tbl.TakePosted(p.rank, tag); r != nil {
+				c.startRead(r, m)
+			} else {
+				c.tbl.Arrive(m, p.rank, tag)
+			}
+		}
+	case kFin:
+		r := c.rdv[h.id]
+		if r == nil || r.peer != p.rank {
+			c.protocolError(p, fmt.Errorf("%w: rank %d finished message %d, which it was not sent", ErrProtocol, p.rank, h.id))
+			return
+		}
+		switch {
+		case h.flags&fRevoke != 0:
+			c.finishSend(r, comm.Status{}, c.revokedErr(p.rank))
+		case h.flags&fClosed != 0:
+			c.finishSend(r, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrPeerLost, "rank %d: rank %d closed before receiving it", c.rank, p.rank))
+		case h.flags&fCanceled != 0:
+			c.finishSend(r, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrCanceled, "rank %d: refused or canceled by rank %d", c.rank, p.rank))
+		default:
+			c.finishSend(r, sendStatus(r), nil)
+		}
+	case kCancel:
+		for m := range c.tbl.UnexpectedFrom(p.rank) {
+			if m.kind == kindRTSMsg && m.id == h.id {
+				c.tbl.Unqueue(m)
+				p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fCanceled, id: h.id}})
+				break
+			}
+		}
+	case kCredit:
+	case kBye:
+		revoke := h.flags&fRevoke != 0
+		c.linkFailed(p, xerr.Detail(comm.ErrPeerLost, "rank %d left the group", p.rank), true)
+		if revoke {
+			c.revoke(p.rank, false)
+		}
+		return
+	case kRevoke:
+		c.revoke(p.rank, false)
+	}
+	if err := p.ep.PostRecv(wrID(wrRecv, p.rank, s), c.slotSGE(s, c.slot)); err != nil {
+		c.linkFailed(p, fmt.Errorf("post a receive: %w", err), false)
+		return
+	}
+	p.owedCred++
+	c.flush(p)
+}
+
+// protocolError cuts the link to p after a message that breaks the
+// protocol. c.mu is held.
+func (c *Comm) protocolError(p *peer, err error) {
+	_ = p.ep.Fail()
+	c.linkFailed(p, err, false)
+}
+
+// linkFailed records that p is lost (graceful: it said goodbye) and fails
+// everything that needs it. A peer lost without a goodbye crashed, and
+// revokes collectives. c.mu is held.
+func (c *Comm) linkFailed(p *peer, cause error, graceful bool) {
+	if p.lost != nil {
+		return
+	}
+	if !errors.Is(cause, comm.ErrPeerLost) {
+		cause = xerr.Detail(comm.ErrPeerLost, "%v", cause)
+	}
+	p.lost = cause
+	c.nlost++
+	lost := func(op string) error { return xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %v", c.rank, cause) }
+	reserved := false
+	fail := func(r *request, op string) {
+		reserved = reserved || r.tag > comm.MaxTag
+		c.sawLoss = true
+		c.finishSend(r, comm.Status{}, lost(op))
+	}
+	for _, o := range p.queue {
+		if o.r != nil {
+			o.r.queued = false
+			fail(o.r, "send")
+		}
+	}
+	p.queue, p.ctrl = nil, nil
+	for _, r := range c.rdv {
+		if r.peer == p.rank {
+			fail(r, "send")
+		}
+	}
+	// Reads in flight finish (flushed) before their receives complete:
+	// their buffers are written until then.
+	for _, r := range c.reads {
+		if r.src == p.rank && r.failed == nil {
+			reserved = reserved || r.tag > comm.MaxTag
+			c.sawLoss = true
+			r.failed = lost("recv")
+			c.maybeFinishRead(r)
+		}
+	}
+	p.reads = nil
+	for r := range c.tbl.PostedFrom(p.rank) {
+		c.tbl.Unpost(r)
+		fail(r, "recv")
+	}
+	if c.nlost == c.size-1 {
+		for r := range c.tbl.PostedAny() {
+			c.tbl.Unpost(r)
+			fail(r, "recv")
+		}
+	}
+	for m := range c.tbl.UnexpectedFrom(p.rank) {
+		if m.kind == kindRTSMsg {
+			c.tbl.Unqueue(m)
+		}
+	}
+	if p.byeSent {
+		// Its completion may never come now.
+		p.byeSent = false
+		c.byeDone()
+	}
+	if !graceful || reserved {
+		c.revoke(p.rank, true)
+	}
+}
+
+// errRevoked is the cause of collective operations failed by a revocation.
+var errRevoked = xerr.Detail(comm.ErrPeerLost, "collectives revoked after a rank failed")
+
+func (c *Comm) revokedErr(culprit int) error {
+	return xerr.Errorf(Name, "revoke", errRevoked, "rank %d: rank %d failed", c.rank, culprit)
+}
+
+// revoke fails the collective traffic of this rank that waits — posted
+// reserved-tag receives, announced reserved-tag messages not yet matched,
+// queued reserved-tag sends — and, when tell, asks every peer to do the
+// same. Later reserved-tag operations that would wait fail at once. c.mu
+// is held.
+func (c *Comm) revoke(culprit int, tell bool) {
+	if c.revoked != nil {
+		return
+	}
+	c.revoked = c.revokedErr(culprit)
+	for r := range c.tbl.Posted() {
+		if r.tag > comm.MaxTag {
+			c.tbl.Unpost(r)
+			r.complete(comm.Status{}, c.revoked)
+		}
+	}
+	for m := range c.tbl.Arrivals() {
+		if m.tag <= comm.MaxTag {
+			continue
+		}
+		switch m.kind {
+		case kindSelf:
+			c.tbl.Unqueue(m)
+			m.complete(comm.Status{}, c.revoked)
+		case kindRTSMsg:
+			c.tbl.Unqueue(m)
+			if p := c.peers[m.peer]; p.lost == nil {
+				p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fRevoke, id: m.id}})
+			}
+		}
+	}
+	for _, p := range c.peers {
+		if p == nil || p.lost != nil {
+			continue
+		}
+		q := p.queue[:0]
+		for _, o := range p.queue {
+			if o.r != nil && o.r.tag > comm.MaxTag {
+				o.r.queued = false
+				c.finishSend(o.r, comm.Status{}, c.revoked)
+				continue
+			}
+			q = append(q, o)
+		}
+		p.queue = q
+		if tell {
+			p.ctrl = append(p.ctrl, out{h: header{kind: kRevoke}})
+		}
+		c.flush(p)
+	}
+}
+
+// Close leaves the group: pending requests of this rank fail with
+// ErrClosed; every peer is told goodbye (after the messages already
+// sent), and sees ErrPeerLost for operations that need this rank. A rank
+// that has seen a peer lost, or closes in the middle of a collective,
+// revokes the collectives of the others. Close waits for the goodbyes at
+// most Config.CloseTimeout, and always returns.
+func (c *Comm) Close() error {
+	c.closeOnce.Do(c.close)
+	return nil
+}
+
+func (c *Comm) close() {
+	c.mu.Lock()
+	revoke := c.sawLoss
+	for r := range c.tbl.Posted() {
+		revoke = revoke || r.tag > comm.MaxTag
+	}
+	c.closed = true
+	closed := func(op string) error { return c.closedErr(op) }
+	for r := range c.tbl.Posted() {
+		c.tbl.Unpost(r)
+		r.complete(comm.Status{}, closed("recv"))
+	}
+	for m := range c.tbl.Arrivals() {
+		c.tbl.Unqueue(m)
+		switch m.kind {
+		case kindSelf:
+			m.complete(comm.Status{}, closed("send"))
+		case kindRTSMsg:
+			if p := c.peers[m.peer]; p.lost == nil {
+				p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fClosed, id: m.id}})
+			}
+		}
+	}
+	for _, p := range c.peers {
+		if p == nil || p.lost != nil {
+			continue
+		}
+		for _, o := range p.queue {
+			if o.r != nil {
+				o.r.queued = false
+				c.finishSend(o.r, comm.Status{}, closed("send"))
+			}
+		}
+		p.queue = nil
+		var flags uint8
+		if revoke {
+			flags = fRevoke
+		}
+		p.queue = append(p.queue, out{h: header{kind: kBye, flags: flags}})
+		c.byes++
+	}
+	if c.byes == 0 {
+		close(c.byesDone)
+	}
+	for _, p := range c.peers {
+		if p != nil {
+			c.flush(p)
+		}
+	}
+	c.mu.Unlock()
+
+	t := time.NewTimer(c.cfg.CloseTimeout)
+	select {
+	case <-c.byesDone:
+	case <-t.C:
+	}
+	t.Stop()
+
+	for _, p := range c.peers {
+		if p != nil && p.ep != nil {
+			_ = p.ep.Close()
+		}
+	}
+	close(c.stop)
+	c.fc.Wake()
+	c.bg.Wait()
+
+	c.mu.Lock()
+	for _, p := range c.peers {
+		if p != nil && p.lost == nil {
+			p.lost = xerr.Detail(comm.ErrClosed, "rank %d closed", c.rank)
+		}
+	}
+	for _, r := range c.rdv {
+		c.finishSend(r, comm.Status{}, closed("send"))
+	}
+	for _, r := range c.reads {
+		delete(c.reads, r.rid)
+		c.release(r)
+		r.complete(comm.Status{}, closed("recv"))
+	}
+	c.mu.Unlock()
+	_ = c.fc.Deregister(c.mr)
+	_ = c.fc.Close()
+	_ = syscallMunmap(c.arena)
+}

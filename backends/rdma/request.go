@@ -1,0 +1,165 @@
+package rdma
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// Kinds of request, and of entry in the unexpected queue.
+const (
+	kindRecv     = iota // a receive
+	kindSend            // a send to another rank
+	kindSelf            // a send to this rank waiting for its receive
+	kindEagerMsg        // unexpected: an eager message, its payload in buf
+	kindRTSMsg          // unexpected: a peer's announcement of a large message
+)
+
+// request is a send or receive in flight, and also an entry of the
+// unexpected queue (a message that arrived before its receive). Every
+// field below buf is guarded by Comm.mu until the request completes.
+type request struct {
+	c    *Comm
+	kind int
+	peer int    // receive: the source wanted (or AnySource); send: destination; message: source
+	tag  int    // receive: the tag wanted (or AnyTag); otherwise the message's
+	buf  []byte // receive: the buffer; send: the message; eager message: its payload
+
+	match.Entry[request]
+
+	// Rendezvous. A send: id names it to the peer, mr registers buf, pin
+	// keeps a Go-heap buf in place, queued says it waits in the peer's
+	// queue, announced that its RTS went, cancelAsked that a cancel did. An
+	// RTS entry: size, id, addr and rkey of the sender's buffer. A matched
+	// rendezvous receive: the same, plus accept (bytes it takes), posted
+	// and finished READs of chunk bytes, and its own rid in Comm.reads.
+	id          uint64
+	size        int
+	addr        uint64
+	rkey        uint32
+	accept      int
+	posted      int
+	finished    int
+	rid         uint64
+	src         int
+	mr          *fabric.MR
+	pin         *runtime.Pinner
+	queued      bool
+	announced   bool
+	cancelAsked bool
+	failed      error // a read's outcome, recorded until its READs settle
+
+	done chan struct{}
+	fin  atomic.Bool
+	st   comm.Status
+	err  error
+}
+
+var _ comm.Request = (*request)(nil)
+
+// closedCh is the done channel of requests complete when started.
+var closedCh = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// complete records the outcome and wakes waiters; only the first call
+// counts.
+func (r *request) complete(st comm.Status, err error) bool {
+	if !r.fin.CompareAndSwap(false, true) {
+		return false
+	}
+	r.st, r.err = st, err
+	close(r.done)
+	return true
+}
+
+// Wait blocks until the request completes, or ctx ends (the request then
+// stays pending).
+func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	select {
+	case <-r.done:
+		return r.st, r.err
+	default:
+	}
+	if ctx == nil {
+		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
+	}
+	if err := impl.WaitDone(ctx, r.done); err != nil {
+		return comm.Status{}, err
+	}
+	return r.st, r.err
+}
+
+// Test reports without blocking whether the request has completed.
+func (r *request) Test() (comm.Status, bool, error) {
+	select {
+	case <-r.done:
+		return r.st, true, r.err
+	default:
+		return comm.Status{}, false, nil
+	}
+}
+
+// Cancel cancels the request where no message has matched it yet; it then
+// fails with comm.ErrCanceled. A posted receive and a send to this rank
+// are taken back at once; a send still queued for want of credits too; a
+// rendezvous send already announced is canceled by asking the peer, which
+// answers within a round trip (Wait returns then). A request already
+// matched completes normally. Cancel returns nil.
+func (r *request) Cancel() error {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.fin.Load() {
+		return nil
+	}
+	canceled := xerr.Errorf(Name, "cancel", comm.ErrCanceled, "rank %d", c.rank)
+	switch r.kind {
+	case kindRecv:
+		if r.Queued() {
+			c.tbl.Unpost(r)
+			r.complete(comm.Status{}, canceled)
+		}
+	case kindSelf:
+		if r.Queued() {
+			c.tbl.Unqueue(r)
+			r.complete(comm.Status{}, canceled)
+		}
+	case kindSend:
+		p := c.peers[r.peer]
+		if r.queued {
+			p.unqueue(r)
+			c.finishSend(r, comm.Status{}, canceled)
+			return nil
+		}
+		if r.announced && !r.cancelAsked && p.lost == nil {
+			r.cancelAsked = true
+			p.ctrl = append(p.ctrl, out{h: header{kind: kCancel, id: r.id}})
+			c.flush(p)
+		}
+	}
+	return nil
+}
+
+func sendStatus(r *request) comm.Status {
+	return comm.Status{Source: r.peer, Tag: r.tag, Count: len(r.buf)}
+}
+
+// recvOutcome is the status of a receive of a size-byte message from src
+// of which k bytes were taken, with ErrTruncated when k < size.
+func recvOutcome(rank, src, tag, size, k int) (comm.Status, error) {
+	st := comm.Status{Source: src, Tag: tag, Count: k}
+	if k < size {
+		return st, xerr.Errorf(Name, "recv", comm.ErrTruncated, "rank %d: %d-byte message from %d tag %d into a %d-byte buffer",
+			rank, size, src, tag, k)
+	}
+	return st, nil
+}

@@ -1,0 +1,5 @@
+package rdma
+
+import "syscall"
+
+func syscallMunmap(b []byte) error { return syscall.Munmap(b) }
