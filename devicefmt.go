@@ -15,6 +15,17 @@ import (
 // TopologyMatrix).
 func (d Device) Summary() string {
 	var b strings.Builder
+	if d.Transport != "" {
+		// A network device: no memory of its own to speak of.
+		fmt.Fprintf(&b, "%s, %s", d.Name, d.Transport)
+		if d.MaxRegion > 0 {
+			b.WriteString(", largest memory region " + memString(int64(min(d.MaxRegion, 1<<62))))
+		}
+		if d.PCIBusID != "" {
+			b.WriteString(", PCI " + d.PCIBusID)
+		}
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%s, memory %s total, %s free", d.Name, memString(d.MemoryTotal), memString(d.MemoryFree))
 	if d.ComputeCapability != "" {
 		b.WriteString(", compute capability " + d.ComputeCapability)
@@ -177,4 +188,21 @@ func memString(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// String describes the port on one line ("port 1: ACTIVE, Ethernet, MTU
+// 1024, dummy0 192.0.2.1, GIDs fe80::…, ::ffff:192.0.2.1").
+func (p Port) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "port %d: %s, %s, MTU %d", p.Num, p.State, p.LinkLayer, p.MTU)
+	if p.Speed != "" {
+		b.WriteString(", " + p.Speed)
+	}
+	if p.Netdev != "" || p.Addr != "" {
+		b.WriteString(", " + strings.TrimSpace(p.Netdev+" "+p.Addr))
+	}
+	if len(p.GIDs) > 0 {
+		b.WriteString(", GIDs " + strings.Join(p.GIDs, ", "))
+	}
+	return b.String()
 }

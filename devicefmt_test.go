@@ -72,3 +72,12 @@ func TestTopologyMatrix(t *testing.T) {
 		"  SYS  = PCIe and the SMP interconnect between NUMA nodes (QPI/UPI, Infinity Fabric)\n"+
 		"  N/A  = unknown\n", xpu.TopologyMatrix(devs))
 }
+
+func TestNetworkDeviceSummaryAndPorts(t *testing.T) {
+	d := xpu.Device{Name: "rxe0", MemoryTotal: -1, MemoryFree: -1, Transport: "RoCE", MaxRegion: 1 << 40,
+		Ports: []xpu.Port{{Num: 1, State: "ACTIVE", LinkLayer: "Ethernet", MTU: 1024, Netdev: "dummy0", Addr: "192.0.2.1",
+			GIDs: []string{"fe80::1", "::ffff:192.0.2.1"}}}}
+	require.Equal(t, "rxe0, RoCE, largest memory region 1.0 TiB", d.Summary())
+	require.Equal(t, "port 1: ACTIVE, Ethernet, MTU 1024, dummy0 192.0.2.1, GIDs fe80::1, ::ffff:192.0.2.1", d.Ports[0].String())
+	require.Equal(t, "port 2: DOWN, InfiniBand, MTU 4096", xpu.Port{Num: 2, State: "DOWN", LinkLayer: "InfiniBand", MTU: 4096}.String())
+}

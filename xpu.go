@@ -112,6 +112,30 @@ type Device struct {
 	// Links says how the device reaches the other devices of the backend,
 	// one Link per peer whose path is known, in increasing order of Peer.
 	Links []Link `json:"links,omitempty"`
+
+	// Transport says how a network device (an RDMA NIC) reaches its peers:
+	// "RoCE", "InfiniBand" or "iWARP". Empty for a compute device.
+	Transport string `json:"transport,omitempty"`
+	// MaxRegion is the largest memory region, in bytes, a network device
+	// registers for RDMA; 0 when unknown.
+	MaxRegion uint64 `json:"max_region,omitempty"`
+	// Ports lists a network device's ports.
+	Ports []Port `json:"ports,omitempty"`
+}
+
+// Port is one port of a network device.
+type Port struct {
+	Num       int    `json:"num"`
+	State     string `json:"state"`      // "ACTIVE", "DOWN", …
+	LinkLayer string `json:"link_layer"` // "Ethernet" (RoCE) or "InfiniBand"
+	MTU       int    `json:"mtu"`        // active MTU in bytes
+	Speed     string `json:"speed,omitempty"`
+	// GIDs are the port's global identifiers, in table order.
+	GIDs []string `json:"gids,omitempty"`
+	// Netdev is the network interface a RoCE port is bound to, and Addr
+	// its IPv4 address, when known.
+	Netdev string `json:"netdev,omitempty"`
+	Addr   string `json:"addr,omitempty"`
 }
 
 // Link is the path from a device to one peer device of the same backend.

@@ -54,6 +54,9 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if more := d.Details(); more != "" {
 				fmt.Fprintf(stdout, "    %s\n", more)
 			}
+			for _, p := range d.Ports {
+				fmt.Fprintf(stdout, "    %s\n", p)
+			}
 			linked = linked || len(d.Links) > 0
 		}
 		if linked {

@@ -1,0 +1,139 @@
+package rdma_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/rdma"
+	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
+	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// TestDriverOnSim opens the driver over the simulated fabric: Info lists
+// the device and its port, Group makes working groups, options are
+// checked.
+func TestDriverOnSim(t *testing.T) {
+	net := sim.New()
+	defer rdma.UseProvider(net.Provider("10.0.0.7"))()
+	ctx := t.Context()
+
+	in, err := xpu.Describe(ctx, rdma.Name)
+	require.NoError(t, err)
+	require.True(t, in.Available, in.Reason)
+	require.Len(t, in.Devices, 1)
+	require.Equal(t, "sim0", in.Devices[0].Name)
+	require.NotEmpty(t, in.Devices[0].Ports)
+	require.Equal(t, "10.0.0.7", in.Devices[0].Ports[0].Addr)
+
+	_, err = xpu.Open(ctx, rdma.Name, xpu.Options{"slots": "2"})
+	require.ErrorIs(t, err, xpu.ErrInvalidArgument)
+	_, err = xpu.Open(ctx, rdma.Name, xpu.Options{"device": "mlx5_9"})
+	require.ErrorIs(t, err, xpu.ErrUnavailable)
+
+	b, err := xpu.Open(ctx, rdma.Name, xpu.Options{"eager_limit": "1K"})
+	require.NoError(t, err)
+	defer b.Close()
+	ranks, err := b.Group(ctx, 3)
+	require.NoError(t, err)
+	for i := range 3 {
+		require.Equal(t, i, ranks[i].Rank())
+	}
+	send, recv := make([]float64, 1000), make([]float64, 1000)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, c := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := append([]float64(nil), send...)
+			for k := range s {
+				s[k] = float64(i + k)
+			}
+			sb, _ := memspace.FromSlice(s)
+			r := make([]float64, len(recv))
+			rb, _ := memspace.FromSlice(r)
+			if err := comm.Allreduce(ctx, c, sb, rb, comm.Sum); err != nil {
+				errs[i] = err
+				return
+			}
+			for k := range r {
+				if want := float64(3*k + 3); r[k] != want {
+					errs[i] = fmt.Errorf("rank %d: element %d is %v, want %v", i, k, r[k], want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+}
+
+// TestJoinOverTCPBootstrap joins a job of 4 ranks as processes do (here
+// goroutines): over a tcp bootstrap job with a secret, then queue pairs
+// on the simulated fabric; it then checks a stranger without the secret
+// cannot join.
+func TestJoinOverTCPBootstrap(t *testing.T) {
+	net := sim.New()
+	prov := net.Provider("10.0.0.9")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const n = 4
+	port := freePort(t)
+	secret := []byte("the job's secret")
+	cs := make([]*rdma.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cs[i], errs[i] = rdma.JoinOn(ctx, prov, "10.0.0.9",
+				tcp.Config{Rank: i, Size: n, MasterAddr: fmt.Sprintf("127.0.0.1:%d", port), Secret: secret}, rdma.Config{})
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	defer func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	}()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]int64, 4)
+			if i == 0 {
+				buf = []int64{1, 2, 3, 4}
+			}
+			b, _ := memspace.FromSlice(buf)
+			if err := comm.Bcast(ctx, cs[i], b, 0); err != nil {
+				errs[i] = err
+				return
+			}
+			if buf[3] != 4 {
+				errs[i] = fmt.Errorf("rank %d got %v", i, buf)
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
