@@ -67,6 +67,8 @@ type Comm struct {
 	stop      chan struct{}
 	bg        sync.WaitGroup
 	closeOnce sync.Once
+	// progressStarted says start ran (Close then stops what it started).
+	progressStarted bool
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -165,6 +167,7 @@ func (c *Comm) prepost(p *peer, ep fabric.Endpoint) error {
 
 // start runs the progress engine and the watchers of the peers' endpoints.
 func (c *Comm) start() {
+	c.progressStarted = true
 	c.bg.Add(1)
 	go c.progress()
 	for _, p := range c.peers {

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/backends/tcp"
@@ -53,3 +54,77 @@ func ParseHeader(b []byte) error {
 
 // ErrProtocolKind is ErrProtocol (tests).
 var ErrProtocolKind = ErrProtocol
+
+// FailLink forces c's queue pair to peer to the error state.
+func FailLink(c *Comm, peer int) error {
+	c.mu.Lock()
+	ep := c.peers[peer].ep
+	c.mu.Unlock()
+	return ep.Fail()
+}
+
+// Crash makes c die as a killed process does: its device context is
+// destroyed with no goodbye (the kernel tears its connections down).
+func Crash(c *Comm) error { return c.fc.Close() }
+
+// StrangerDuringJoin forms a job of 2 ranks in this process while a
+// stranger — who holds another secret — connects to rank 0 first: it
+// returns what the stranger was told and how forming the job went.
+func StrangerDuringJoin(ctx context.Context, prov fabric.Provider, host string) (stranger, job error) {
+	cfg, _ := Config{}.resolve()
+	var cs []*Comm
+	var lns []fabric.Listener
+	addrs := make([]string, 2)
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+		for _, c := range cs {
+			if c.progressStarted {
+				_ = c.Close()
+			} else {
+				c.abandon()
+			}
+		}
+	}()
+	for i := range 2 {
+		fc, err := prov.Open("", cqDepth(cfg, 2))
+		if err != nil {
+			return nil, err
+		}
+		c, err := newComm(cfg, i, 2, fc)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+		ln, err := fc.Listen(host + ":0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		addrs[i] = ln.Addr()
+	}
+	secret := newSecret()
+	// The stranger: its own context, the right ranks, another secret.
+	sfc, err := prov.Open("", 64)
+	if err != nil {
+		return nil, err
+	}
+	defer sfc.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- cs[0].connect(ctx, lns[0], addrs, secret) }()
+	ep, _, serr := sfc.Dial(ctx, addrs[0], fabric.EndpointConfig{SendDepth: 4, RecvDepth: 4}, hello(newSecret(), false, 1, 0, addrs[0]))
+	if serr == nil {
+		_ = ep.Close()
+		serr = fmt.Errorf("the stranger was let in")
+	}
+	err1 := cs[1].connect(ctx, lns[1], addrs, secret)
+	err0 := <-errc
+	if err0 != nil || err1 != nil {
+		return serr, fmt.Errorf("rank 0: %v; rank 1: %v", err0, err1)
+	}
+	for _, c := range cs {
+		c.start()
+	}
+	return serr, nil
+}

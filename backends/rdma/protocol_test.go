@@ -12,23 +12,61 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/backends/rdma"
+	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 )
 
-func simGroup(t *testing.T, net *sim.Network, n int, cfg rdma.Config) []*rdma.Comm {
+// kit is a fabric the protocol tests run on: the simulated one here, the
+// kernel's verbs in the guest (verbs_test.go).
+type kit struct {
+	prov fabric.Provider
+	host string
+	// crash makes a rank's process die: its connections go, no goodbye.
+	crash func(t *testing.T, c *rdma.Comm)
+	// rnr counts SENDs that found no receive posted (-1: unknown).
+	rnr func() int
+}
+
+func simKit(opts ...sim.Option) (kit, *sim.Network) {
+	net := sim.New(opts...)
+	return kit{
+		prov: net.Provider("10.0.0.1"), host: "10.0.0.1",
+		crash: func(t *testing.T, c *rdma.Comm) { require.NoError(t, net.Kill(rdma.FabricOf(c))) },
+		rnr:   func() int { return int(net.Stats().RNR) },
+	}, net
+}
+
+func (k kit) group(t *testing.T, n int, cfg rdma.Config) []*rdma.Comm {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cs, err := rdma.NewGroupOn(ctx, net.Provider("10.0.0.1"), "", "10.0.0.1", n, cfg)
-	require.NoError(t, err)
+	cs := k.groupNoCleanup(t, n, cfg)
 	t.Cleanup(func() {
 		for _, c := range cs {
 			_ = c.Close()
 		}
 	})
 	return cs
+}
+
+// groupNoCleanup makes a group its caller closes.
+func (k kit) groupNoCleanup(t *testing.T, n int, cfg rdma.Config) []*rdma.Comm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cs, err := rdma.NewGroupOn(ctx, k.prov, "", k.host, n, cfg)
+	require.NoError(t, err)
+	return cs
+}
+
+func TestReceiverStopsReceiving(t *testing.T) { k, _ := simKit(); testReceiverStops(t, k) }
+func TestKillMidAllreduce(t *testing.T)       { k, _ := simKit(); testKillMidAllreduce(t, k) }
+func TestCorruptMessage(t *testing.T)         { k, _ := simKit(); testCorruptMessage(t, k) }
+func TestFailedLink(t *testing.T)             { k, _ := simKit(); testFailedLink(t, k) }
+func TestStranger(t *testing.T)               { k, _ := simKit(); testStranger(t, k) }
+func TestShakenOrder(t *testing.T) {
+	k, _ := simKit(sim.WithSeed(7), sim.WithDelays(200*time.Microsecond))
+	testShakenOrder(t, k)
 }
 
 func blk(b []byte) memspace.Block {
@@ -40,10 +78,9 @@ func blk(b []byte) memspace.Block {
 // that posts no receive for a while: the receiver holds at most its eager
 // budget, the rest waits for rendezvous, no SEND ever finds no receive
 // posted, and every message arrives, in order, intact.
-func TestReceiverStopsReceiving(t *testing.T) {
-	net := sim.New()
+func testReceiverStops(t *testing.T, k kit) {
 	const budget = 32 << 10
-	cs := simGroup(t, net, 2, rdma.Config{Slots: 4, EagerBudget: budget, EagerLimit: 4 << 10})
+	cs := k.group(t, 2, rdma.Config{Slots: 4, EagerBudget: budget, EagerLimit: 4 << 10})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	const msgs = 400
@@ -73,18 +110,15 @@ func TestReceiverStopsReceiving(t *testing.T) {
 		}
 	}
 	require.NoError(t, comm.WaitAll(ctx, sends...))
-	st := net.Stats()
-	require.Zero(t, st.RNR, "a SEND found no receive posted")
-	require.Zero(t, st.Errors)
+	require.LessOrEqual(t, k.rnr(), 0, "a SEND found no receive posted")
 	require.Zero(t, rdma.HeldFrom(cs[0], 1))
 }
 
 // TestKillMidAllreduce kills one rank's process (its fabric context) in
 // the middle of allreduces: every survivor's allreduce fails with
 // ErrPeerLost within a bound, none hangs.
-func TestKillMidAllreduce(t *testing.T) {
-	net := sim.New()
-	cs := simGroup(t, net, 4, rdma.Config{})
+func testKillMidAllreduce(t *testing.T, k kit) {
+	cs := k.group(t, 4, rdma.Config{})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	const victim = 2
@@ -129,7 +163,7 @@ func TestKillMidAllreduce(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	killed = time.Now()
-	require.NoError(t, net.Kill(rdma.FabricOf(cs[victim])))
+	k.crash(t, cs[victim])
 	wg.Wait()
 	for i, err := range errs {
 		if i == victim {
@@ -143,7 +177,7 @@ func TestKillMidAllreduce(t *testing.T) {
 // TestCorruptMessage hands a rank a message whose header breaks the
 // protocol: the link to its sender is cut (ErrProtocol, which matches
 // ErrPeerLost), never a crash, and both sides see the peer lost.
-func TestCorruptMessage(t *testing.T) {
+func testCorruptMessage(t *testing.T, k kit) {
 	for _, tc := range []struct {
 		name string
 		msg  func() []byte
@@ -155,8 +189,7 @@ func TestCorruptMessage(t *testing.T) {
 		{"too many credits", func() []byte { b := make([]byte, 40); b[0] = 5; binary.LittleEndian.PutUint16(b[2:], 60000); return b }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			net := sim.New()
-			cs := simGroup(t, net, 2, rdma.Config{})
+			cs := k.group(t, 2, rdma.Config{})
 			rdma.InjectRecv(cs[0], 1, tc.msg())
 			_, err := cs[0].Irecv(blk(make([]byte, 8)), 1, 0)
 			require.ErrorIs(t, err, comm.ErrPeerLost)
@@ -175,10 +208,9 @@ func TestCorruptMessage(t *testing.T) {
 // TestShakenOrder runs all-to-all traffic of every size class with
 // random delays before each request runs, so that completions of
 // different endpoints interleave in every order.
-func TestShakenOrder(t *testing.T) {
-	net := sim.New(sim.WithSeed(7), sim.WithDelays(200*time.Microsecond))
+func testShakenOrder(t *testing.T, k kit) {
 	const n = 3
-	cs := simGroup(t, net, n, rdma.Config{Slots: 4, EagerLimit: 1 << 10, EagerBudget: 4 << 10, Chunk: 4096})
+	cs := k.group(t, n, rdma.Config{Slots: 4, EagerLimit: 1 << 10, EagerBudget: 4 << 10, Chunk: 4096})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	sizes := []int{0, 1, 100, 1 << 10, 5000, 70000}
@@ -231,7 +263,47 @@ func TestShakenOrder(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	require.Zero(t, net.Stats().RNR)
+	require.LessOrEqual(t, k.rnr(), 0)
+}
+
+// testFailedLink forces one queue pair to the error state: both of its
+// ranks see the other lost (ErrPeerLost) within a bound, and the third
+// rank still talks to both.
+func testFailedLink(t *testing.T, k kit) {
+	cs := k.group(t, 3, rdma.Config{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r0, err := cs[0].Irecv(blk(make([]byte, 8)), 1, 3)
+	require.NoError(t, err)
+	r1, err := cs[1].Irecv(blk(make([]byte, 8)), 0, 3)
+	require.NoError(t, err)
+	require.NoError(t, rdma.FailLink(cs[0], 1))
+	_, err = r0.Wait(ctx)
+	require.ErrorIs(t, err, comm.ErrPeerLost)
+	_, err = r1.Wait(ctx)
+	require.ErrorIs(t, err, comm.ErrPeerLost)
+	for _, peer := range []int{0, 1} {
+		in := make([]byte, 5)
+		got := make(chan error, 1)
+		go func() {
+			_, err := comm.Recv(ctx, cs[peer], blk(in), 2, 9)
+			got <- err
+		}()
+		require.NoError(t, comm.Send(ctx, cs[2], blk([]byte("hello")), peer, 9))
+		require.NoError(t, <-got)
+		require.Equal(t, "hello", string(in))
+	}
+}
+
+// testStranger has a process without the job secret connect to a rank's
+// listener while the job forms: it is refused, and the job forms.
+func testStranger(t *testing.T, k kit) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	strangerErr, jobErr := rdma.StrangerDuringJoin(ctx, k.prov, k.host)
+	require.NoError(t, jobErr)
+	require.Error(t, strangerErr)
+	t.Logf("the stranger was told: %v", strangerErr)
 }
 
 func FuzzParseHeader(f *testing.F) {

@@ -63,6 +63,13 @@ func (c *vcontext) newEndpoint(m *cmID, cfg fabric.EndpointConfig, connect func(
 		c.qps[ep.qpn] = ep
 		c.mu.Unlock()
 		m.ep.Store(ep)
+		if cfg.PrePost != nil {
+			// The receives go on the queue pair before the connection is
+			// offered or accepted, so the peer's first SEND finds one.
+			if err := cfg.PrePost(prepost{ep}); err != nil {
+				return fmt.Errorf("post the first receives: %w", err)
+			}
+		}
 		return connect(id)
 	})
 	if err != nil {
@@ -156,6 +163,17 @@ func (e *endpoint) PostRecv(id uint64, sge fabric.SGE) error {
 	if e.m.gone {
 		return e.closedErr()
 	}
+	return e.postRecv(id, sge)
+}
+
+// prepost is the endpoint as EndpointConfig.PrePost sees it: the id's lock
+// is held by newEndpoint, so its PostRecv posts without taking it.
+type prepost struct{ *endpoint }
+
+func (p prepost) PostRecv(id uint64, sge fabric.SGE) error { return p.postRecv(id, sge) }
+
+// postRecv posts one receive; the caller holds the id's lock.
+func (e *endpoint) postRecv(id uint64, sge fabric.SGE) error {
 	if rc := C.xv_post_recv(e.qp, C.uint64_t(id), C.uint64_t(sge.Addr), C.uint32_t(sge.Len), C.uint32_t(sge.LKey)); rc != 0 {
 		return fmt.Errorf("verbs post recv: ibv_post_recv: %w: %w", syscall.Errno(rc), fabric.ErrLocal)
 	}

@@ -709,6 +709,155 @@ func child(addr string) int {
 	return 1
 }
 
+func TestBatch(t *testing.T) {
+	p := connect(t)
+	const n = 40 // more than one crossing's worth
+	for i := range n {
+		if err := p.eb.PostRecv(uint64(100+i), p.rb.sge(64*i, 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrs := make([]fabric.SendWR, n/2)
+	for i := range wrs {
+		p.ra.b[64*i] = byte(i)
+		wrs[i] = fabric.SendWR{ID: uint64(i), Op: fabric.OpSend, Local: p.ra.sge(64*i, 64), Signaled: i == len(wrs)-1}
+	}
+	if err := p.ea.PostSend(wrs...); err != nil {
+		t.Fatal(err)
+	}
+	// The other half from goroutines at once.
+	errs := make(chan error, n/2)
+	for i := n / 2; i < n; i++ {
+		go func() {
+			p.ra.b[64*i] = byte(i)
+			errs <- p.ea.PostSend(fabric.SendWR{ID: uint64(i), Op: fabric.OpSend, Local: p.ra.sge(64*i, 64), Signaled: true})
+		}()
+	}
+	for range n / 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := collect(t, p.a, 1+n/2)
+	if sent[0].ID != n/2-1 {
+		t.Errorf("first send completion %+v, want the batch's last", sent[0])
+	}
+	got := collect(t, p.b, n)
+	seen := map[byte]bool{}
+	for i, c := range got {
+		if c.Err != nil || c.ID != uint64(100+i) || c.Len != 64 {
+			t.Fatalf("receive %d: %+v", i, c)
+		}
+		v := p.rb.b[64*i]
+		if i < n/2 && v != byte(i) {
+			t.Errorf("receive %d holds message %d: batch out of order", i, v)
+		}
+		seen[v] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct messages of %d", len(seen), n)
+	}
+}
+
+func TestOneContext(t *testing.T) {
+	name, ip := device(t)
+	c := open(t, name)
+	r := register(t, c, 1<<16)
+	ln, err := c.Listen(ip + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	accepted := make(chan fabric.Endpoint, 1)
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		ep, _ := req.Accept(cfg, nil)
+		accepted <- ep
+	}()
+	ea, _, err := c.Dial(ctx, ln.Addr(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ea.Close()
+	eb := <-accepted
+	if eb == nil {
+		t.Fatal("accept failed")
+	}
+	defer eb.Close()
+	copy(r.b, "ping")
+	if err := eb.PostRecv(2, r.sge(1024, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ea.PostSend(fabric.SendWR{ID: 1, Op: fabric.OpSend, Local: r.sge(0, 4), Signaled: true}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[uint64]fabric.Opcode{}
+	for _, c := range collect(t, c, 2) {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+		ids[c.ID] = c.Op
+	}
+	if ids[1] != fabric.OpSend || ids[2] != fabric.OpRecv || string(r.b[1024:1028]) != "ping" {
+		t.Errorf("completions %v, received %q", ids, r.b[1024:1028])
+	}
+}
+
+func TestListenerClose(t *testing.T) {
+	name, ip := device(t)
+	c := open(t, name)
+	ln, err := c.Listen(ip + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); ln.Close() }()
+	if _, err := ln.Accept(context.Background()); !errors.Is(err, xerr.ErrClosed) {
+		t.Errorf("Accept during Close: %v", err)
+	}
+	if err := ln.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	// The port is free again.
+	ln2, err := c.Listen(ln.Addr())
+	if err != nil {
+		t.Fatalf("Listen on the closed listener's address: %v", err)
+	}
+	ln2.Close()
+}
+
+func TestDialUnreachable(t *testing.T) {
+	name, ip := device(t)
+	a := open(t, name)
+	// An address of the device's subnet that nobody has (the tests' guest
+	// has a /24): address resolution fails or the context's deadline ends it.
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !addr.Is4() {
+		t.Skipf("address %s", ip)
+	}
+	b := addr.As4()
+	b[3] ^= 0x7f
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, _, err = a.Dial(ctx, netip.AddrFrom4(b).String()+":4791", cfg, nil)
+	t.Logf("Dial %v after %v: %v", netip.AddrFrom4(b), time.Since(start), err)
+	if err == nil {
+		t.Fatal("Dial to nobody succeeded")
+	}
+	if time.Since(start) > 6*time.Second {
+		t.Errorf("Dial took %v with a 3s deadline", time.Since(start))
+	}
+	if _, _, err := a.Dial(ctx, "no-address", cfg, nil); !errors.Is(err, xerr.ErrInvalidArgument) {
+		t.Errorf("Dial(no-address): %v", err)
+	}
+}
+
 // BenchmarkPingPong measures a SEND and its answer between two contexts:
 // each side's receive completion triggers its send (one goroutine polls
 // both).

@@ -1,0 +1,88 @@
+package rdma_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/rdmavm"
+)
+
+// TestGuest runs this package's tests and its verbs' on real kernel
+// verbs: it builds them with -tags rdma, boots a throw-away qemu guest
+// with soft-RoCE (rxe0 on a dummy interface, internal/rdmavm) and runs
+// them there — the conformance suite over ranks in one process and over
+// one process per rank, the failure tests, the verbs' own — with their
+// output streamed here and their exit status brought back.
+func TestGuest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a qemu guest (a minute or more); skipped in -short mode")
+	}
+	if err := rdmavm.Available(); err != nil {
+		t.Skipf("no RDMA guest here: %v", err)
+	}
+	dir := t.TempDir()
+	bins := map[string]string{
+		"rdma.test":  ".",
+		"verbs.test": "./internal/verbs",
+	}
+	var files []rdmavm.File
+	for name, pkg := range bins {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command("go", "test", "-c", "-tags", "rdma", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go test -c %s: %s", pkg, b)
+		files = append(files, rdmavm.File{Host: out})
+	}
+	script := strings.Join([]string{
+		"set -e",
+		"verbs.test -test.v -test.timeout 5m",
+		"rdma.test -test.v -test.timeout 15m -test.run '^(TestVerbs|TestMultiProcess)'",
+	}, "\n")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+	defer cancel()
+	w := &lineLog{t: t}
+	res, err := rdmavm.Run(ctx, rdmavm.Job{Files: files, Script: script, Output: w})
+	w.flush()
+	require.NoError(t, err)
+	t.Logf("guest: boot %v, tests %v", res.Boot.Round(time.Millisecond), res.Run.Round(time.Millisecond))
+	require.Zero(t, res.ExitCode, "the tests failed in the guest (their output is above)")
+	require.Contains(t, w.all.String(), "--- PASS: TestVerbsConformance", "the conformance suite did not run in the guest")
+	require.Contains(t, w.all.String(), "--- PASS: TestMultiProcessConformance")
+}
+
+// lineLog logs a stream line by line.
+type lineLog struct {
+	t       *testing.T
+	partial []byte
+	all     strings.Builder
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.all.Write(p)
+	l.partial = append(l.partial, p...)
+	for {
+		i := strings.IndexByte(string(l.partial), '\n')
+		if i < 0 {
+			break
+		}
+		l.t.Log("guest: " + string(l.partial[:i]))
+		l.partial = l.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *lineLog) flush() {
+	if len(l.partial) > 0 {
+		l.t.Log(fmt.Sprintf("guest: %s", l.partial))
+		l.partial = nil
+	}
+}
