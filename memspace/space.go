@@ -127,6 +127,23 @@ type Stager interface {
 	StagingSpace() Space
 }
 
+// FreeNotifier is a space that tells observers when memory goes away,
+// before it can be reused: caches keyed by allocation — the registrations
+// an RDMA communicator keeps for its buffers (lkey and rkey) — drop their
+// entries then, so a new allocation at the same address is never taken
+// for the old one. With Lookuper (an address to its allocation) it makes
+// a space's blocks registrable once and reused for every message.
+type FreeNotifier interface {
+	// NotifyFree makes the space call f with memory that goes away: each
+	// allocation as Free frees it, and at Close each region still mapped
+	// (a block that may cover several allocations). Every allocation
+	// inside the block f gets is void. f runs before the memory can be
+	// reused, with the space's lock held: it must be quick and must not
+	// call the space. stop ends the notifications; calling it again does
+	// nothing.
+	NotifyFree(f func(Block)) (stop func())
+}
+
 // Unwrapper is implemented by wrappers (pools, fault injectors, stats) so
 // capabilities are found through them.
 type Unwrapper interface {

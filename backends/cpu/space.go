@@ -18,6 +18,7 @@ var (
 	_ memspace.StatsSpace   = (*Space)(nil)
 	_ memspace.Availability = (*Space)(nil)
 	_ memspace.Lookuper     = (*Space)(nil)
+	_ memspace.FreeNotifier = (*Space)(nil)
 	_ memspace.Closer       = (*Space)(nil)
 )
 
@@ -80,6 +81,9 @@ type Space struct {
 	classes   [maxSmallShift - minSmallShift + 1]sizeClass
 	committed int64 // bytes in use plus bytes of allocations in flight
 	stats     memspace.Stats
+	// onFree are the observers of NotifyFree, by the number it gave them.
+	onFree map[int]func(memspace.Block)
+	nextOb int
 }
 
 // mapping is a region obtained from the system: [addr, addr+size) is
@@ -323,11 +327,39 @@ func (s *Space) Free(b memspace.Block) error {
 		}
 		s.unmapRegion(r)
 	}
+	s.freed(memspace.NewBlock(s, b.Addr(), b.Len(), b.HostPointer()))
 	s.committed -= int64(b.Len())
 	s.stats.InUse -= int64(b.Len())
 	s.stats.Live--
 	s.stats.Frees++
 	return nil
+}
+
+// NotifyFree makes the space call f with each allocation Free frees, and
+// at Close with each region still mapped, before the memory can be reused
+// (memspace.FreeNotifier). f runs with the space's lock held: it must not
+// call the space.
+func (s *Space) NotifyFree(f func(memspace.Block)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onFree == nil {
+		s.onFree = map[int]func(memspace.Block){}
+	}
+	id := s.nextOb
+	s.nextOb++
+	s.onFree[id] = f
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.onFree, id)
+	}
+}
+
+// freed tells the observers that b goes away. s.mu is held.
+func (s *Space) freed(b memspace.Block) {
+	for _, f := range s.onFree {
+		f(b)
+	}
 }
 
 func (s *Space) unmapRegion(r *region) {
@@ -406,6 +438,7 @@ func (s *Space) Close() error {
 	live, bytes := s.stats.Live, s.stats.InUse
 	failed, firstErr := 0, error(nil)
 	s.idx.each(func(r *region) {
+		s.freed(memspace.NewBlock(s, memspace.Addr(r.m.addr), int(r.m.size), nil))
 		if err := sysUnmap(r.m); err != nil {
 			if firstErr == nil {
 				firstErr = err

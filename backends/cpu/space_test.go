@@ -359,3 +359,51 @@ func TestSpaceTypedBuffers(t *testing.T) {
 	assert.ErrorIs(t, err, memspace.ErrBadElemType)
 	assert.Zero(t, s.Stats().Live)
 }
+
+// TestNotifyFree checks that observers hear of every allocation freed, and
+// of the regions still mapped at Close, and nothing after stop.
+func TestNotifyFree(t *testing.T) {
+	s := cpu.NewSpace(cpu.SpaceOptions{})
+	var mu sync.Mutex
+	var got []memspace.Block
+	stop := s.NotifyFree(func(b memspace.Block) {
+		mu.Lock()
+		got = append(got, b)
+		mu.Unlock()
+	})
+	small, err := s.Allocate(100, 0)
+	require.NoError(t, err)
+	large, err := s.Allocate(4<<20, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Free(small))
+	require.NoError(t, s.Free(large))
+	require.Len(t, got, 2)
+	require.Equal(t, small.Addr(), got[0].Addr())
+	require.Equal(t, small.Len(), got[0].Len())
+	require.Equal(t, large.Addr(), got[1].Addr())
+	require.Equal(t, large.Len(), got[1].Len())
+	require.Error(t, s.Free(small)) // a double free tells nobody
+	require.Len(t, got, 2)
+
+	live, err := s.Allocate(8<<20, 0)
+	require.NoError(t, err)
+	require.Error(t, s.Close()) // a leak, reported
+	covered := false
+	for _, r := range got[2:] { // the regions still mapped at Close
+		covered = covered || uintptr(r.Addr()) <= uintptr(live.Addr()) &&
+			uintptr(r.Addr())+uintptr(r.Len()) >= uintptr(live.Addr())+uintptr(live.Len())
+	}
+	require.True(t, covered, "no region told at Close covers the live block: %v", got)
+
+	s2 := cpu.NewSpace(cpu.SpaceOptions{})
+	n := 0
+	stop2 := s2.NotifyFree(func(memspace.Block) { n++ })
+	stop2()
+	stop2()
+	b, err := s2.Allocate(64, 0)
+	require.NoError(t, err)
+	require.NoError(t, s2.Free(b))
+	require.Zero(t, n)
+	require.NoError(t, s2.Close())
+	stop()
+}

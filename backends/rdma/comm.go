@@ -2,7 +2,6 @@ package rdma
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -46,6 +45,7 @@ type Comm struct {
 	fc    fabric.Context
 	arena []byte // receive and send slots of every peer, registered as mr
 	mr    *fabric.MR
+	regs  *regCache
 	slot  int // slot size
 	peers []*peer
 	// sendDepth is the send-queue depth of each endpoint.
@@ -122,6 +122,7 @@ func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 		sendDepth: cfg.Slots + readDepth + 4,
 	}
 	c.tbl.Init(size)
+	c.regs = newRegCache(fc)
 	per := 2 * cfg.Slots // receive slots, then send slots
 	n := max(size-1, 1) * per * c.slot
 	arena, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
@@ -234,7 +235,7 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &request{c: c, kind: kindSend, peer: dest, tag: tag, buf: data, done: make(chan struct{})}
+	r := &request{c: c, kind: kindSend, peer: dest, tag: tag, buf: data, blk: buf, done: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -273,36 +274,28 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 
 // registerSend registers a rendezvous send's buffer for the peer to read.
 func (c *Comm) registerSend(r *request) error {
-	mr, pin, err := c.register(r.buf)
-	if err != nil {
+	if err := c.register(r, r.buf); err != nil {
 		return xerr.Errorf(Name, "send", comm.ErrNotSupported, "register a %d-byte buffer: %v", len(r.buf), err)
 	}
-	r.mr, r.pin = mr, pin
-	r.addr, r.rkey = uint64(mr.Addr), mr.RKey
+	r.addr, r.rkey = uint64(uintptr(unsafe.Pointer(&r.buf[0]))), r.mr.RKey
 	return nil
 }
 
-// register registers b, pinning it first when it is Go memory.
-func (c *Comm) register(b []byte) (*fabric.MR, *runtime.Pinner, error) {
-	pin := new(runtime.Pinner)
-	pin.Pin(&b[0])
-	mr, err := c.fc.Register(unsafe.Pointer(&b[0]), len(b))
+// register registers data (r.buf or a prefix) for r's message.
+func (c *Comm) register(r *request, data []byte) error {
+	reg, err := c.regs.get(r.blk, data)
 	if err != nil {
-		pin.Unpin()
-		return nil, nil, err
+		return err
 	}
-	return mr, pin, nil
+	r.mr, r.unreg = reg.mr, reg.release
+	return nil
 }
 
-// release deregisters what a rendezvous request registered.
+// release gives back what a rendezvous request registered.
 func (c *Comm) release(r *request) {
-	if r.mr != nil {
-		_ = c.fc.Deregister(r.mr)
-		r.mr = nil
-	}
-	if r.pin != nil {
-		r.pin.Unpin()
-		r.pin = nil
+	if r.unreg != nil {
+		r.unreg()
+		r.unreg, r.mr = nil, nil
 	}
 }
 
@@ -334,7 +327,7 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data, done: make(chan struct{})}
+	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data, blk: buf, done: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -392,15 +385,13 @@ func (c *Comm) startRead(r *request, m *request) {
 	r.src, r.tag, r.size, r.id, r.addr, r.rkey = m.peer, m.tag, m.size, m.id, m.addr, m.rkey
 	r.accept = min(m.size, len(r.buf))
 	if r.accept > 0 {
-		mr, pin, err := c.register(r.buf[:r.accept])
-		if err != nil {
+		if err := c.register(r, r.buf[:r.accept]); err != nil {
 			// Refuse the message rather than leave the sender waiting.
 			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fCanceled, id: m.id}})
 			c.flush(p)
 			r.complete(comm.Status{}, xerr.Errorf(Name, "recv", comm.ErrNotSupported, "register a %d-byte buffer: %v", r.accept, err))
 			return
 		}
-		r.mr, r.pin = mr, pin
 	}
 	c.nextID++
 	r.rid = c.nextID
@@ -423,7 +414,7 @@ func (c *Comm) postReads(p *peer) {
 		n := min(c.cfg.Chunk, r.accept-off)
 		wr := fabric.SendWR{
 			ID: wrRead<<60 | r.rid, Op: fabric.OpRead, Signaled: true,
-			Local:      fabric.SGE{Addr: r.mr.Addr + uintptr(off), Len: uint32(n), LKey: r.mr.LKey},
+			Local:      fabric.SGE{Addr: uintptr(unsafe.Pointer(&r.buf[off])), Len: uint32(n), LKey: r.mr.LKey},
 			RemoteAddr: r.addr + uint64(off), RKey: r.rkey,
 		}
 		if err := p.ep.PostSend(wr); err != nil {

@@ -177,6 +177,7 @@ func (c *Comm) abandon() {
 			_ = p.ep.Close()
 		}
 	}
+	c.regs.close()
 	_ = c.fc.Deregister(c.mr)
 	_ = c.fc.Close()
 	_ = syscallMunmap(c.arena)

@@ -432,6 +432,7 @@ func (c *Comm) close() {
 		r.complete(comm.Status{}, closed("recv"))
 	}
 	c.mu.Unlock()
+	c.regs.close()
 	_ = c.fc.Deregister(c.mr)
 	_ = c.fc.Close()
 	_ = syscallMunmap(c.arena)

@@ -2,13 +2,13 @@ package rdma
 
 import (
 	"context"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -48,8 +48,9 @@ type request struct {
 	finished    int
 	rid         uint64
 	src         int
+	blk         memspace.Block // the buffer, as given
 	mr          *fabric.MR
-	pin         *runtime.Pinner
+	unreg       func() // releases mr
 	queued      bool
 	announced   bool
 	cancelAsked bool

@@ -51,12 +51,12 @@ type image struct {
 }
 
 // prep serialises Prepare in this process (a one-slot semaphore, so that
-// a waiter honours its ctx) and remembers its result; a lock file does
-// the same between processes.
+// a waiter honours its ctx) and remembers the cache entry it found; a
+// lock file does the same between processes.
 var prep = struct {
 	sem     chan struct{}
-	img     *image
-	updated bool // apt-get update has run
+	dir     string // the entry found last
+	updated bool   // apt-get update has run
 }{sem: make(chan struct{}, 1)}
 
 // Prepare builds the guest image into the cache unless it is there
@@ -82,8 +82,10 @@ func prepare(ctx context.Context) (*image, error) {
 		return nil, xerrorf("prepare", ctx.Err(), "waiting for another build")
 	}
 	defer func() { <-prep.sem }()
-	if prep.img != nil && prep.img.ok() {
-		return prep.img, nil
+	if prep.dir != "" {
+		if img, ok := openImage(prep.dir); ok {
+			return img, nil
+		}
 	}
 	h, err := findHost()
 	if err != nil {
@@ -98,43 +100,44 @@ func prepare(ctx context.Context) (*image, error) {
 		return nil, err
 	}
 	dir := filepath.Join(root, kver+"-"+h.fingerprint())
-	img := &image{kernel: filepath.Join(dir, kernelFile), initrd: filepath.Join(dir, initrdFile)}
-	if !img.ok() {
+	img, ok := openImage(dir)
+	if !ok {
 		unlock, err := lockFile(ctx, filepath.Join(root, "lock"))
 		if err != nil {
 			return nil, xerrorf("prepare", err, "cannot lock the cache %s", root)
 		}
 		defer unlock()
-		if !img.ok() {
+		if img, ok = openImage(dir); !ok {
 			if err := build(ctx, h, kver, root, dir); err != nil {
 				return nil, err
 			}
+			if img, ok = openImage(dir); !ok {
+				return nil, fmt.Errorf("rdmavm prepare: %s is incomplete", dir)
+			}
 		}
 	}
-	if !img.ok() {
-		return nil, fmt.Errorf("rdmavm prepare: %s is incomplete", dir)
-	}
-	prep.img = img
+	prep.dir = dir
 	return img, nil
 }
 
-// ok reports whether the image's files are there, and reads whether its
-// kernel is ELF.
-func (img *image) ok() bool {
+// openImage returns the image of cache entry dir, and false when its
+// files are not there.
+func openImage(dir string) (*image, bool) {
+	img := &image{kernel: filepath.Join(dir, kernelFile), initrd: filepath.Join(dir, initrdFile)}
 	if st, err := os.Stat(img.initrd); err != nil || !st.Mode().IsRegular() {
-		return false
+		return nil, false
 	}
 	f, err := os.Open(img.kernel)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	defer f.Close()
 	var magic [4]byte
 	if _, err := io.ReadFull(f, magic[:]); err != nil {
-		return false
+		return nil, false
 	}
 	img.elf = string(magic[:]) == elf4
-	return true
+	return img, true
 }
 
 const elf4 = "\x7fELF"

@@ -38,7 +38,7 @@ const (
 const (
 	DefaultMemoryMiB   = 1024
 	DefaultCPUs        = 2
-	DefaultBootTimeout = 3 * time.Minute
+	DefaultBootTimeout = 2 * time.Minute
 )
 
 // Environment variables the package reads.
@@ -108,7 +108,8 @@ type File struct {
 	// Guest is its absolute path in the guest; empty means
 	// /usr/local/bin/ and Host's base name, which is on the script's PATH.
 	// A path under /bin, /sbin, /lib or /lib64 lands under /usr, which
-	// they link to.
+	// they link to; one under /proc, /sys, /dev or /tmp, which the guest
+	// mounts over, is refused.
 	Guest string
 }
 
@@ -140,7 +141,7 @@ func (e *GuestError) Error() string {
 	if c := lastLines(e.Stderr, 2); c != "" {
 		s += "; qemu: " + c
 	}
-	if c := lastLines(e.Console, 3); c != "" {
+	if c := consoleSummary(e.Console); c != "" {
 		s += "; console: " + c
 	}
 	return s + ": " + ErrGuestFailed.Error()
@@ -364,8 +365,13 @@ func (job *Job) check() error {
 			return bad("guest path %q is not absolute", f.Guest)
 		}
 		f.Guest = guestPath(f.Guest)
-		if f.Guest == "/init" || strings.HasPrefix(f.Guest, "/xpu/") {
+		if f.Guest == "/init" || under(f.Guest, "/xpu") {
 			return bad("guest path %q is the harness's", f.Guest)
+		}
+		for _, m := range []string{"/proc", "/sys", "/dev", "/tmp"} {
+			if under(f.Guest, m) {
+				return bad("guest path %q is hidden by the guest's mount on %s", f.Guest, m)
+			}
 		}
 		st, err := os.Stat(f.Host)
 		if err != nil {
@@ -384,6 +390,9 @@ func (job *Job) check() error {
 	}
 	return nil
 }
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -527,6 +536,28 @@ func tailFile(p string, max int64) string {
 	b, _ := io.ReadAll(f)
 	return string(b)
 }
+
+// consoleSummary returns the line of the console that says most about a
+// failure: the last one of init's own messages or of a kernel panic,
+// oops or out-of-memory kill, else the last two lines; kernel timestamps
+// are dropped.
+func consoleSummary(console string) string {
+	lines := strings.Split(strings.ReplaceAll(console, "\r", ""), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(kernelStamp.ReplaceAllString(l, ""))
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if telling.MatchString(lines[i]) {
+			return lines[i]
+		}
+	}
+	return lastLines(strings.Join(lines, "\n"), 2)
+}
+
+var (
+	kernelStamp = regexp.MustCompile(`^\s*\[\s*\d+\.\d+\]\s*`)
+	telling     = regexp.MustCompile(`^rdmavm init:|Kernel panic|Oops|BUG:|Out of memory|Killed process|Unable to|not syncing`)
+)
 
 func exitText(err error) string {
 	if err == nil {

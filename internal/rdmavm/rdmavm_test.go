@@ -240,6 +240,7 @@ func TestBadJob(t *testing.T) {
 		{Files: []File{{Host: os.Args[0], Guest: "relative/path"}}},
 		{Files: []File{{Host: os.Args[0], Guest: "/init"}}},
 		{Files: []File{{Host: "/"}}},
+		{Files: []File{{Host: os.Args[0], Guest: "/tmp/x"}}},
 		{Env: []string{"NO_EQUALS_SIGN"}},
 		{Env: []string{"1X=y"}},
 	} {
