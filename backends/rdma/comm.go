@@ -61,7 +61,9 @@ type Comm struct {
 	nextID   uint64
 	rdv      map[uint64]*request // announced rendezvous sends, by id
 	reads    map[uint64]*request // rendezvous receives reading, by rid
-	byes     int                 // goodbyes not yet completed
+	ones     map[uint64]*request // one-sided transfers, by rid
+	exposed  map[*region]struct{}
+	byes     int // goodbyes not yet completed
 	byesDone chan struct{}
 
 	stop      chan struct{}
@@ -88,7 +90,8 @@ type peer struct {
 	queue    []out // data messages waiting for a slot or credits
 	ctrl     []out // control messages, sent before data
 	reads    []*request
-	lost     error // why the peer is lost; nil while it is up
+	ops      []*request // one-sided transfers waiting for send-queue room
+	lost     error      // why the peer is lost; nil while it is up
 	byeSent  bool
 }
 
@@ -117,6 +120,8 @@ func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 		peers:     make([]*peer, size),
 		rdv:       map[uint64]*request{},
 		reads:     map[uint64]*request{},
+		ones:      map[uint64]*request{},
+		exposed:   map[*region]struct{}{},
 		stop:      make(chan struct{}),
 		byesDone:  make(chan struct{}),
 		sendDepth: cfg.Slots + readDepth + 4,
@@ -424,6 +429,7 @@ func (c *Comm) postReads(p *peer) {
 		r.posted++
 		p.inflight++
 	}
+	c.postOps(p)
 }
 
 // maybeFinishRead completes the rendezvous receive r once its READs have

@@ -128,3 +128,6 @@ func StrangerDuringJoin(ctx context.Context, prov fabric.Provider, host string) 
 	}
 	return serr, nil
 }
+
+// RegStats returns the hits and misses of c's registration cache.
+func RegStats(c *Comm) (hits, misses int) { return c.regs.stats() }

@@ -82,6 +82,8 @@ func (c *Comm) handle(wc *fabric.Completion) {
 		}
 		c.flush(p)
 		c.postReads(p)
+	case wrOne:
+		c.onOne(wc)
 	case wrRead:
 		r := c.reads[wc.ID&(1<<60-1)]
 		if r == nil {
@@ -255,6 +257,7 @@ func (c *Comm) linkFailed(p *peer, cause error, graceful bool) {
 		}
 	}
 	p.reads = nil
+	c.failOnes(p, cause)
 	for r := range c.tbl.PostedFrom(p.rank) {
 		c.tbl.Unpost(r)
 		fail(r, "recv")
@@ -431,7 +434,17 @@ func (c *Comm) close() {
 		c.release(r)
 		r.complete(comm.Status{}, closed("recv"))
 	}
+	for _, r := range c.ones {
+		c.finishOne(r, closed("one-sided"))
+	}
+	regions := make([]*region, 0, len(c.exposed))
+	for g := range c.exposed {
+		regions = append(regions, g)
+	}
 	c.mu.Unlock()
+	for _, g := range regions {
+		_ = g.Close()
+	}
 	c.regs.close()
 	_ = c.fc.Deregister(c.mr)
 	_ = c.fc.Close()

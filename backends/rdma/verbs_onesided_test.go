@@ -1,0 +1,11 @@
+//go:build rdma
+
+package rdma_test
+
+import "testing"
+
+func TestVerbsOneSided(t *testing.T)         { testOneSided(t, verbsKit(t)) }
+func TestVerbsOneSidedPeerLost(t *testing.T) { testOneSidedPeerLost(t, verbsKit(t)) }
+func TestVerbsRegistrationCache(t *testing.T) {
+	testRegistrationCache(t, verbsKit(t))
+}
