@@ -3,6 +3,7 @@ package rdma
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -71,6 +72,14 @@ type Comm struct {
 	closeOnce sync.Once
 	// progressStarted says start ran (Close then stops what it started).
 	progressStarted bool
+	// polling is held by the goroutine polling the completion queue or
+	// sleeping on its channel (sleeping: the engine, in Wait). spinners
+	// counts the goroutines polling for their own requests (spinWait);
+	// noSpinners tells the engine their number fell to zero.
+	polling    atomic.Bool
+	sleeping   atomic.Bool
+	spinners   atomic.Int32
+	noSpinners chan struct{}
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -91,7 +100,8 @@ type peer struct {
 	ctrl     []out // control messages, sent before data
 	reads    []*request
 	ops      []*request // one-sided transfers waiting for send-queue room
-	lost     error      // why the peer is lost; nil while it is up
+	wr       [1]fabric.SendWR
+	lost     error // why the peer is lost; nil while it is up
 	byeSent  bool
 }
 
@@ -99,6 +109,14 @@ type peer struct {
 type out struct {
 	h header
 	r *request // the send it carries, if any
+}
+
+// post1 posts one work request through a slice kept for the purpose: a
+// variadic call through the interface would allocate one per post. c.mu
+// is held.
+func (p *peer) post1(wr fabric.SendWR) error {
+	p.wr[0] = wr
+	return p.ep.PostSend(p.wr[:]...)
 }
 
 func (p *peer) unqueue(r *request) {
@@ -116,15 +134,16 @@ func (p *peer) unqueue(r *request) {
 func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 	c := &Comm{
 		cfg: cfg, rank: rank, size: size, fc: fc,
-		slot:      cfg.slotSize(),
-		peers:     make([]*peer, size),
-		rdv:       map[uint64]*request{},
-		reads:     map[uint64]*request{},
-		ones:      map[uint64]*request{},
-		exposed:   map[*region]struct{}{},
-		stop:      make(chan struct{}),
-		byesDone:  make(chan struct{}),
-		sendDepth: cfg.Slots + readDepth + 4,
+		slot:       cfg.slotSize(),
+		peers:      make([]*peer, size),
+		rdv:        map[uint64]*request{},
+		reads:      map[uint64]*request{},
+		ones:       map[uint64]*request{},
+		exposed:    map[*region]struct{}{},
+		stop:       make(chan struct{}),
+		byesDone:   make(chan struct{}),
+		noSpinners: make(chan struct{}, 1),
+		sendDepth:  cfg.Slots + readDepth + 4,
 	}
 	c.tbl.Init(size)
 	c.regs = newRegCache(fc)
@@ -422,7 +441,7 @@ func (c *Comm) postReads(p *peer) {
 			Local:      fabric.SGE{Addr: uintptr(unsafe.Pointer(&r.buf[off])), Len: uint32(n), LKey: r.mr.LKey},
 			RemoteAddr: r.addr + uint64(off), RKey: r.rkey,
 		}
-		if err := p.ep.PostSend(wr); err != nil {
+		if err := p.post1(wr); err != nil {
 			c.linkFailed(p, fmt.Errorf("post a READ: %w", err), false)
 			return
 		}
@@ -494,7 +513,7 @@ func (c *Comm) post(p *peer, o out) {
 	if h.kind == kBye {
 		p.byeSent = true
 	}
-	err := p.ep.PostSend(fabric.SendWR{ID: wrID(wrSend, p.rank, s) | uint64(h.kind)<<56, Op: fabric.OpSend, Local: c.slotSGE(s, n), Signaled: true})
+	err := p.post1(fabric.SendWR{ID: wrID(wrSend, p.rank, s) | uint64(h.kind)<<56, Op: fabric.OpSend, Local: c.slotSGE(s, n), Signaled: true})
 	if err != nil {
 		p.freeSend = append(p.freeSend, s)
 		if r != nil {

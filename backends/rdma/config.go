@@ -15,7 +15,7 @@ const (
 	DefaultEagerBudget  = 1 << 20
 	DefaultSlots        = 32
 	DefaultChunk        = 1 << 20
-	DefaultSpin         = 20 * time.Microsecond
+	DefaultSpin         = 100 * time.Microsecond
 	DefaultCloseTimeout = 5 * time.Second
 	DefaultTimeout      = 10 * time.Second
 )
@@ -39,10 +39,11 @@ type Config struct {
 	// Chunk is the size of the RDMA READs a rendezvous receive is split
 	// into. Zero means DefaultChunk.
 	Chunk int
-	// Spin is how long the progress engine polls an empty completion queue
-	// before it sleeps on the completion channel: lower latency while
-	// messages flow, no core burnt while idle. Zero means DefaultSpin; a
-	// negative value never spins.
+	// Spin is how long a goroutine waiting for a request, and the progress
+	// engine, poll an empty completion queue before they sleep (the
+	// engine on the completion channel): the latency of a busy-polling
+	// MPI while messages flow, no core burnt while idle. Zero means
+	// DefaultSpin; a negative value never spins.
 	Spin time.Duration
 	// Timeout bounds connecting to a peer. Zero means DefaultTimeout.
 	Timeout time.Duration

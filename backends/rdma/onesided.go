@@ -167,7 +167,7 @@ func (c *Comm) postOps(p *peer) {
 			Local:      fabric.SGE{Addr: uintptr(unsafe.Pointer(&r.buf[0])), Len: uint32(r.size), LKey: r.mr.LKey},
 			RemoteAddr: r.addr, RKey: r.rkey,
 		}
-		if err := p.ep.PostSend(wr); err != nil {
+		if err := p.post1(wr); err != nil {
 			c.finishOne(r, xerr.Errorf(Name, "put", comm.ErrPeerLost, "rank %d: post: %v", c.rank, err))
 			c.linkFailed(p, fmt.Errorf("post a one-sided transfer: %w", err), false)
 			return

@@ -18,6 +18,12 @@ const idleWait = 200 * time.Millisecond
 // progress is the progress engine: one goroutine on a locked OS thread
 // that polls the completion queue while completions come, spins for
 // Config.Spin when it runs dry, then sleeps on the completion channel.
+//
+// A goroutine waiting for a request polls the queue itself meanwhile
+// (spinWait): the completion it waits for then costs no handoff between
+// threads. One goroutine at a time polls or sleeps on the queue: the one
+// holding c.polling. While waiters spin the engine stands aside; a waiter
+// that finds it asleep on the channel wakes it, so that it lets go.
 func (c *Comm) progress() {
 	defer c.bg.Done()
 	runtime.LockOSThread()
@@ -25,7 +31,16 @@ func (c *Comm) progress() {
 	wcs := make([]fabric.Completion, 32)
 	last := timeNow()
 	for {
-		n, err := c.fc.Poll(wcs)
+		if c.spinners.Load() > 0 {
+			select {
+			case <-c.noSpinners:
+			case <-c.stop:
+				return
+			}
+			last = timeNow()
+			continue
+		}
+		n, err := c.poll(wcs)
 		if err != nil {
 			c.mu.Lock()
 			for _, p := range c.peers {
@@ -38,11 +53,6 @@ func (c *Comm) progress() {
 			return
 		}
 		if n > 0 {
-			c.mu.Lock()
-			for i := range wcs[:n] {
-				c.handle(&wcs[i])
-			}
-			c.mu.Unlock()
 			last = timeNow()
 			continue
 		}
@@ -54,8 +64,84 @@ func (c *Comm) progress() {
 		if c.cfg.Spin > 0 && timeNow().Sub(last) < c.cfg.Spin {
 			continue
 		}
-		_ = c.fc.Wait(idleWait)
+		if !c.polling.CompareAndSwap(false, true) {
+			continue
+		}
+		if c.spinners.Load() == 0 {
+			c.sleeping.Store(true)
+			_ = c.fc.Wait(idleWait)
+			c.sleeping.Store(false)
+		}
+		c.polling.Store(false)
 		last = timeNow()
+	}
+}
+
+// poll takes the poller's role if it is free, polls the completion queue
+// once and handles what it finds: the number of completions, or -1 when
+// another goroutine polls.
+func (c *Comm) poll(wcs []fabric.Completion) (int, error) {
+	if !c.polling.CompareAndSwap(false, true) {
+		return -1, nil
+	}
+	defer c.polling.Store(false)
+	n, err := c.fc.Poll(wcs)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	c.mu.Lock()
+	for i := range wcs[:n] {
+		c.handle(&wcs[i])
+	}
+	c.mu.Unlock()
+	return n, nil
+}
+
+// spinWait polls the completion queue from the goroutine waiting for r
+// until r completes or Config.Spin passes without a completion; it reports
+// whether r completed.
+func (c *Comm) spinWait(r *request) bool {
+	if c.cfg.Spin <= 0 || !c.progressStarted {
+		return false
+	}
+	c.spinners.Add(1)
+	defer func() {
+		if c.spinners.Add(-1) == 0 {
+			select {
+			case c.noSpinners <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	var wcs [8]fabric.Completion
+	last := timeNow()
+	woke := false
+	for i := 0; ; i++ {
+		select {
+		case <-r.done:
+			return true
+		case <-c.stop:
+			return false
+		default:
+		}
+		n, err := c.poll(wcs[:])
+		switch {
+		case err != nil:
+			return false
+		case n > 0:
+			last = timeNow()
+		case n < 0 && !woke && c.sleeping.Load():
+			// The engine sleeps on the channel holding the role: wake it.
+			c.fc.Wake()
+			woke = true
+		case i%64 == 63:
+			if timeNow().Sub(last) >= c.cfg.Spin {
+				return false
+			}
+			if n < 0 {
+				runtime.Gosched()
+			}
+		}
 	}
 }
 

@@ -93,6 +93,9 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
+	if ctx.Err() == nil && r.c.spinWait(r) {
+		return r.st, r.err
+	}
 	if err := impl.WaitDone(ctx, r.done); err != nil {
 		return comm.Status{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -147,7 +148,18 @@ func (m *cmID) await(ctx context.Context) (cmEvent, error) {
 		return cmEvent{}, ctx.Err()
 	case <-m.c.done:
 		return cmEvent{}, m.c.errClosed()
+	case <-m.c.cmDone:
+		return cmEvent{}, m.c.cmStopped()
 	}
+}
+
+// cmStopped is the error of a wait for events when the event goroutine
+// has ended.
+func (c *vcontext) cmStopped() error {
+	if p := c.cmErr.Load(); p != nil {
+		return *p
+	}
+	return c.errClosed()
 }
 
 // dispatch reads the connection manager's events until Close closes the
@@ -167,7 +179,10 @@ func (c *vcontext) dispatch() {
 			return rc != C.EAGAIN
 		})
 		if err != nil {
-			return // closed
+			if !errors.Is(err, os.ErrClosed) { // not Close: the netpoller refused the fd
+				c.cmFailed(err)
+			}
+			return
 		}
 		if rc != 0 {
 			c.cmFailed(fmt.Errorf("rdma_get_cm_event: %w", syscall.Errno(rc)))
@@ -178,9 +193,11 @@ func (c *vcontext) dispatch() {
 }
 
 // cmFailed breaks every endpoint when the event channel itself fails:
-// without it, no disconnection would be seen.
+// without it, no disconnection would be seen. Waiters for events see
+// cmDone closed and this error.
 func (c *vcontext) cmFailed(err error) {
 	err = fmt.Errorf("verbs %s: connection manager events: %w: %w", c.info.Name, err, xerr.ErrDeviceLost)
+	c.cmErr.Store(&err)
 	c.mu.Lock()
 	var eps []*endpoint
 	for _, m := range c.ids {
@@ -312,7 +329,8 @@ type listener struct {
 	mu     sync.Mutex
 	closed bool
 	err    error
-	done   chan struct{}
+	once   sync.Once
+	done   chan struct{} // closed once the listening id is destroyed
 }
 
 var _ fabric.Listener = (*listener)(nil)
@@ -378,6 +396,8 @@ func (ln *listener) Accept(ctx context.Context) (fabric.Request, error) {
 		ln.mu.Lock()
 		defer ln.mu.Unlock()
 		return nil, ln.err
+	case <-ln.c.cmDone:
+		return nil, ln.c.cmStopped()
 	}
 }
 
@@ -390,24 +410,24 @@ func (ln *listener) Close() error {
 	return nil
 }
 
+// shut closes the listener once; a concurrent caller waits until the id
+// is destroyed (its port free again) and the queued requests rejected.
 func (ln *listener) shut(err error) {
-	ln.mu.Lock()
-	if ln.closed {
+	ln.once.Do(func() {
+		ln.mu.Lock()
+		ln.closed, ln.err = true, err
 		ln.mu.Unlock()
-		return
-	}
-	ln.closed, ln.err = true, err
-	close(ln.done)
-	ln.mu.Unlock()
-	ln.m.destroy(false)
-	for {
-		select {
-		case r := <-ln.reqs:
-			r.Reject()
-		default:
-			return
+		ln.m.destroy(false)
+		close(ln.done)
+		for {
+			select {
+			case r := <-ln.reqs:
+				r.Reject()
+			default:
+				return
+			}
 		}
-	}
+	})
 }
 
 // request is the fabric.Request of package verbs.

@@ -58,8 +58,9 @@ type vcontext struct {
 	stashN  int
 
 	cmch   *C.struct_rdma_event_channel
-	cmFile *os.File // a duplicate of cmch's fd, for the netpoller
-	cmDone chan struct{}
+	cmFile *os.File              // a duplicate of cmch's fd, for the netpoller
+	cmDone chan struct{}         // closed when the event goroutine ends
+	cmErr  atomic.Pointer[error] // why, when not Close
 
 	life   sync.RWMutex
 	closed atomic.Bool
@@ -101,11 +102,12 @@ func (provider) Open(name string, cqDepth int) (fabric.Context, error) {
 		mrs:    map[*C.struct_ibv_mr]struct{}{},
 	}
 	var names []string
+	var errs []error // of devices that could not be described
 	for _, d := range unsafe.Slice(list, int(n)) {
 		info, attr, err := describe(d)
 		if err != nil {
-			c.release()
-			return nil, fmt.Errorf("verbs open: %w", err)
+			errs = append(errs, err)
+			continue
 		}
 		names = append(names, info.Name)
 		if name == info.Name || name == "" && hasActivePort(info) {
@@ -115,10 +117,11 @@ func (provider) Open(name string, cqDepth int) (fabric.Context, error) {
 	}
 	if c.ctx == nil {
 		c.release()
+		err := fmt.Errorf("verbs open: no device %q (have %v): %w", name, names, ErrNoDevice)
 		if name == "" {
-			return nil, fmt.Errorf("verbs open: none of %v has an active port: %w", names, ErrNoDevice)
+			err = fmt.Errorf("verbs open: none of %v has an active port: %w", names, ErrNoDevice)
 		}
-		return nil, fmt.Errorf("verbs open: no device %q (have %v): %w", name, names, ErrNoDevice)
+		return nil, errors.Join(append([]error{err}, errs...)...)
 	}
 	if err := c.setup(cqDepth); err != nil {
 		c.release()

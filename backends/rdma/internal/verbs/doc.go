@@ -43,6 +43,10 @@
 // the bytes the peer gave (the connection manager pads private data to a
 // fixed size on InfiniBand and RoCE); at most fabric.MaxPrivate bytes.
 //
+// A Request is answered once, by Accept or Reject; Listener.Close rejects
+// the requests Accept has not returned yet, and Context.Close those
+// returned but never answered.
+//
 // Endpoints are RC queue pairs with one scatter-gather piece per request,
 // retry count 7 and no receiver-not-ready retries (rnr_retry 0): a SEND that
 // finds no posted receive fails at once with an error matching

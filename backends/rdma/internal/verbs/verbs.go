@@ -10,6 +10,7 @@ package verbs
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -34,6 +35,8 @@ type provider struct{}
 var _ fabric.Provider = provider{}
 
 // Devices lists the devices libibverbs finds, with their ports and GIDs.
+// A device that cannot be opened or queried is left out; the error says
+// why only when that leaves none.
 func (provider) Devices() ([]fabric.DeviceInfo, error) {
 	var n C.int
 	list, errno := C.ibv_get_device_list(&n)
@@ -43,17 +46,23 @@ func (provider) Devices() ([]fabric.DeviceInfo, error) {
 	defer C.ibv_free_device_list(list)
 	devs := unsafe.Slice(list, int(n))
 	out := make([]fabric.DeviceInfo, 0, len(devs))
+	var errs []error
 	for _, d := range devs {
 		ctx, errno := C.ibv_open_device(d)
 		if ctx == nil {
-			return nil, fmt.Errorf("verbs: ibv_open_device %s: %w", C.GoString(C.ibv_get_device_name(d)), errnoErr(errno))
+			errs = append(errs, fmt.Errorf("verbs: ibv_open_device %s: %w", C.GoString(C.ibv_get_device_name(d)), errnoErr(errno)))
+			continue
 		}
 		info, _, err := describe(ctx)
 		C.ibv_close_device(ctx)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out = append(out, info)
+	}
+	if len(out) == 0 && len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }

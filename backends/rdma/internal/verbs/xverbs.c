@@ -281,8 +281,10 @@ int xv_accept(struct rdma_cm_id *id, const uint8_t *priv, int len, int resp_res,
 // returns 0, or an errno (EAGAIN: none pending).
 int xv_get_event(struct rdma_event_channel *ch, xv_cm_event *out) {
 	struct rdma_cm_event *ev;
-	if (rdma_get_cm_event(ch, &ev))
-		return errno;
+	while (rdma_get_cm_event(ch, &ev)) {
+		if (errno != EINTR)
+			return errno;
+	}
 	memset(out, 0, sizeof *out);
 	out->event = ev->event;
 	out->status = ev->status;
