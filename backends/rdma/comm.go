@@ -72,14 +72,17 @@ type Comm struct {
 	closeOnce sync.Once
 	// progressStarted says start ran (Close then stops what it started).
 	progressStarted bool
+	// mute stops the heartbeats (tests: a frozen rank).
+	mute bool
 	// polling is held by the goroutine polling the completion queue or
 	// sleeping on its channel (sleeping: the engine, in Wait). spinners
 	// counts the goroutines polling for their own requests (spinWait);
 	// noSpinners tells the engine their number fell to zero.
-	polling    atomic.Bool
-	sleeping   atomic.Bool
-	spinners   atomic.Int32
-	noSpinners chan struct{}
+	polling     atomic.Bool
+	lossPending atomic.Bool // some peer's lostPending is set
+	sleeping    atomic.Bool
+	spinners    atomic.Int32
+	noSpinners  chan struct{}
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -101,8 +104,13 @@ type peer struct {
 	reads    []*request
 	ops      []*request // one-sided transfers waiting for send-queue room
 	wr       [1]fabric.SendWR
-	lost     error // why the peer is lost; nil while it is up
-	byeSent  bool
+	// lostPending is why the peer's endpoint went down, until the poller
+	// has drained what arrived before (applyLosses).
+	lostPending error
+	lastRecv    time.Time // when something last arrived from the peer
+	lastSend    time.Time // when something was last posted to it
+	lost        error     // why the peer is lost; nil while it is up
+	byeSent     bool
 }
 
 // out is a message waiting to be sent.
@@ -193,8 +201,16 @@ func (c *Comm) prepost(p *peer, ep fabric.Endpoint) error {
 // start runs the progress engine and the watchers of the peers' endpoints.
 func (c *Comm) start() {
 	c.progressStarted = true
+	now := timeNow()
+	for _, p := range c.peers {
+		if p != nil {
+			p.lastRecv, p.lastSend = now, now
+		}
+	}
 	c.bg.Add(1)
 	go c.progress()
+	c.bg.Add(1)
+	go c.monitor()
 	for _, p := range c.peers {
 		if p == nil {
 			continue
@@ -204,12 +220,52 @@ func (c *Comm) start() {
 			defer c.bg.Done()
 			select {
 			case <-ep.Lost():
+				// What the peer sent before it went may still wait in the
+				// completion queue: the poller declares the peer lost once
+				// it has drained the queue (applyLosses).
 				c.mu.Lock()
-				c.linkFailed(p, fmt.Errorf("connection to rank %d lost: %w", p.rank, ep.Err()), false)
+				if p.lost == nil && p.lostPending == nil {
+					p.lostPending = fmt.Errorf("connection to rank %d lost: %w", p.rank, ep.Err())
+					c.lossPending.Store(true)
+				}
 				c.mu.Unlock()
+				c.fc.Wake()
 			case <-c.stop:
 			}
 		}(p, p.ep)
+	}
+}
+
+// monitor sends heartbeats to the peers this rank has sent nothing to for
+// Timeout/4, and cuts the link to a peer silent for Timeout.
+func (c *Comm) monitor() {
+	defer c.bg.Done()
+	beat := max(c.cfg.Timeout/4, time.Millisecond)
+	tick := time.NewTicker(max(beat/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick.C:
+		}
+		now := timeNow()
+		c.mu.Lock()
+		for _, p := range c.peers {
+			if p == nil || p.lost != nil {
+				continue
+			}
+			if silent := now.Sub(p.lastRecv); silent > c.cfg.Timeout {
+				_ = p.ep.Fail()
+				c.linkFailed(p, fmt.Errorf("nothing from rank %d for %v (the timeout is %v)", p.rank, silent.Round(time.Millisecond), c.cfg.Timeout), false)
+				continue
+			}
+			if !c.closed && !c.mute && now.Sub(p.lastSend) >= beat && len(p.ctrl) == 0 {
+				p.ctrl = append(p.ctrl, out{h: header{kind: kCredit}})
+				c.flush(p)
+			}
+		}
+		c.mu.Unlock()
 	}
 }
 
@@ -473,6 +529,9 @@ func (c *Comm) maybeFinishRead(r *request) {
 // flush sends what waits for p while slots, credits and send-queue room
 // allow, then credits alone if p is owed many. c.mu is held.
 func (c *Comm) flush(p *peer) {
+	if c.mute {
+		return
+	}
 	for p.lost == nil && len(p.freeSend) > 0 && p.inflight < c.sendDepth {
 		var o out
 		switch {
@@ -524,6 +583,7 @@ func (c *Comm) post(p *peer, o out) {
 	}
 	p.credits--
 	p.inflight++
+	p.lastSend = timeNow()
 	if r != nil {
 		if h.kind == kEager {
 			r.complete(sendStatus(r), nil)

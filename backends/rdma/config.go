@@ -45,7 +45,13 @@ type Config struct {
 	// MPI while messages flow, no core burnt while idle. Zero means
 	// DefaultSpin; a negative value never spins.
 	Spin time.Duration
-	// Timeout bounds connecting to a peer. Zero means DefaultTimeout.
+	// Timeout bounds failure detection: a peer from which nothing has
+	// arrived for this long — no message, no heartbeat — is lost. Every
+	// rank sends a heartbeat to a peer it has sent nothing to for
+	// Timeout/4. A peer whose process dies is seen at once, through the
+	// connection manager; the timeout catches a frozen process, a dead
+	// host and a cut link. Zero means DefaultTimeout (XPU_RDMA_TIMEOUT in a
+	// job).
 	Timeout time.Duration
 	// CloseTimeout bounds how long Close waits for its goodbyes to be
 	// delivered. Zero means DefaultCloseTimeout.

@@ -34,7 +34,27 @@ const (
 	OptSlots = "slots"
 	// OptSpin sets Config.Spin: a Go duration ("50us"); "-1ns" never spins.
 	OptSpin = "spin"
+	// OptTimeout sets Config.Timeout, the failure-detection bound: a
+	// positive Go duration ("3s"); XPU_RDMA_TIMEOUT, else DefaultTimeout,
+	// by default.
+	OptTimeout = "timeout"
 )
+
+// EnvTimeout sets Config.Timeout in a job when no option does.
+const EnvTimeout = "XPU_RDMA_TIMEOUT"
+
+// envTimeout reads EnvTimeout: 0 when unset.
+func envTimeout() (time.Duration, error) {
+	v := os.Getenv(EnvTimeout)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, xerr.Errorf(Name, "config", xpu.ErrInvalidArgument, "%s=%q: want a positive Go duration", EnvTimeout, v)
+	}
+	return d, nil
+}
 
 func init() { xpu.Register(Name, driver{}) }
 
@@ -56,8 +76,16 @@ func parseOptions(opts xpu.Options) (options, error) {
 	o.cfg.EagerBudget = int(r.Bytes(OptEagerBudget, DefaultEagerBudget, 1, math.MaxInt32))
 	o.cfg.Slots = r.Int(OptSlots, DefaultSlots, 4, 1<<14)
 	o.cfg.Spin = r.Duration(OptSpin, DefaultSpin, -1, time.Second)
+	o.cfg.Timeout = r.Duration(OptTimeout, 0, time.Millisecond, math.MaxInt64)
 	if err := r.Err(); err != nil {
 		return o, xerr.Op(Name, "open", err)
+	}
+	if o.cfg.Timeout == 0 {
+		d, err := envTimeout()
+		if err != nil {
+			return o, err
+		}
+		o.cfg.Timeout = d
 	}
 	if o.cfg.EagerLimit == 0 {
 		o.cfg.EagerLimit = -1 // an option of 0: every message by rendezvous
@@ -142,6 +170,11 @@ func FromEnvConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	tcfg, err := tcp.ConfigFromEnv()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		if cfg.Timeout, err = envTimeout(); err != nil {
+			return nil, err
+		}
 	}
 	prov := provider()
 	dev := os.Getenv(EnvDevice)

@@ -131,3 +131,11 @@ func StrangerDuringJoin(ctx context.Context, prov fabric.Provider, host string) 
 
 // RegStats returns the hits and misses of c's registration cache.
 func RegStats(c *Comm) (hits, misses int) { return c.regs.stats() }
+
+// Freeze makes c fall silent, as a stopped process does: it sends nothing
+// more, heartbeats included.
+func Freeze(c *Comm) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mute = true
+}

@@ -86,6 +86,9 @@ func (c *Comm) poll(wcs []fabric.Completion) (int, error) {
 	}
 	defer c.polling.Store(false)
 	n, err := c.fc.Poll(wcs)
+	if n == 0 && err == nil && c.lossPending.Load() {
+		c.applyLosses()
+	}
 	if err != nil || n == 0 {
 		return n, err
 	}
@@ -95,6 +98,22 @@ func (c *Comm) poll(wcs []fabric.Completion) (int, error) {
 	}
 	c.mu.Unlock()
 	return n, nil
+}
+
+// applyLosses declares lost the peers whose endpoints went down, now that
+// the completion queue is empty: every message they sent before is
+// handled. The caller holds the poller's role.
+func (c *Comm) applyLosses() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lossPending.Store(false)
+	for _, p := range c.peers {
+		if p != nil && p.lostPending != nil {
+			err := p.lostPending
+			p.lostPending = nil
+			c.linkFailed(p, err, false)
+		}
+	}
 }
 
 // spinWait polls the completion queue from the goroutine waiting for r
@@ -202,6 +221,7 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 	if p.lost != nil {
 		return
 	}
+	p.lastRecv = timeNow()
 	b := c.slotBytes(s)
 	h, err := parseHeader(b, n)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
+	"github.com/xpu-go/xpu/backends/rdma/internal/verbs"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -38,7 +39,32 @@ func simKit(opts ...sim.Option) (kit, *sim.Network) {
 	}, net
 }
 
-func (k kit) group(t *testing.T, n int, cfg rdma.Config) []*rdma.Comm {
+// verbsKit returns the kit of the kernel's verbs, or skips: where no
+// device has an active port with an IPv4 address, and in a build without
+// -tags rdma (whose verbs report ErrNotBuilt).
+func verbsKit(t testing.TB) kit {
+	t.Helper()
+	prov := verbs.Provider()
+	devs, err := prov.Devices()
+	if err != nil {
+		t.Skipf("no RDMA device: %v", err)
+	}
+	for _, d := range devs {
+		for _, p := range d.Ports {
+			if p.State == "ACTIVE" && p.IPv4 != "" {
+				return kit{
+					prov: prov, host: p.IPv4,
+					crash: func(t *testing.T, c *rdma.Comm) { require.NoError(t, rdma.Crash(c)) },
+					rnr:   func() int { return -1 },
+				}
+			}
+		}
+	}
+	t.Skip("no RDMA device with an active port and an IPv4 address")
+	return kit{}
+}
+
+func (k kit) group(t testing.TB, n int, cfg rdma.Config) []*rdma.Comm {
 	t.Helper()
 	cs := k.groupNoCleanup(t, n, cfg)
 	t.Cleanup(func() {
@@ -50,7 +76,7 @@ func (k kit) group(t *testing.T, n int, cfg rdma.Config) []*rdma.Comm {
 }
 
 // groupNoCleanup makes a group its caller closes.
-func (k kit) groupNoCleanup(t *testing.T, n int, cfg rdma.Config) []*rdma.Comm {
+func (k kit) groupNoCleanup(t testing.TB, n int, cfg rdma.Config) []*rdma.Comm {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -315,4 +341,38 @@ func FuzzParseHeader(f *testing.F) {
 			t.Fatalf("error %v does not match ErrProtocol", err)
 		}
 	})
+}
+
+func TestFrozenPeer(t *testing.T) { k, _ := simKit(); testFrozenPeer(t, k) }
+
+// testFrozenPeer freezes a rank (it sends nothing more, heartbeats
+// included): its peers see it lost within the timeout, not later, and
+// still talk to each other.
+func testFrozenPeer(t *testing.T, k kit) {
+	const timeout = 400 * time.Millisecond
+	cs := k.group(t, 3, rdma.Config{Timeout: timeout})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	time.Sleep(timeout) // heartbeats keep the idle group together
+	r0, err := cs[0].Irecv(blk(make([]byte, 8)), 2, 1)
+	require.NoError(t, err)
+	r1, err := cs[1].Irecv(blk(make([]byte, 8)), 2, 1)
+	require.NoError(t, err)
+	frozen := time.Now()
+	rdma.Freeze(cs[2])
+	for i, r := range []comm.Request{r0, r1} {
+		_, err := r.Wait(ctx)
+		require.ErrorIs(t, err, comm.ErrPeerLost, "rank %d", i)
+		took := time.Since(frozen)
+		t.Logf("rank %d saw the frozen rank lost after %v: %v", i, took.Round(time.Millisecond), err)
+		require.Less(t, took, timeout+timeout/2+time.Second)
+	}
+	in := make([]byte, 2)
+	got := make(chan error, 1)
+	go func() {
+		_, err := comm.Recv(ctx, cs[1], blk(in), 0, 3)
+		got <- err
+	}()
+	require.NoError(t, comm.Send(ctx, cs[0], blk([]byte("ok")), 1, 3))
+	require.NoError(t, <-got)
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/rdma"
-	"github.com/xpu-go/xpu/backends/rdma/internal/verbs"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/internal/launch"
@@ -30,29 +29,6 @@ import (
 // These tests run on the kernel's verbs: on a machine with an RDMA device
 // (or soft-RoCE), and in make test inside the qemu guest that
 // guest_test.go boots. Each skips, saying why, where no device is.
-
-// verbsKit returns the kit of the kernel's verbs, or skips.
-func verbsKit(t *testing.T) kit {
-	t.Helper()
-	prov := verbs.Provider()
-	devs, err := prov.Devices()
-	if err != nil {
-		t.Skipf("no RDMA device: %v", err)
-	}
-	for _, d := range devs {
-		for _, p := range d.Ports {
-			if p.State == "ACTIVE" && p.IPv4 != "" {
-				return kit{
-					prov: prov, host: p.IPv4,
-					crash: func(t *testing.T, c *rdma.Comm) { require.NoError(t, rdma.Crash(c)) },
-					rnr:   func() int { return -1 },
-				}
-			}
-		}
-	}
-	t.Skip("no RDMA device with an active port and an IPv4 address")
-	return kit{}
-}
 
 func TestVerbsReceiverStops(t *testing.T) { testReceiverStops(t, verbsKit(t)) }
 func TestVerbsKillMidAllreduce(t *testing.T) {

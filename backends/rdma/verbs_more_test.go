@@ -9,3 +9,4 @@ func TestVerbsOneSidedPeerLost(t *testing.T) { testOneSidedPeerLost(t, verbsKit(
 func TestVerbsRegistrationCache(t *testing.T) {
 	testRegistrationCache(t, verbsKit(t))
 }
+func TestVerbsFrozenPeer(t *testing.T) { testFrozenPeer(t, verbsKit(t)) }
