@@ -74,15 +74,12 @@ type Comm struct {
 	progressStarted bool
 	// mute stops the heartbeats (tests: a frozen rank).
 	mute bool
-	// polling is held by the goroutine polling the completion queue or
-	// sleeping on its channel (sleeping: the engine, in Wait). spinners
-	// counts the goroutines polling for their own requests (spinWait);
-	// noSpinners tells the engine their number fell to zero.
+	// polling is held by the goroutine polling the completion queue.
+	// spinners counts the goroutines polling for their own requests
+	// (spinWait).
 	polling     atomic.Bool
 	lossPending atomic.Bool // some peer's lostPending is set
-	sleeping    atomic.Bool
 	spinners    atomic.Int32
-	noSpinners  chan struct{}
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -142,16 +139,15 @@ func (p *peer) unqueue(r *request) {
 func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 	c := &Comm{
 		cfg: cfg, rank: rank, size: size, fc: fc,
-		slot:       cfg.slotSize(),
-		peers:      make([]*peer, size),
-		rdv:        map[uint64]*request{},
-		reads:      map[uint64]*request{},
-		ones:       map[uint64]*request{},
-		exposed:    map[*region]struct{}{},
-		stop:       make(chan struct{}),
-		byesDone:   make(chan struct{}),
-		noSpinners: make(chan struct{}, 1),
-		sendDepth:  cfg.Slots + readDepth + 4,
+		slot:      cfg.slotSize(),
+		peers:     make([]*peer, size),
+		rdv:       map[uint64]*request{},
+		reads:     map[uint64]*request{},
+		ones:      map[uint64]*request{},
+		exposed:   map[*region]struct{}{},
+		stop:      make(chan struct{}),
+		byesDone:  make(chan struct{}),
+		sendDepth: cfg.Slots + readDepth + 4,
 	}
 	c.tbl.Init(size)
 	c.regs = newRegCache(fc)

@@ -13,67 +13,74 @@ import (
 
 // idleWait is how long the progress engine sleeps on the completion
 // channel at a time; Close and every completion wake it sooner.
-const idleWait = 200 * time.Millisecond
+const idleWait = 20 * time.Millisecond
 
 // progress is the progress engine: one goroutine on a locked OS thread
-// that polls the completion queue while completions come, spins for
-// Config.Spin when it runs dry, then sleeps on the completion channel.
+// that handles completions nobody waits for — eager messages arriving,
+// announcements to read, credits — and sleeps on the completion channel
+// while there are none, so an idle rank burns no core.
 //
-// A goroutine waiting for a request polls the queue itself meanwhile
-// (spinWait): the completion it waits for then costs no handoff between
-// threads. One goroutine at a time polls or sleeps on the queue: the one
-// holding c.polling. While waiters spin the engine stands aside; a waiter
-// that finds it asleep on the channel wakes it, so that it lets go.
+// A goroutine waiting for a request polls the queue itself for
+// Config.Spin first (spinWait): the completion it waits for then costs no
+// handoff between threads, the way an MPI that busy-polls gets its
+// latency. One goroutine at a time polls: the one holding c.polling. While
+// waiters spin the engine sleeps, the queue unarmed, so their completions
+// cost it no wakeup; the last waiter to leave arms the queue when work is
+// under way that nobody waits for (needsProgress), and else leaves it
+// unarmed, so that a ping-pong's messages never wake the engine. The
+// engine never spins: it would hold one of GOMAXPROCS's processors that
+// the waiters of this and other ranks need.
 func (c *Comm) progress() {
 	defer c.bg.Done()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	wcs := make([]fabric.Completion, 32)
-	last := timeNow()
+	fail := func(err error) {
+		c.mu.Lock()
+		for _, p := range c.peers {
+			if p != nil {
+				c.linkFailed(p, fmt.Errorf("poll the completion queue: %w", err), false)
+			}
+		}
+		c.mu.Unlock()
+		<-c.stop
+	}
 	for {
-		if c.spinners.Load() > 0 {
-			select {
-			case <-c.noSpinners:
-			case <-c.stop:
-				return
-			}
-			last = timeNow()
-			continue
-		}
-		n, err := c.poll(wcs)
-		if err != nil {
-			c.mu.Lock()
-			for _, p := range c.peers {
-				if p != nil {
-					c.linkFailed(p, fmt.Errorf("poll the completion queue: %w", err), false)
-				}
-			}
-			c.mu.Unlock()
-			<-c.stop
-			return
-		}
-		if n > 0 {
-			last = timeNow()
-			continue
-		}
 		select {
 		case <-c.stop:
 			return
 		default:
 		}
-		if c.cfg.Spin > 0 && timeNow().Sub(last) < c.cfg.Spin {
-			continue
-		}
-		if !c.polling.CompareAndSwap(false, true) {
-			continue
-		}
+		// While waiters spin they poll; the last to leave arms the queue
+		// (spinWait), and the engine hears of what comes next.
 		if c.spinners.Load() == 0 {
-			c.sleeping.Store(true)
-			_ = c.fc.Wait(idleWait)
-			c.sleeping.Store(false)
+			n, err := c.poll(wcs)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if n > 0 {
+				continue
+			}
+			// Arm only for work under way: a rank between the messages of
+			// a ping-pong leaves the queue unarmed, so they never wake
+			// the engine. What completes before the queue is armed raises
+			// no event: arm, then poll once more before sleeping.
+			if n == 0 && c.needsProgress() {
+				if err := c.fc.Arm(); err != nil {
+					fail(err)
+					return
+				}
+				if n, err = c.poll(wcs); err != nil {
+					fail(err)
+					return
+				}
+				if n > 0 {
+					continue
+				}
+			}
 		}
-		c.polling.Store(false)
-		last = timeNow()
+		_ = c.fc.Wait(idleWait)
 	}
 }
 
@@ -100,6 +107,29 @@ func (c *Comm) poll(wcs []fabric.Completion) (int, error) {
 	return n, nil
 }
 
+// needsProgress reports whether this rank has work under way that the
+// engine must carry on with when no goroutine waits: receives posted,
+// messages announced, queued or arrived unasked, transfers in flight.
+func (c *Comm) needsProgress() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.rdv) > 0 || len(c.reads) > 0 || len(c.ones) > 0 || c.closed {
+		return true
+	}
+	for range c.tbl.Posted() {
+		return true
+	}
+	for range c.tbl.Arrivals() {
+		return true // messages come unasked: more may follow, and want credits back
+	}
+	for _, p := range c.peers {
+		if p != nil && (len(p.queue) > 0 || len(p.ctrl) > 0 || len(p.reads) > 0 || len(p.ops) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
 // applyLosses declares lost the peers whose endpoints went down, now that
 // the completion queue is empty: every message they sent before is
 // handled. The caller holds the poller's role.
@@ -116,6 +146,16 @@ func (c *Comm) applyLosses() {
 	}
 }
 
+// armForWaiter arms the completion queue for a goroutine about to block
+// on a request, and takes what completed before the arming.
+func (c *Comm) armForWaiter() {
+	if !c.progressStarted || c.fc.Arm() != nil {
+		return
+	}
+	var wcs [8]fabric.Completion
+	_, _ = c.poll(wcs[:])
+}
+
 // spinWait polls the completion queue from the goroutine waiting for r
 // until r completes or Config.Spin passes without a completion; it reports
 // whether r completed.
@@ -124,20 +164,23 @@ func (c *Comm) spinWait(r *request) bool {
 		return false
 	}
 	c.spinners.Add(1)
+	done := false
 	defer func() {
-		if c.spinners.Add(-1) == 0 {
-			select {
-			case c.noSpinners <- struct{}{}:
-			default:
-			}
+		if c.spinners.Add(-1) == 0 && (!done || c.needsProgress()) {
+			// Someone will wait for what comes next: arm the queue for
+			// the sleeping engine, and take what came before the arming.
+			// Otherwise leave it unarmed, so that this rank's next
+			// messages cost the engine no wakeup: the next waiter polls,
+			// and the engine polls every idleWait regardless.
+			c.armForWaiter()
 		}
 	}()
 	var wcs [8]fabric.Completion
 	last := timeNow()
-	woke := false
 	for i := 0; ; i++ {
 		select {
 		case <-r.done:
+			done = true
 			return true
 		case <-c.stop:
 			return false
@@ -149,10 +192,6 @@ func (c *Comm) spinWait(r *request) bool {
 			return false
 		case n > 0:
 			last = timeNow()
-		case n < 0 && !woke && c.sleeping.Load():
-			// The engine sleeps on the channel holding the role: wake it.
-			c.fc.Wake()
-			woke = true
 		case i%64 == 63:
 			if timeNow().Sub(last) >= c.cfg.Spin {
 				return false

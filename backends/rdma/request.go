@@ -64,6 +64,12 @@ type request struct {
 
 var _ comm.Request = (*request)(nil)
 
+// spinMax is the largest request, in bytes, whose waiter polls for it
+// (Config.Spin): where latency is the cost. A larger transfer takes far
+// longer than a wakeup, and a spinning waiter would take from the device
+// (or, for soft-RoCE, the kernel) the CPU that moves the bytes.
+const spinMax = 64 << 10
+
 // closedCh is the done channel of requests complete when started.
 var closedCh = func() chan struct{} {
 	ch := make(chan struct{})
@@ -93,8 +99,12 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
-	if ctx.Err() == nil && r.c.spinWait(r) {
-		return r.st, r.err
+	if len(r.buf) <= spinMax {
+		if ctx.Err() == nil && r.c.spinWait(r) {
+			return r.st, r.err
+		}
+	} else {
+		r.c.armForWaiter()
 	}
 	if err := impl.WaitDone(ctx, r.done); err != nil {
 		return comm.Status{}, err
@@ -102,8 +112,19 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	return r.st, r.err
 }
 
-// Test reports without blocking whether the request has completed.
+// Test reports without blocking whether the request has completed. It
+// polls the completion queue once first, so a loop of Tests makes
+// progress without waking the engine.
 func (r *request) Test() (comm.Status, bool, error) {
+	select {
+	case <-r.done:
+		return r.st, true, r.err
+	default:
+	}
+	if r.c.progressStarted {
+		var wcs [8]fabric.Completion
+		_, _ = r.c.poll(wcs[:])
+	}
 	select {
 	case <-r.done:
 		return r.st, true, r.err

@@ -178,8 +178,8 @@ type Provider interface {
 
 // Context is an opened device: a protection domain, one completion queue
 // for every endpoint's sends and receives, and the connection manager.
-// Its methods are safe for concurrent use, but Poll and Wait belong to one
-// goroutine (the progress engine).
+// Its methods are safe for concurrent use; Poll is called by one goroutine
+// at a time, Wait by one goroutine (the progress engine).
 type Context interface {
 	Info() DeviceInfo
 	// Register pins and registers [p, p+n) for local write and remote
@@ -189,11 +189,16 @@ type Context interface {
 	// request.
 	Deregister(mr *MR) error
 
-	// Poll takes up to len(out) completions without blocking.
+	// Poll takes up to len(out) completions without blocking. Poll may be
+	// called by one goroutine while another is in Wait.
 	Poll(out []Completion) (int, error)
-	// Wait blocks until a completion may be ready (after arming the
-	// queue: a caller polls once more after Wait returns), Wake is called,
-	// or d passes. It returns nil in every case but a broken device.
+	// Arm asks for an event at the next completion. What completed before
+	// raises none: a caller arms, polls once more, and waits only if that
+	// found nothing.
+	Arm() error
+	// Wait blocks until an event since the last Arm, a Wake, or d. It
+	// takes no completion (Poll does), so other goroutines may poll
+	// meanwhile. It returns nil in every case but a broken device.
 	Wait(d time.Duration) error
 	// Wake makes a Wait in progress (or the next one) return.
 	Wake()

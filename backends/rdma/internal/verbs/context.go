@@ -52,10 +52,6 @@ type vcontext struct {
 	cqmu    sync.RWMutex
 	closing atomic.Bool
 	broken  atomic.Pointer[error]
-	armed   C.int // the queue is armed (Poll's goroutine only)
-	stash   [pollBatch]C.xv_wc
-	stashI  int
-	stashN  int
 
 	cmch   *C.struct_rdma_event_channel
 	cmFile *os.File              // a duplicate of cmch's fd, for the netpoller
@@ -284,10 +280,6 @@ func (c *vcontext) Poll(out []fabric.Completion) (int, error) {
 		return 0, c.errClosed()
 	}
 	n := 0
-	for ; c.stashI < c.stashN && n < len(out); c.stashI++ {
-		c.complete(&c.stash[c.stashI], &out[n])
-		n++
-	}
 	var buf [pollBatch]C.xv_wc
 	for n < len(out) {
 		want := min(len(out)-n, pollBatch)
@@ -352,21 +344,28 @@ func (c *vcontext) Wait(d time.Duration) error {
 	if p := c.broken.Load(); p != nil {
 		return *p
 	}
-	if c.stashI < c.stashN {
-		return nil
-	}
 	ms := 0
 	if d > 0 {
 		ms = int(min((d+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
 	}
-	c.stashI, c.stashN = 0, 0
-	k := C.xv_wait(c.cq, c.ch, c.wake, C.int(ms), &c.armed, &c.stash[0], pollBatch)
-	if k < 0 {
+	if k := C.xv_wait(c.ch, c.wake, C.int(ms)); k < 0 {
 		err := fmt.Errorf("verbs wait %s: %w: %w", c.info.Name, syscall.Errno(-k), xerr.ErrDeviceLost)
 		c.broken.Store(&err)
 		return err
 	}
-	c.stashN = int(k)
+	return nil
+}
+
+// Arm asks for an event at the next completion (ibv_req_notify_cq).
+func (c *vcontext) Arm() error {
+	c.cqmu.RLock()
+	defer c.cqmu.RUnlock()
+	if c.closing.Load() {
+		return c.errClosed()
+	}
+	if rc := C.ibv_req_notify_cq(c.cq, 0); rc != 0 {
+		return fmt.Errorf("verbs arm %s: ibv_req_notify_cq: %w: %w", c.info.Name, syscall.Errno(rc), xerr.ErrDeviceLost)
+	}
 	return nil
 }
 

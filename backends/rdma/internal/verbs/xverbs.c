@@ -98,23 +98,10 @@ int xv_poll(struct ibv_cq *cq, xv_wc *out, int n) {
 	return got;
 }
 
-// xv_wait arms the queue if it is not armed and polls it once more (what
-// completed before the arming raises no event): completions found are
-// returned in out. Otherwise it waits up to timeout_ms for the completion
-// channel or the wake eventfd, takes and acknowledges the channel's events
-// (the queue is then no longer armed) and drains the eventfd. It returns
-// the number of completions in out, or a negative errno.
-int xv_wait(struct ibv_cq *cq, struct ibv_comp_channel *ch, int wakefd, int timeout_ms,
-	    int *armed, xv_wc *out, int n) {
-	if (!*armed) {
-		int rc = ibv_req_notify_cq(cq, 0);
-		if (rc)
-			return -rc;
-		*armed = 1;
-		int got = xv_poll(cq, out, n);
-		if (got != 0)
-			return got;
-	}
+// xv_wait waits up to timeout_ms for the completion channel or the wake
+// eventfd, takes and acknowledges the channel's events and drains the
+// eventfd. It takes no completion. It returns 0, or a negative errno.
+int xv_wait(struct ibv_comp_channel *ch, int wakefd, int timeout_ms) {
 	struct pollfd p[2] = {{.fd = ch->fd, .events = POLLIN}, {.fd = wakefd, .events = POLLIN}};
 	int r = poll(p, 2, timeout_ms);
 	if (r < 0)
@@ -122,10 +109,8 @@ int xv_wait(struct ibv_cq *cq, struct ibv_comp_channel *ch, int wakefd, int time
 	if (p[0].revents & POLLIN) {
 		struct ibv_cq *ecq;
 		void *ectx;
-		while (ibv_get_cq_event(ch, &ecq, &ectx) == 0) {
+		while (ibv_get_cq_event(ch, &ecq, &ectx) == 0)
 			ibv_ack_cq_events(ecq, 1);
-			*armed = 0;
-		}
 	}
 	if (p[1].revents & POLLIN) {
 		uint64_t v;

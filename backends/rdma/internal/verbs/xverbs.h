@@ -77,8 +77,7 @@ typedef struct {
 int xv_post_send(struct ibv_qp *qp, const xv_wr *wrs, int n, int *bad);
 int xv_post_recv(struct ibv_qp *qp, uint64_t id, uint64_t addr, uint32_t len, uint32_t lkey);
 int xv_poll(struct ibv_cq *cq, xv_wc *out, int n);
-int xv_wait(struct ibv_cq *cq, struct ibv_comp_channel *ch, int wakefd, int timeout_ms,
-	    int *armed, xv_wc *out, int n);
+int xv_wait(struct ibv_comp_channel *ch, int wakefd, int timeout_ms);
 int xv_set_nonblock(int fd);
 
 struct ibv_mr *xv_reg_mr(struct ibv_pd *pd, uintptr_t addr, size_t len);

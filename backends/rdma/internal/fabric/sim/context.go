@@ -24,6 +24,8 @@ type Context struct {
 	// Guarded by n.mu.
 	cq        []entry
 	woken     bool
+	armed     bool          // Arm asked for an event at the next completion
+	event     bool          // an event was raised that no Wait has taken yet
 	waitCh    chan struct{} // closed to end a Wait; nil when none waits
 	err       error         // set once closed, killed or broken
 	closed    bool
@@ -141,7 +143,12 @@ func (c *Context) push(e entry) {
 		return
 	}
 	c.cq = append(c.cq, e)
-	c.signal()
+	if c.armed {
+		// An armed queue raises one event, at the next completion.
+		c.armed = false
+		c.event = true
+		c.signal()
+	}
 }
 
 // signal ends a Wait in progress. The caller holds n.mu.
@@ -180,8 +187,8 @@ func (c *Context) Wait(d time.Duration) error {
 		c.n.mu.Unlock()
 		return c.err
 	}
-	if c.woken || len(c.cq) > 0 || d <= 0 {
-		c.woken = false
+	if c.woken || c.event || d <= 0 {
+		c.woken, c.event = false, false
 		c.n.mu.Unlock()
 		return nil
 	}
@@ -200,10 +207,22 @@ func (c *Context) Wait(d time.Duration) error {
 
 	c.n.mu.Lock()
 	defer c.n.mu.Unlock()
-	c.woken = false
+	c.woken, c.event = false, false
 	if c.err != nil {
 		return c.err
 	}
+	return nil
+}
+
+// Arm asks for an event at the next completion, as ibv_req_notify_cq
+// does: what is already queued raises none.
+func (c *Context) Arm() error {
+	c.n.mu.Lock()
+	defer c.n.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.armed = true
 	return nil
 }
 
