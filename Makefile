@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench bench-mpi conformance setup refs refs-mpi refs-tcp xpu fuzz chaos
+.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp xpu fuzz chaos
 
 all: test
 
@@ -97,3 +97,10 @@ fuzz: setup
 # Not part of make test, which runs a short version (go test ./internal/chaos).
 chaos: setup
 	@GO=$(GO) bash scripts/chaos.sh
+
+# The rdma backend against perftest in one boot of the soft-RoCE guest of
+# internal/rdmavm (docs/results/rdma.md): 5 rounds of perftest's
+# references and the Go benchmarks, medians and ratios. Not part of make
+# test, which runs no benchmark.
+bench-rdma: setup
+	XPU_RDMA_BENCH=1 $(GO) test -count=1 -run '^TestGuest(Procs)?Bench$$' -v -timeout 60m ./backends/rdma/

@@ -79,7 +79,13 @@ type Comm struct {
 	// (spinWait).
 	polling     atomic.Bool
 	lossPending atomic.Bool // some peer's lostPending is set
-	spinners    atomic.Int32
+	// clock is a coarse clock (Unix ns) the monitor advances every tick:
+	// what heartbeats and timeouts need, without a clock read per message.
+	clock atomic.Int64
+	// stopping is set as stop closes, for loops that poll rather than
+	// select.
+	stopping atomic.Bool
+	spinners atomic.Int32
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -104,9 +110,9 @@ type peer struct {
 	// lostPending is why the peer's endpoint went down, until the poller
 	// has drained what arrived before (applyLosses).
 	lostPending error
-	lastRecv    time.Time // when something last arrived from the peer
-	lastSend    time.Time // when something was last posted to it
-	lost        error     // why the peer is lost; nil while it is up
+	lastRecv    int64 // when something last arrived from the peer (Comm.clock)
+	lastSend    int64 // when something was last posted to it (Comm.clock)
+	lost        error // why the peer is lost; nil while it is up
 	byeSent     bool
 }
 
@@ -197,7 +203,8 @@ func (c *Comm) prepost(p *peer, ep fabric.Endpoint) error {
 // start runs the progress engine and the watchers of the peers' endpoints.
 func (c *Comm) start() {
 	c.progressStarted = true
-	now := timeNow()
+	now := timeNow().UnixNano()
+	c.clock.Store(now)
 	for _, p := range c.peers {
 		if p != nil {
 			p.lastRecv, p.lastSend = now, now
@@ -245,18 +252,19 @@ func (c *Comm) monitor() {
 			return
 		case <-tick.C:
 		}
-		now := timeNow()
+		now := timeNow().UnixNano()
+		c.clock.Store(now)
 		c.mu.Lock()
 		for _, p := range c.peers {
 			if p == nil || p.lost != nil {
 				continue
 			}
-			if silent := now.Sub(p.lastRecv); silent > c.cfg.Timeout {
+			if silent := time.Duration(now - p.lastRecv); silent > c.cfg.Timeout {
 				_ = p.ep.Fail()
 				c.linkFailed(p, fmt.Errorf("nothing from rank %d for %v (the timeout is %v)", p.rank, silent.Round(time.Millisecond), c.cfg.Timeout), false)
 				continue
 			}
-			if !c.closed && !c.mute && now.Sub(p.lastSend) >= beat && len(p.ctrl) == 0 {
+			if !c.closed && !c.mute && time.Duration(now-p.lastSend) >= beat && len(p.ctrl) == 0 {
 				p.ctrl = append(p.ctrl, out{h: header{kind: kCredit}})
 				c.flush(p)
 			}
@@ -579,7 +587,7 @@ func (c *Comm) post(p *peer, o out) {
 	}
 	p.credits--
 	p.inflight++
-	p.lastSend = timeNow()
+	p.lastSend = c.clock.Load()
 	if r != nil {
 		if h.kind == kEager {
 			r.complete(sendStatus(r), nil)

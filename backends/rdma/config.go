@@ -10,12 +10,12 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultEagerLimit   = 8 << 10
+	DefaultEagerLimit   = 16 << 10
 	MaxEagerLimit       = 64 << 10
 	DefaultEagerBudget  = 1 << 20
 	DefaultSlots        = 32
 	DefaultChunk        = 1 << 20
-	DefaultSpin         = 100 * time.Microsecond
+	DefaultSpin         = 500 * time.Microsecond
 	DefaultCloseTimeout = 5 * time.Second
 	DefaultTimeout      = 10 * time.Second
 )

@@ -35,7 +35,7 @@
 // # Messages
 //
 // Every rank posts Config.Slots receive slots per peer. A message of at
-// most Config.EagerLimit (8 KiB) bytes is copied into a registered send
+// most Config.EagerLimit (16 KiB) bytes is copied into a registered send
 // slot behind a 40-byte header and SENT at once; its send completes then.
 // A larger one is announced (RTS: its address and remote key), and the
 // receiver, once a receive matches it, reads it with RDMA READs of
@@ -59,16 +59,28 @@
 //
 // # Progress
 //
-// One goroutine per rank, on a locked OS thread, polls the completion
-// queue. While completions come it keeps polling; after Config.Spin
-// without any it arms the queue and sleeps on the completion channel, so
-// an idle rank burns no core.
+// A goroutine waiting for a request of at most 64 KiB polls the
+// completion queue itself for Config.Spin (500 µs) before it sleeps: the
+// latency of a busy-polling MPI. One goroutine per rank, on a locked OS
+// thread, handles what nobody waits for — messages arriving unasked,
+// announcements to read, large transfers — sleeping on the completion
+// channel, so an idle rank burns no core.
+//
+// # One-sided
+//
+// Comm implements comm.OneSided: Expose registers a block and returns its
+// Region, whose RemoteKey the ranks exchange (comm.ExchangeKeys); Put is an
+// RDMA WRITE and Get an RDMA READ into or from a peer's region, Flush waits
+// for them. A buffer of the cpu space is registered once per allocation
+// and reused until freed (memspace.FreeNotifier); Go memory is pinned and
+// registered per message.
 //
 // # Failures
 //
 // When a peer's process dies its connection is torn down by the kernel and
 // the connection manager tells the survivors; a queue pair in the error
-// state fails its requests. Either way every pending and later operation
+// state fails its requests; a peer silent for Config.Timeout (10 s,
+// XPU_RDMA_TIMEOUT; heartbeats every Timeout/4) is lost too. Either way every pending and later operation
 // that needs the peer fails with comm.ErrPeerLost, and a peer lost
 // without saying goodbye revokes the collectives of every rank (see
 // docs/failure-semantics.md). Close says goodbye after the messages

@@ -12,8 +12,13 @@ import (
 )
 
 // idleWait is how long the progress engine sleeps on the completion
-// channel at a time; Close and every completion wake it sooner.
-const idleWait = 20 * time.Millisecond
+// channel at a time when it has armed it, and calmWait when it has not
+// (nothing under way: it polls then only for messages that come unasked).
+// Close, Wake and, when armed, the next completion wake it sooner.
+const (
+	idleWait = 20 * time.Millisecond
+	calmWait = 100 * time.Millisecond
+)
 
 // progress is the progress engine: one goroutine on a locked OS thread
 // that handles completions nobody waits for — eager messages arriving,
@@ -53,6 +58,7 @@ func (c *Comm) progress() {
 		}
 		// While waiters spin they poll; the last to leave arms the queue
 		// (spinWait), and the engine hears of what comes next.
+		wait := calmWait
 		if c.spinners.Load() == 0 {
 			n, err := c.poll(wcs)
 			if err != nil {
@@ -78,9 +84,10 @@ func (c *Comm) progress() {
 				if n > 0 {
 					continue
 				}
+				wait = idleWait
 			}
 		}
-		_ = c.fc.Wait(idleWait)
+		_ = c.fc.Wait(wait)
 	}
 }
 
@@ -176,24 +183,31 @@ func (c *Comm) spinWait(r *request) bool {
 		}
 	}()
 	var wcs [8]fabric.Completion
-	last := timeNow()
+	// The clock is read once per 64 empty polls: it is no cheaper than a
+	// poll, and far dearer where the kernel has no fast clock source.
+	var last time.Time
+	progressed := false
 	for i := 0; ; i++ {
 		select {
 		case <-r.done:
 			done = true
 			return true
-		case <-c.stop:
-			return false
 		default:
+		}
+		if c.stopping.Load() {
+			return false
 		}
 		n, err := c.poll(wcs[:])
 		switch {
 		case err != nil:
 			return false
 		case n > 0:
-			last = timeNow()
+			progressed = true
 		case i%64 == 63:
-			if timeNow().Sub(last) >= c.cfg.Spin {
+			now := timeNow()
+			if last.IsZero() || progressed {
+				last, progressed = now, false
+			} else if now.Sub(last) >= c.cfg.Spin {
 				return false
 			}
 			if n < 0 {
@@ -260,7 +274,7 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 	if p.lost != nil {
 		return
 	}
-	p.lastRecv = timeNow()
+	p.lastRecv = c.clock.Load()
 	b := c.slotBytes(s)
 	h, err := parseHeader(b, n)
 	if err != nil {
@@ -561,6 +575,7 @@ func (c *Comm) close() {
 			_ = p.ep.Close()
 		}
 	}
+	c.stopping.Store(true)
 	close(c.stop)
 	c.fc.Wake()
 	c.bg.Wait()

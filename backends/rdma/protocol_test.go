@@ -376,3 +376,44 @@ func testFrozenPeer(t *testing.T, k kit) {
 	require.NoError(t, comm.Send(ctx, cs[0], blk([]byte("ok")), 1, 3))
 	require.NoError(t, <-got)
 }
+
+func TestAllreduceStress(t *testing.T) { k, _ := simKit(); testAllreduceStress(t, k, 100) }
+
+// testAllreduceStress runs many checked allreduces of sizes around the
+// eager limit and the ring's pieces over 4 ranks: every element of every
+// result is checked, as a wrong byte once in hundreds of calls is the bug
+// such a test is for.
+func testAllreduceStress(t *testing.T, k kit, iters int) {
+	const n = 4
+	cs := k.group(t, n, rdma.Config{})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for me, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range iters {
+				count := []int{1, 1000, 2048, 8192, 40000}[it%5]
+				v := make([]float64, count)
+				for i := range v {
+					v[i] = float64(me*1000 + i%97 + it)
+				}
+				b, _ := memspace.FromSlice(v)
+				if err := comm.Allreduce(ctx, c, b, b, comm.Sum); err != nil {
+					errs[me] = fmt.Errorf("allreduce %d: %w", it, err)
+					return
+				}
+				for i, x := range v {
+					if want := float64(1000*n*(n-1)/2 + n*(i%97+it)); x != want {
+						errs[me] = fmt.Errorf("rank %d, allreduce %d of %d elements: element %d is %v, want %v", me, it, count, i, x, want)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+}

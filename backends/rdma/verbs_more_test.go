@@ -9,4 +9,5 @@ func TestVerbsOneSidedPeerLost(t *testing.T) { testOneSidedPeerLost(t, verbsKit(
 func TestVerbsRegistrationCache(t *testing.T) {
 	testRegistrationCache(t, verbsKit(t))
 }
-func TestVerbsFrozenPeer(t *testing.T) { testFrozenPeer(t, verbsKit(t)) }
+func TestVerbsFrozenPeer(t *testing.T)      { testFrozenPeer(t, verbsKit(t)) }
+func TestVerbsAllreduceStress(t *testing.T) { testAllreduceStress(t, verbsKit(t), 200) }

@@ -59,6 +59,7 @@ func allCases() []bench.Case {
 	cs = append(cs, bench.Comm...)
 	cs = append(cs, bench.TCP...)
 	cs = append(cs, bench.CUDAIfAvailable()...) // none where no GPU: a skipped case would stop the run
+	cs = append(cs, bench.RDMAIfAvailable()...) // none without -tags rdma or an RDMA device
 	return cs
 }
 

@@ -236,7 +236,7 @@ func Run(ctx context.Context, job Job) (Result, error) {
 		"-nodefaults", "-no-user-config", "-no-reboot", "-display", "none",
 		"-serial", "file:"+qemuEscape(console),
 		"-kernel", img.kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 quiet panic=-1 mitigations=off",
+		"-append", "console=ttyS0 quiet panic=-1 mitigations=off clocksource=tsc tsc=reliable",
 		"-device", "virtio-serial-pci,id=vs",
 		"-chardev", "stdio,id=out,signal=off",
 		"-device", "virtserialport,bus=vs.0,nr=1,chardev=out,name=xpu.out",

@@ -1,0 +1,118 @@
+package rdma_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/rdmavm"
+)
+
+// TestGuestProcsBench measures the rdma backend with one process per rank,
+// as perftest runs: it builds rdmabench (-tags rdma) and the tcp
+// backend's tcpbench, boots one soft-RoCE guest, and runs there perftest's
+// ib_send_lat and ib_write_bw, rdmabench on 2 ranks (ping-pong, streaming,
+// Put) and on 4 (allreduce of 64 MiB), and tcpbench on 4 (the same
+// allreduce over tcp), then logs each figure beside its reference. Like
+// TestGuestBench it runs only with XPU_RDMA_BENCH=1 (make bench-rdma).
+func TestGuestProcsBench(t *testing.T) {
+	if os.Getenv(envBench) != "1" {
+		t.Skipf("a benchmark (one guest boot, minutes): set %s=1 or run make bench-rdma; make test runs no benchmark", envBench)
+	}
+	if err := rdmavm.Available(); err != nil {
+		t.Skipf("no RDMA guest here: %v", err)
+	}
+	dir := t.TempDir()
+	build := func(out string, args ...string) rdmavm.File {
+		cmd := exec.Command("go", append([]string{"build", "-o", filepath.Join(dir, out)}, args...)...)
+		cmd.Dir = filepath.Join("..", "..")
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", b)
+		return rdmavm.File{Host: filepath.Join(dir, out)}
+	}
+	files := []rdmavm.File{
+		build("rdmabench", "-tags", "rdma", "./backends/rdma/internal/rdmabench"),
+		build("tcpbench", "./backends/tcp/internal/tcpbench"),
+	}
+	script := `set -e
+ip link set dummy0 mtu 9000
+launch() { n=$1; port=$2; shift 2; i=0; pids=""
+  while [ $i -lt $n ]; do
+    XPU_RANK=$i XPU_WORLD_SIZE=$n XPU_MASTER_ADDR=127.0.0.1 XPU_MASTER_PORT=$port XPU_JOB_SECRET=bench "$@" & pids="$pids $!"; i=$((i+1))
+  done
+  for p in $pids; do wait $p; done; }
+ref() { "$@" -F >/tmp/srv 2>&1 & sleep 1; "$@" -F 192.0.2.1; wait $!; }
+ref ib_send_lat -s 8 -n 5000
+ref ib_write_bw -s 1048576 -n 300
+ref ib_write_bw -s 4194304 -n 100
+launch 2 21000 rdmabench -n 5000 -big 1048576
+launch 4 21001 rdmabench -only allreduce
+launch 4 21002 tcpbench
+`
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	res, err := rdmavm.Run(ctx, rdmavm.Job{Files: files, Script: script, Output: &out, MemoryMiB: 4096})
+	t.Log(out.String())
+	require.NoError(t, err)
+	require.Zero(t, res.ExitCode)
+	figs := parseProcsBench(out.String())
+	row := func(ours, ref string, ratio func(a, b float64) float64, goal string) {
+		a, b := figs[ours], figs[ref]
+		t.Logf("%-28s %10.2f | %-24s %10.2f | ratio %.2f | goal %s", ours, a, ref, b, ratio(a, b), goal)
+	}
+	slower := func(a, b float64) float64 { return a / b }
+	faster := func(a, b float64) float64 { return a / b }
+	row("rdma.np2.pingpong.8B", "ib_send_lat.8B.t_avg", slower, "<= 1.2")
+	row("rdma.np2.pingpong.8B.p50", "ib_send_lat.8B.t_typical", slower, "<= 1.2")
+	row("rdma.np2.bw.1MiB", "ib_write_bw.1MiB", faster, ">= 0.9")
+	row("rdma.np2.bw.4MiB", "ib_write_bw.4MiB", faster, ">= 0.9")
+	row("rdma.np2.put.1MiB", "ib_write_bw.1MiB", faster, ">= 0.9")
+	row("rdma.np2.put.4MiB", "ib_write_bw.4MiB", faster, ">= 0.9")
+	row("rdma.np4.allreduce.64MiB", "tcp.np4.allreduce.64MiB", slower, "<= 1")
+}
+
+var (
+	procsLine = regexp.MustCompile(`^((?:rdma|tcp)\.np\d+\.\S+) ([\d.]+) (\S+)$`)
+	perfLat   = regexp.MustCompile(`^\s*(\d+)\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)`)
+	perfBW    = regexp.MustCompile(`^\s*(\d+)\s+\d+\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s*$`)
+)
+
+// parseProcsBench reads rdmabench's and tcpbench's figure lines (tcp's
+// allreduce in ms, as rdmabench's) and perftest's result lines.
+func parseProcsBench(out string) map[string]float64 {
+	figs := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		l := sc.Text()
+		if m := procsLine.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			if strings.HasPrefix(m[3], "ns") {
+				v /= 1e6 // tcpbench's ns to rdmabench's ms
+			}
+			figs[m[1]] = v
+			continue
+		}
+		if m := perfLat.FindStringSubmatch(l); m != nil && m[1] == "8" {
+			figs["ib_send_lat.8B.t_typical"], _ = strconv.ParseFloat(m[2], 64)
+			figs["ib_send_lat.8B.t_avg"], _ = strconv.ParseFloat(m[3], 64)
+			continue
+		}
+		if m := perfBW.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			v, _ := strconv.ParseFloat(m[2], 64)
+			figs[fmt.Sprintf("ib_write_bw.%dMiB", n>>20)] = v
+		}
+	}
+	return figs
+}
