@@ -68,6 +68,13 @@ func (c *Comm) progress() {
 			if n > 0 {
 				continue
 			}
+			if n < 0 {
+				// Another goroutine holds the poller's role, and may have
+				// polled before what woke the engine arrived: look again
+				// rather than sleep on an event already taken.
+				runtime.Gosched()
+				continue
+			}
 			// Arm only for work under way: a rank between the messages of
 			// a ping-pong leaves the queue unarmed, so they never wake
 			// the engine. What completes before the queue is armed raises
@@ -81,7 +88,7 @@ func (c *Comm) progress() {
 					fail(err)
 					return
 				}
-				if n > 0 {
+				if n != 0 {
 					continue
 				}
 				wait = idleWait
@@ -167,7 +174,13 @@ func (c *Comm) armForWaiter() {
 // until r completes or Config.Spin passes without a completion; it reports
 // whether r completed.
 func (c *Comm) spinWait(r *request) bool {
-	if c.cfg.Spin <= 0 || !c.progressStarted {
+	if !c.progressStarted {
+		return false
+	}
+	if c.cfg.Spin <= 0 {
+		// No spinning: the waiter blocks, and the engine must hear of
+		// what it waits for.
+		c.armForWaiter()
 		return false
 	}
 	c.spinners.Add(1)
