@@ -70,13 +70,6 @@ var _ comm.Request = (*request)(nil)
 // (or, for soft-RoCE, the kernel) the CPU that moves the bytes.
 const spinMax = 64 << 10
 
-// closedCh is the done channel of requests complete when started.
-var closedCh = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}()
-
 // complete records the outcome and wakes waiters; only the first call
 // counts.
 func (r *request) complete(st comm.Status, err error) bool {

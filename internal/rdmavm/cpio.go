@@ -38,9 +38,6 @@ func newArchive(w io.Writer) *archive {
 	return &archive{w: bufio.NewWriterSize(w, 1<<20), seen: map[string]bool{}}
 }
 
-// has reports whether name (absolute, clean) has been written.
-func (a *archive) has(name string) bool { return a.seen[name] }
-
 // dir writes directory name and its missing parents.
 func (a *archive) dir(name string) {
 	if name == "/" || a.seen[name] {
