@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/xpu-go/xpu"
@@ -13,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/backends/rdma/internal/verbs"
 	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/grouptrack"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -138,9 +138,9 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	if _, err := usable(prov, o.device); err != nil {
 		return nil, err
 	}
-	t := &tracker{prov: prov, o: o}
-	b := &xpu.Backend{Name: Name, Group: t.group}
-	b.OnClose(t.closeAll)
+	t := &grouptrack.Tracker[*Comm]{Backend: Name}
+	b := &xpu.Backend{Name: Name, Group: groupFunc(t, prov, o)}
+	b.OnClose(t.CloseAll)
 	if tcp.InJob() {
 		tcfg, err := tcp.ConfigFromEnv()
 		if err != nil {
@@ -230,59 +230,19 @@ func deviceOf(i int, d fabric.DeviceInfo) xpu.Device {
 	return x
 }
 
-// tracker remembers the groups a backend made.
-type tracker struct {
-	prov   fabric.Provider
-	o      options
-	mu     sync.Mutex
-	closed bool
-	groups [][]*Comm
-}
-
-func (t *tracker) group(ctx context.Context, n int) ([]comm.Comm, error) {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, xerr.Errorf(Name, "new group", comm.ErrClosed, "backend closed")
+// groupFunc makes groups of ranks in this process over the device,
+// remembered by t so that closing the backend closes them.
+func groupFunc(t *grouptrack.Tracker[*Comm], prov fabric.Provider, o options) comm.GroupFunc {
+	return func(ctx context.Context, n int) ([]comm.Comm, error) {
+		return t.Make(func() ([]*Comm, error) {
+			host := o.addr
+			if host == "" {
+				var err error
+				if host, err = deviceHost(prov, o.device); err != nil {
+					return nil, err
+				}
+			}
+			return newGroup(ctx, prov, o.device, host, n, o.cfg)
+		})
 	}
-	t.mu.Unlock()
-	host := t.o.addr
-	if host == "" {
-		var err error
-		if host, err = deviceHost(t.prov, t.o.device); err != nil {
-			return nil, err
-		}
-	}
-	cs, err := newGroup(ctx, t.prov, t.o.device, host, n, t.o.cfg)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	t.groups = append(t.groups, cs)
-	t.mu.Unlock()
-	out := make([]comm.Comm, n)
-	for i, c := range cs {
-		out[i] = c
-	}
-	return out, nil
-}
-
-func (t *tracker) closeAll() error {
-	t.mu.Lock()
-	t.closed = true
-	groups := t.groups
-	t.groups = nil
-	t.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, cs := range groups {
-		for _, c := range cs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = c.Close()
-			}()
-		}
-	}
-	wg.Wait()
-	return nil
 }

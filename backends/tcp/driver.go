@@ -3,12 +3,12 @@ package tcp
 import (
 	"context"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/eager"
+	"github.com/xpu-go/xpu/internal/grouptrack"
 	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -54,9 +54,9 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	if err != nil {
 		return nil, err
 	}
-	t := &tracker{}
-	b := &xpu.Backend{Name: Name, Group: t.groupFunc(tmpl)}
-	b.OnClose(t.closeAll)
+	t := &grouptrack.Tracker[*Comm]{Backend: Name}
+	b := &xpu.Backend{Name: Name, Group: groupFunc(t, tmpl)}
+	b.OnClose(t.CloseAll)
 	if InJob() {
 		cfg, err := ConfigFromEnv()
 		if err != nil {
@@ -110,52 +110,10 @@ func (driver) Info(ctx context.Context) xpu.Info {
 	}
 }
 
-// tracker remembers the loopback groups a backend made.
-type tracker struct {
-	mu     sync.Mutex
-	closed bool
-	groups [][]*Comm
-}
-
-func (t *tracker) groupFunc(tmpl Config) comm.GroupFunc {
+// groupFunc makes loopback groups of tmpl, remembered by t so that closing
+// the backend closes them.
+func groupFunc(t *grouptrack.Tracker[*Comm], tmpl Config) comm.GroupFunc {
 	return func(ctx context.Context, n int) ([]comm.Comm, error) {
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			return nil, xerr.Errorf(Name, "new group", comm.ErrClosed, "backend closed")
-		}
-		t.mu.Unlock()
-		cs, err := NewLoopbackGroupConfig(ctx, n, tmpl)
-		if err != nil {
-			return nil, err
-		}
-		t.mu.Lock()
-		t.groups = append(t.groups, cs)
-		t.mu.Unlock()
-		out := make([]comm.Comm, n)
-		for i, c := range cs {
-			out[i] = c
-		}
-		return out, nil
+		return t.Make(func() ([]*Comm, error) { return NewLoopbackGroupConfig(ctx, n, tmpl) })
 	}
-}
-
-func (t *tracker) closeAll() error {
-	t.mu.Lock()
-	t.closed = true
-	groups := t.groups
-	t.groups = nil
-	t.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, cs := range groups {
-		for _, c := range cs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = c.Close()
-			}()
-		}
-	}
-	wg.Wait()
-	return nil
 }
