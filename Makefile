@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp xpu fuzz chaos
+.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp refs-shm xpu fuzz chaos
 
 all: test
 
@@ -64,16 +64,39 @@ refs-mpi: setup
 
 # The TCP communicator with one process per rank, started by xpu run: 2
 # ranks (with a plain Go TCP ping-pong between the same processes beside
-# it) and 4. Its figures land where xpu bench --ref reads them; the binary
-# goes to a subdirectory, which xpu bench does not run as a reference.
+# it) and 4, over TCP links (XPU_LINKS=tcp: ranks on one machine would
+# otherwise link through shared memory). Its figures land where xpu bench
+# --ref reads them; the binary goes to a subdirectory, which xpu bench does
+# not run as a reference.
 refs-tcp: xpu
 	@mkdir -p $(BENCHDIR)/procs
 	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./backends/tcp/internal/tcpbench
 	@rm -f $(BENCHDIR)/tcp_procs.out
-	./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
-	./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
+	XPU_LINKS=tcp ./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
+	XPU_LINKS=tcp ./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
 
-bench: xpu refs refs-mpi refs-tcp
+# The communicator's shared-memory links (ranks on one machine, default
+# links) against Open MPI's shared-memory transport (vader) and against a
+# C spin ring between two processes, the floor (internal/bench/ref/
+# shm_ring_ref.c): three .out files that xpu bench --ref reads. The ring
+# and tcpbench go to $(BENCHDIR)/procs, which xpu bench does not run; the
+# MPI reference is named mpi_*, which it skips.
+MPIRUN_SHM := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader
+
+refs-shm: xpu
+	@bash scripts/setup-mpi.sh
+	@mkdir -p $(BENCHDIR)/procs
+	gcc -O3 -o $(BENCHDIR)/procs/shm_ring_ref internal/bench/ref/shm_ring_ref.c
+	$(BENCHDIR)/procs/shm_ring_ref > $(BENCHDIR)/shm_ring_ref.out
+	mpicc -O3 -o $(BENCHDIR)/mpi_shm_ref internal/bench/ref/tcp_mpi_ref.c
+	$(MPIRUN_SHM) -np 2 $(BENCHDIR)/mpi_shm_ref vader >  $(BENCHDIR)/mpi_shm_ref.out
+	$(MPIRUN_SHM) -np 4 $(BENCHDIR)/mpi_shm_ref vader >> $(BENCHDIR)/mpi_shm_ref.out
+	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./backends/tcp/internal/tcpbench
+	@rm -f $(BENCHDIR)/shm_procs.out
+	./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
+	./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
+
+bench: xpu refs refs-mpi refs-tcp refs-shm
 	./bin/xpu bench --ref $(BENCHDIR)
 
 # The MPI backend against the same operations in C on the same MPI, in one

@@ -52,6 +52,7 @@ const (
 	CapThreadsSerial  = "threads.serialized"      // calls serialised behind one lock
 	CapThreadsMulti   = "threads.multiple"        // concurrent calls from any goroutine
 	CapThreadsUnknown = "threads.unknown-until-open"
+	CapSharedMemory   = "transport.shm" // ranks of one node talk through shared memory
 
 	// Behaviour: memory and executors.
 

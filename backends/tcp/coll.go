@@ -469,10 +469,34 @@ func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt 
 		recvs[k] = q
 		return nil
 	}
-	for k := range min(ringWindow, len(units)) {
-		if err := post(k); err != nil {
-			return err
+	// A receive is posted up to ringWindow units ahead, in order, but
+	// never over a chunk that an earlier unit has yet to forward: its
+	// data could not arrive before that send (it must go round the ring
+	// first), but the send would read memory that the receive writes
+	// with nothing in this process to order the two.
+	prev := make([]int, len(units)) // the earlier unit at the same offset, or -1
+	at := map[int]int{}
+	for k, u := range units {
+		prev[k] = -1
+		if j, ok := at[u.off]; ok {
+			prev[k] = j
 		}
+		at[u.off] = k
+	}
+	next := 0 // the next unit whose receive is to be posted
+	postUpTo := func(done int) error {
+		for ; next < len(units) && next <= done+ringWindow; next++ {
+			if j := prev[next]; j > done && units[j].forward {
+				break
+			}
+			if err := post(next); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := postUpTo(-1); err != nil {
+		return err
 	}
 	for k, u := range units {
 		if err := wait(recvs[k], u.n); err != nil {
@@ -484,10 +508,8 @@ func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt 
 				return err
 			}
 		}
-		if k+ringWindow < len(units) {
-			if err := post(k + ringWindow); err != nil {
-				return err
-			}
+		if err := postUpTo(k); err != nil {
+			return err
 		}
 		if len(live) >= 256 {
 			live = pruneDone(live)

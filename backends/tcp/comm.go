@@ -24,7 +24,8 @@ type Comm struct {
 	rank  int
 	size  int
 	lim   limits
-	links []*link // by rank; nil for this rank (and while Dial connects)
+	links []*link  // by rank; nil for this rank (and while Dial connects)
+	node  [32]byte // nodeKey of cfg.Node
 
 	mu     sync.Mutex
 	closed bool
@@ -66,6 +67,7 @@ func newComm(cfg Config) *Comm {
 		lost:  make([]error, cfg.Size),
 		stop:  make(chan struct{}),
 		conns: map[net.Conn]struct{}{},
+		node:  nodeKey(cfg.Node),
 	}
 	c.tbl.Init(cfg.Size)
 	return c

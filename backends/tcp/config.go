@@ -14,6 +14,7 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/internal/join"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -43,6 +44,8 @@ const (
 	// DefaultMasterPort is rank 0's port when no variable sets it and the
 	// launcher names no job; see ConfigFromEnv.
 	DefaultMasterPort = jobenv.DefaultMasterPort
+	// DefaultShmRing is the size of each ring of a shared-memory link.
+	DefaultShmRing = 1 << 20
 	// MaxRanks is the largest group.
 	MaxRanks = 1 << 16
 )
@@ -79,6 +82,13 @@ const (
 	EnvTimeout = "XPU_TCP_TIMEOUT"
 	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.
 	EnvSpin = "XPU_TCP_SPIN"
+	// EnvLinks sets Config.Links: "auto", "tcp" or "shm" (XPU_LINKS).
+	EnvLinks = "XPU_LINKS"
+	// EnvNode sets Config.Node (XPU_NODE).
+	EnvNode = "XPU_NODE"
+	// EnvShmRing sets Config.ShmRing: a size in bytes ("256K", "1M"),
+	// a power of two from 4 KiB to 64 MiB.
+	EnvShmRing = "XPU_SHM_RING"
 	// EnvJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"). Every transport that joins a job reads it.
 	EnvJoinTimeout = join.EnvTimeout
@@ -135,6 +145,27 @@ type Config struct {
 	// only where every rank has a core of its own, and costs dearly where
 	// ranks share cores. Zero, the default, blocks at once.
 	Spin time.Duration
+	// Links says which links this rank makes: LinkAuto (the default)
+	// links the ranks of one node through shared memory and the others
+	// through TCP; LinkTCP and LinkShm force one kind. A rank that forces
+	// shared memory fails to join a job with a rank on another node, or
+	// with a rank that forces TCP.
+	Links LinkMode
+	// Node names this rank's node for the choice of links, beside the
+	// machine and PID namespace, which are always compared: ranks with
+	// different Nodes never share memory (to test mixed jobs on one
+	// machine, or to keep ranks apart). Empty by default.
+	Node string
+	// ShmRing is the size of each ring of a shared-memory link, a power
+	// of two from 4 KiB to 64 MiB; a link's rings take the larger of its
+	// two ranks'. Zero means DefaultShmRing.
+	ShmRing int
+	// ShmSpin is how long a goroutine that waits on a shared-memory link
+	// polls it before it sleeps. Zero means shm.DefaultSpin (50 µs);
+	// negative sleeps at once. Once the job has formed, a rank whose node
+	// has more ranks than this process has processors gives the processor
+	// away (sched_yield) at every poll.
+	ShmSpin time.Duration
 	// JoinTimeout bounds Dial: when the job has not formed within it
 	// (rank 0 never answered, a rank never joined or never connected),
 	// Dial fails with an error matching ErrJoinTimeout that names what was
@@ -152,6 +183,9 @@ type Config struct {
 	// portFrom says where ConfigFromEnv took the master's port from, for
 	// the error of a port in use.
 	portFrom string
+	// nodeOf, when set, gives each rank of a loopback group its Node, so
+	// that tests make mixed groups in one process.
+	nodeOf func(rank int) string
 }
 
 // normalize validates cfg and fills in defaults. It is the one check of a
@@ -180,8 +214,21 @@ func (cfg Config) normalize() (Config, error) {
 	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 || cfg.Spin < 0 {
 		return bad("negative timeout, spin, budget or chunk")
 	}
-	if cfg.Spin > maxSpin {
-		return bad("spin %v above %v", cfg.Spin, maxSpin)
+	if cfg.Spin > maxSpin || cfg.ShmSpin > maxSpin {
+		return bad("spin %v above %v", max(cfg.Spin, cfg.ShmSpin), maxSpin)
+	}
+	if cfg.Links > LinkShm {
+		return bad("link mode %v", cfg.Links)
+	}
+	if cfg.ShmSpin == 0 {
+		cfg.ShmSpin = shm.DefaultSpin
+	}
+	if cfg.ShmRing == 0 {
+		cfg.ShmRing = DefaultShmRing
+	}
+	if cfg.ShmRing < shm.MinRing || cfg.ShmRing > shm.MaxRing || cfg.ShmRing&(cfg.ShmRing-1) != 0 {
+		return bad("shared-memory ring of %d bytes: not a power of two in [%s, %s]", cfg.ShmRing,
+			xpu.FormatBytes(shm.MinRing), xpu.FormatBytes(shm.MaxRing))
 	}
 	if cfg.EagerLimit > MaxEagerLimit {
 		return bad("eager limit of %d bytes above %s", cfg.EagerLimit, xpu.FormatBytes(MaxEagerLimit))
@@ -255,7 +302,8 @@ func FromEnv(ctx context.Context) (*Comm, error) {
 //     namespace): that keeps other jobs out by accident, not an attacker
 //     who can read the job id — set XPU_JOB_SECRET where that matters;
 //   - Timeout from XPU_TCP_TIMEOUT, Spin from XPU_TCP_SPIN, JoinTimeout
-//     from XPU_JOIN_TIMEOUT.
+//     from XPU_JOIN_TIMEOUT, Links from XPU_LINKS, Node from XPU_NODE,
+//     ShmRing from XPU_SHM_RING.
 func ConfigFromEnv() (Config, error) {
 	var cfg Config
 	place, ok, err := jobenv.Find(jobenv.OS)
@@ -313,6 +361,18 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if cfg.JoinTimeout, err = join.TimeoutFromEnv(jobenv.OS); err != nil {
 		return cfg, xerr.Op(Name, "env", err)
+	}
+	if cfg.Links, err = ParseLinkMode(os.Getenv(EnvLinks)); err != nil {
+		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not auto, tcp or shm", EnvLinks, os.Getenv(EnvLinks))
+	}
+	cfg.Node = strings.TrimSpace(os.Getenv(EnvNode))
+	if v := strings.TrimSpace(os.Getenv(EnvShmRing)); v != "" {
+		r := xpu.Options{OptShmRing: v}.Reader(Name)
+		n := r.Bytes(OptShmRing, 0, shm.MinRing, shm.MaxRing)
+		if r.Err() != nil || n&(n-1) != 0 {
+			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a power of two from 4 KiB to 64 MiB", EnvShmRing, v)
+		}
+		cfg.ShmRing = int(n)
 	}
 	if t := os.Getenv(EnvSpin); t != "" {
 		d, err := time.ParseDuration(t)

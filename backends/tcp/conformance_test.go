@@ -2,6 +2,7 @@ package tcp_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,15 +31,34 @@ func loopback(tmpl tcp.Config) func(t *testing.T, n int) []comm.Comm {
 }
 
 // TestConformance runs the communicator suite over loopback groups with
-// the default settings: eager messages up to 64 KiB, larger ones by
+// the default settings: ranks of one process share a node, so every link
+// goes through shared memory; eager messages up to 64 KiB, larger ones by
 // rendezvous, and the native collectives.
 func TestConformance(t *testing.T) {
 	conformance.TestComm(t, loopback(tcp.Config{}))
 }
 
+// TestConformanceTCP runs the suite with every link through TCP.
+func TestConformanceTCP(t *testing.T) {
+	conformance.TestComm(t, loopback(tcp.Config{Links: tcp.LinkTCP}))
+}
+
+// TestConformanceMixed runs the suite over groups whose ranks sit on two
+// nodes (even and odd ranks): links within a node through shared memory,
+// across through TCP, under one matching engine.
+func TestConformanceMixed(t *testing.T) {
+	conformance.TestComm(t, loopback(tcp.WithNodes(tcp.Config{}, func(r int) string { return strconv.Itoa(r % 2) })))
+}
+
 // TestConformanceRendezvous runs the suite with every message by
 // rendezvous and a small chunk, so that the announcement, clear-to-send,
-// cancel and chunked-data paths carry everything.
+// cancel and chunked-data paths carry everything, through shared-memory
+// rings of the smallest size (every data frame wraps them) and through TCP.
 func TestConformanceRendezvous(t *testing.T) {
-	conformance.TestComm(t, loopback(tcp.Config{EagerLimit: -1, Chunk: 4096}), conformance.MaxRanks(4))
+	for _, links := range []tcp.LinkMode{tcp.LinkShm, tcp.LinkTCP} {
+		t.Run(links.String(), func(t *testing.T) {
+			conformance.TestComm(t, loopback(tcp.Config{EagerLimit: -1, Chunk: 4096, Links: links, ShmRing: 4096}),
+				conformance.MaxRanks(4))
+		})
+	}
 }

@@ -70,6 +70,7 @@ func Dial(ctx context.Context, cfg Config) (*Comm, error) {
 		_ = c.Close()
 		return nil, xerr.Op(Name, "dial", fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
+	c.tuneShm()
 	return c, nil
 }
 
@@ -323,6 +324,12 @@ func (c *Comm) dialHello(ctx context.Context, addr string, want int, purpose uin
 		if err == nil {
 			c.tune(conn)
 			h, err := c.authenticate(ctx, conn, true, purpose, func(p uint8, r int) bool { return p == purpose && r == want })
+			if err == nil && purpose == purposePeer {
+				var lc net.Conn
+				if lc, err = c.linkConn(ctx, conn, want, true); err == nil {
+					conn = lc
+				}
+			}
 			if err != nil {
 				_ = conn.Close()
 				return nil, hello{}, err
@@ -346,19 +353,24 @@ func (c *Comm) dialHello(ctx context.Context, addr string, want int, purpose uin
 // authenticate runs the handshake on conn under a deadline: the context's,
 // and at most the timeout.
 func (c *Comm) authenticate(ctx context.Context, conn net.Conn, dialer bool, purpose uint8, okRank func(uint8, int) bool) (hello, error) {
+	stop := c.bound(ctx, conn)
+	defer stop()
+	return handshake(conn, c.cfg.Secret, c.hello(purpose), dialer, checkHello(c.size, okRank))
+}
+
+// bound gives conn a deadline for a step of setup: the context's, and at
+// most the timeout. The function returned clears it.
+func (c *Comm) bound(ctx context.Context, conn net.Conn) (clear func()) {
 	dl := time.Now().Add(c.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
 	}
 	_ = conn.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	h, err := handshake(conn, c.cfg.Secret, c.hello(purpose), dialer, checkHello(c.size, okRank))
-	if err != nil {
-		return hello{}, err
+	return func() {
+		stop()
+		_ = conn.SetDeadline(time.Time{})
 	}
-	_ = conn.SetDeadline(time.Time{})
-	return h, nil
 }
 
 // acceptLoop takes connections until the listener closes: peer links from
@@ -420,9 +432,15 @@ func (c *Comm) serveConn(ctx context.Context, conn net.Conn, s *setup) {
 		return
 	}
 	if h.purpose == purposePeer {
+		lc, err := c.linkConn(ctx, conn, int(h.rank), false)
 		c.untrack(conn)
-		if !c.addLink(s, newLink(c, int(h.rank), conn, h)) {
+		if err != nil {
 			_ = conn.Close()
+			s.fail(fmt.Errorf("link to rank %d: %w", h.rank, err))
+			return
+		}
+		if !c.addLink(s, newLink(c, int(h.rank), lc, h)) {
+			_ = lc.Close()
 		}
 		return
 	}

@@ -27,6 +27,24 @@
 // process without the secret learns nothing and is refused, and the job
 // goes on.
 //
+// # Links on one node
+//
+// Ranks of one node — the same machine and PID namespace, and the same
+// Config.Node — are linked through shared memory instead of a socket
+// (package internal/shm): right after the handshake the two ranks compare
+// where they run, the dialer creates a segment of two rings in an
+// anonymous memory file and offers it, the other maps it through /proc,
+// and the frames below then travel through the rings, the TCP connection
+// staying as the doorbell that wakes a sleeping peer and tells that it
+// has died. A waiter polls its ring for Config.ShmSpin (50 µs) before it
+// sleeps; on a node with more ranks than processors every poll yields the
+// processor. Nothing is ever created in /dev/shm: the segment vanishes
+// with the last process that maps it, however it ends. Config.Links (or
+// XPU_LINKS=auto|tcp|shm, or the option "links") forces one kind of link;
+// Transport says which a peer got. One matching engine, one failure
+// contract and one set of collectives serve both kinds of link, so a job
+// may mix them (docs/adr/0025-shared-memory-links.md).
+//
 // # Messages
 //
 // Frames have a fixed 32-byte header (docs/adr/0008-tcp-wire.md). A

@@ -10,6 +10,7 @@ import (
 	"github.com/xpu-go/xpu/internal/eager"
 	"github.com/xpu-go/xpu/internal/grouptrack"
 	"github.com/xpu-go/xpu/internal/join"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -33,6 +34,13 @@ const (
 	// ("90s"), DefaultJoinTimeout by default; it takes precedence over
 	// XPU_JOIN_TIMEOUT.
 	OptJoinTimeout = join.OptTimeout
+	// OptLinks sets Config.Links: "auto" (the default), "tcp" or "shm";
+	// it takes precedence over XPU_LINKS.
+	OptLinks = "links"
+	// OptShmRing sets Config.ShmRing: a size in bytes ("256K"), a power
+	// of two from 4 KiB to 64 MiB, 1 MiB by default; it takes precedence
+	// over XPU_SHM_RING.
+	OptShmRing = "shm_ring"
 )
 
 func init() { xpu.Register(Name, driver{}) }
@@ -54,6 +62,7 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	if err != nil {
 		return nil, err
 	}
+	links := opts.Reader(Name).String(OptLinks, "")
 	t := &grouptrack.Tracker[*Comm]{Backend: Name}
 	b := &xpu.Backend{Name: Name, Group: groupFunc(t, tmpl)}
 	b.OnClose(t.CloseAll)
@@ -69,6 +78,12 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 			cfg.JoinTimeout = tmpl.JoinTimeout
 		}
 		cfg.EagerLimit, cfg.EagerBudget = tmpl.EagerLimit, tmpl.EagerBudget
+		if links != "" {
+			cfg.Links = tmpl.Links
+		}
+		if tmpl.ShmRing != 0 {
+			cfg.ShmRing = tmpl.ShmRing
+		}
 		c, err := Dial(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -90,22 +105,41 @@ func optionsConfig(opts xpu.Options) (Config, error) {
 		DefaultLimit: DefaultEagerLimit, MaxLimit: MaxEagerLimit,
 		DefaultBudget: DefaultEagerBudget, MaxBudget: MaxEagerBudget,
 	})
+	links := r.Choice(OptLinks, "auto", "auto", "tcp", "shm")
+	ring := r.Bytes(OptShmRing, 0, shm.MinRing, shm.MaxRing)
 	if err := r.Err(); err != nil {
 		return Config{}, xerr.Op(Name, "open", err)
 	}
-	return Config{Timeout: timeout, JoinTimeout: joinTimeout, EagerLimit: limit, EagerBudget: budget}, nil
+	if ring&(ring-1) != 0 {
+		return Config{}, xerr.Errorf(Name, "open", xerr.ErrInvalidArgument, "option %s=%d is not a power of two", OptShmRing, ring)
+	}
+	mode, _ := ParseLinkMode(links)
+	return Config{Timeout: timeout, JoinTimeout: joinTimeout, EagerLimit: limit, EagerBudget: budget,
+		Links: mode, ShmRing: int(ring)}, nil
 }
 
-// Info describes the driver: always available, communication only.
+// Info describes the driver: always available, communication only. Its
+// devices are the kinds of link it makes: TCP sockets, and shared memory
+// where this machine allows it (the reason where it does not).
 func (driver) Info(ctx context.Context) xpu.Info {
+	caps := append(xpu.CapabilitiesOf((*Comm)(nil)),
+		xpu.CapAnySource, xpu.CapAnyTag, xpu.CapCancel, xpu.CapEager, xpu.CapRendezvous, xpu.CapGroup,
+		xpu.CapMultiprocess, xpu.CapAuthHMAC, xpu.CapPeerLostTimer)
+	devs := []xpu.Device{{Index: 0, Name: "sockets", MemoryTotal: -1, MemoryFree: -1,
+		Transport: "TCP: ranks on other nodes (all ranks with " + EnvLinks + "=tcp)"}}
+	shmDev := xpu.Device{Index: 1, Name: "shared memory", MemoryTotal: -1, MemoryFree: -1}
+	if ok, detail := shmProbe(); ok {
+		caps = append(caps, xpu.CapSharedMemory)
+		shmDev.Transport = "ranks of one node: " + detail
+	} else {
+		shmDev.Transport = "unavailable here (" + detail + "): ranks of one node use TCP"
+	}
 	return xpu.Info{
-		Name:      Name,
-		Available: true,
-		Devices:   []xpu.Device{},
-		Concepts:  []string{"comm"},
-		Capabilities: append(xpu.CapabilitiesOf((*Comm)(nil)),
-			xpu.CapAnySource, xpu.CapAnyTag, xpu.CapCancel, xpu.CapEager, xpu.CapRendezvous, xpu.CapGroup,
-			xpu.CapMultiprocess, xpu.CapAuthHMAC, xpu.CapPeerLostTimer),
+		Name:         Name,
+		Available:    true,
+		Devices:      append(devs, shmDev),
+		Concepts:     []string{"comm"},
+		Capabilities: caps,
 		ElementTypes: append([]string(nil), xpu.NumericTypes...),
 	}
 }

@@ -36,3 +36,22 @@ func KeptWatch(c *Comm, peer int) <-chan struct{} {
 	defer ro.mu.Unlock()
 	return ro.watchDone
 }
+
+// WithNodes returns tmpl with a Node per rank for loopback groups:
+// node(rank) names the node of each rank.
+func WithNodes(tmpl Config, node func(rank int) string) Config {
+	tmpl.nodeOf = node
+	return tmpl
+}
+
+// CorruptShm overwrites the producer index of the ring through which c
+// receives from peer with an impossible value; false when that link is
+// not through shared memory.
+func CorruptShm(c *Comm, peer int) bool {
+	l := c.links[peer]
+	if l == nil || l.shm == nil {
+		return false
+	}
+	l.shm.CorruptInbound(1 << 40)
+	return true
+}

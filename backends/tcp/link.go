@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -44,6 +45,7 @@ type link struct {
 	c    *Comm
 	peer int
 	conn net.Conn
+	shm  *shm.Conn // conn, when the link goes through shared memory
 
 	w      writer
 	rd     reader
@@ -58,10 +60,14 @@ type link struct {
 
 func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 	l := &link{c: c, peer: peer, conn: conn, downCh: make(chan struct{})}
+	l.shm, _ = conn.(*shm.Conn)
 	l.w = writer{
 		conn: conn, chunk: c.cfg.Chunk, heartbeat: c.cfg.Heartbeat, closedErr: c.closedErr(),
 		wake:      make(chan struct{}, 1),
 		announced: map[uint64]*request{},
+	}
+	if l.shm != nil {
+		l.w.room = l.shm.Room
 	}
 	l.w.lost = func(err error) error {
 		l.fail(err)
@@ -151,7 +157,12 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 		return false, err
 	}
 	eager := l.credit.fits(n)
-	if r == nil && !(eager && l.w.idleLocked()) {
+	size := headerSize
+	if eager {
+		size += n
+	}
+	inline := l.w.inlineLocked(size)
+	if r == nil && !(eager && inline) {
 		l.w.mu.Unlock()
 		return false, nil
 	}
@@ -168,7 +179,7 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 		l.w.announced[r.id] = r
 		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id}.encode(hdr[:])
 	}
-	if l.w.idleLocked() {
+	if inline {
 		if err := l.w.writeInline(hdr[:], payload); err != nil {
 			return false, err
 		}

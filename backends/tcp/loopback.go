@@ -46,6 +46,9 @@ func NewLoopbackGroupConfig(ctx context.Context, n int, tmpl Config) ([]*Comm, e
 		cfg.MasterAddr = ln.Addr().String()
 		cfg.Secret = []byte(hex.EncodeToString(raw[:]))
 		cfg.Listener = nil
+		if tmpl.nodeOf != nil {
+			cfg.Node = tmpl.nodeOf(i)
+		}
 		if i == 0 {
 			cfg.Listener = ln
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/backends/tcp"
 )
 
 // netPair is two network namespaces joined by a veth pair, with one
@@ -75,6 +77,9 @@ func (p *netPair) iptables(t *testing.T, i int, args ...string) {
 
 // job places rank i in namespace i, rank 0 being the master.
 func (p *netPair) job(t *testing.T, env ...string) job {
+	// The namespaces cut the network, not the machine: the ranks are told
+	// to link through TCP, which is what these tests cut.
+	env = append(env, tcp.EnvLinks+"=tcp")
 	return job{size: 2, master: p.addr[0], port: 29000 + os.Getpid()%500, secret: newSecret(t), env: env,
 		wrapper: func(rank int) []string { return []string{"ip", "netns", "exec", p.ns[rank]} }}
 }

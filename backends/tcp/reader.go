@@ -3,13 +3,16 @@ package tcp
 import (
 	"bufio"
 	"cmp"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // readAhead is the size of a link's read buffer. Small frames arrive
@@ -153,6 +156,9 @@ func (lr liveReader) Read(p []byte) (int, error) {
 		if n == 0 && err != nil && isKicked(err) && !l.role.atBoundary.Load() {
 			l.role.unkick()
 			continue
+		}
+		if err != nil && errors.Is(err, shm.ErrCorrupt) {
+			err = xerr.Detail(ErrProtocol, "shared-memory link: %v", err)
 		}
 		return n, err
 	}

@@ -97,13 +97,17 @@ func recvDirect(t *testing.T, ctx, wctx context.Context, cs []*tcp.Comm, tag int
 	require.Equal(t, pattern(8, tag), got)
 }
 
-// bothWaits runs a test with waiters that block at once and with waiters
-// that poll the socket first (Config.Spin). Heartbeats come every 15 s, so
-// that none ends a blocked read during a test: a wait that returns does so
-// for its own reason.
+// bothWaits runs a test over shared-memory links (waiters poll the ring,
+// then sleep), and over TCP links with waiters that block at once and with
+// waiters that poll the socket first (Config.Spin). Heartbeats come every
+// 15 s, so that none ends a blocked read during a test: a wait that
+// returns does so for its own reason.
 func bothWaits(t *testing.T, test func(*testing.T, tcp.Config)) {
-	t.Run("block", func(t *testing.T) { test(t, tcp.Config{Timeout: time.Minute}) })
-	t.Run("spin", func(t *testing.T) { test(t, tcp.Config{Timeout: time.Minute, Spin: time.Millisecond}) })
+	t.Run("shm", func(t *testing.T) { test(t, tcp.Config{Timeout: time.Minute, Links: tcp.LinkShm}) })
+	t.Run("block", func(t *testing.T) { test(t, tcp.Config{Timeout: time.Minute, Links: tcp.LinkTCP}) })
+	t.Run("spin", func(t *testing.T) {
+		test(t, tcp.Config{Timeout: time.Minute, Links: tcp.LinkTCP, Spin: time.Millisecond})
+	})
 }
 
 // TestDirectWaitCancel cancels a receive whose waiter is blocked reading

@@ -11,9 +11,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +46,19 @@ const (
 	// roleChecked runs envIters checked allreduces, sends and receives,
 	// then a barrier, and reports OK.
 	roleChecked = "checked"
+	// roleTorn: rank 1 sends rank 0 one eager message larger than the
+	// ring of their shared-memory link once it gets SIGUSR1, and reports
+	// "SENDING" while the send is still pending (the ring holds part of
+	// the frame); rank 0 waits for that message with a posted receive and
+	// must see ErrPeerLost ("LOST") once rank 1 is killed, never the
+	// message ("FAIL").
+	roleTorn = "torn"
+)
+
+// tornTag and tornSize are the tag and size of roleTorn's message.
+const (
+	tornTag  = 7
+	tornSize = 60 << 10
 )
 
 func runRole(role string) int {
@@ -88,9 +103,47 @@ func runRole(role string) int {
 		}
 		fmt.Println("OK")
 		return 0
+	case roleTorn:
+		return runTorn(ctx, c)
 	}
 	fmt.Println("FAIL unknown role", role)
 	return 2
+}
+
+func runTorn(ctx context.Context, c *tcp.Comm) int {
+	if c.Transport(1-c.Rank()) != tcp.TransportShm {
+		fmt.Println("FAIL the link is", c.Transport(1-c.Rank()))
+		return 1
+	}
+	buf := make([]byte, tornSize)
+	b, _ := memspace.FromSlice(buf)
+	if c.Rank() == 1 {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		fmt.Println("READY")
+		<-usr1
+		r, err := c.Isend(b.Block(), 0, tornTag)
+		if err != nil {
+			fmt.Println("FAIL send:", err)
+			return 1
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, done, err := r.Test(); done || err != nil {
+			fmt.Println("FAIL the send completed while its receiver was stopped:", err)
+			return 1
+		}
+		fmt.Println("SENDING")
+		<-ctx.Done()
+		return 1
+	}
+	fmt.Println("READY")
+	_, err := comm.Recv(ctx, c, b.Block(), 1, tornTag)
+	if errors.Is(err, comm.ErrPeerLost) {
+		fmt.Println("LOST", err)
+		return 0
+	}
+	fmt.Println("FAIL the receive of a half-written message returned", err)
+	return 1
 }
 
 func envInt(name string, def int) int {
@@ -175,7 +228,8 @@ type job struct {
 	master  string // host of rank 0
 	port    int
 	secret  string
-	env     []string // extra variables for every rank
+	env     []string                // extra variables for every rank
+	rankEnv func(rank int) []string // extra variables per rank
 	wrapper func(rank int) []string
 	args    []string // test flags of the rank processes; default -test.run=^$
 }
@@ -222,6 +276,9 @@ func (j job) start(t *testing.T, role string) []*rankProc {
 			tcp.EnvJobSecret+"="+j.secret,
 		)
 		cmd.Env = append(cmd.Env, j.env...)
+		if j.rankEnv != nil {
+			cmd.Env = append(cmd.Env, j.rankEnv(r)...)
+		}
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("rank %d stderr: ", r)}
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)

@@ -44,6 +44,11 @@ type writer struct {
 	closedErr error         // the error of sends once this rank has closed
 	// lost fails the link on a write error and returns the link's error.
 	lost func(error) error
+	// room, when set, reports whether a write of n bytes would return
+	// without waiting (a shared-memory ring, which holds far less than a
+	// socket's buffers): a frame that would wait goes to the writer
+	// goroutine, so that Isend never blocks.
+	room func(n int) bool
 	wake chan struct{} // wakes the writer goroutine
 	// writes counts writes (cheaper than reading the clock per message):
 	// loop compares it between its ticks.
@@ -89,6 +94,12 @@ func (w *writer) idleLocked() bool {
 	return !w.writing && len(w.queue) == 0 && len(w.bulk) == 0 && !w.byeReq
 }
 
+// inlineLocked reports whether the caller may write a frame of n bytes at
+// once: the link is idle and the bytes fit without waiting. mu is held.
+func (w *writer) inlineLocked(n int) bool {
+	return w.idleLocked() && (w.room == nil || w.room(n))
+}
+
 // sendCtl queues a control frame; inline lets a user goroutine write it
 // itself when the link is idle (never the reader).
 func (w *writer) sendCtl(fr frame, inline bool) error {
@@ -99,7 +110,7 @@ func (w *writer) sendCtl(fr frame, inline bool) error {
 		w.mu.Unlock()
 		return err
 	}
-	if inline && w.idleLocked() {
+	if inline && w.inlineLocked(headerSize) {
 		return w.writeInline(f.hdr[:], nil)
 	}
 	w.queue = append(w.queue, f)

@@ -103,7 +103,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	selected := selectCases(cases, re, *short)
-	if len(selected) == 0 && !slices.ContainsFunc(bench.Procs, func(p bench.Pair) bool { return re.MatchString(p.Name) }) {
+	if len(selected) == 0 && !slices.ContainsFunc(procPairs(), func(p bench.Pair) bool { return re.MatchString(p.Name) }) {
 		return fmt.Errorf("%w: no case matches %q", xpucmd.ErrUsage, *filter)
 	}
 
@@ -193,19 +193,23 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	printBench(stdout, rows, *count, *refDir != "")
 	if len(procs) > 0 {
-		fmt.Fprintln(stdout, "\nOne process per rank (figures of make refs-tcp and make refs-mpi, medians of 5 runs each):")
+		fmt.Fprintln(stdout, "\nOne process per rank (figures of make refs-tcp, refs-mpi and refs-shm, medians of 5 runs each):")
 		printTable(stdout, procs)
 	}
 	return nil
 }
 
+// procPairs are the comparisons of programs that run one process per rank:
+// over TCP links (bench.Procs), then over shared memory (bench.ShmProcs).
+func procPairs() []bench.Pair { return slices.Concat(bench.Procs, bench.ShmProcs) }
+
 // procRows compares the figures of programs that run one process per rank
-// (bench.Procs), where refs holds both figures of a pair and re (when not
+// (procPairs), where refs holds both figures of a pair and re (when not
 // nil) matches the compared one.
 func procRows(refs map[string]bench.RefFigure, re *regexp.Regexp) []*benchRow {
 	var rows []*benchRow
 	byName := map[string]*benchRow{}
-	for _, p := range bench.Procs {
+	for _, p := range procPairs() {
 		ours, ok := refs[p.Name]
 		theirs, ok2 := refs[p.Against]
 		if !ok || !ok2 || (re != nil && !re.MatchString(p.Name)) {

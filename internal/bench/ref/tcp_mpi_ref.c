@@ -1,19 +1,27 @@
 // tcp_mpi_ref: the Open MPI figures the TCP communicator (backends/tcp) is
-// compared with (package internal/bench, Case.Ref), measured over Open
-// MPI's TCP transport on loopback:
+// compared with (package internal/bench, Procs), measured over Open MPI's
+// TCP transport on loopback:
 //
 //   mpicc -O3 -o tcp_mpi_ref tcp_mpi_ref.c
 //   mpirun --allow-run-as-root --oversubscribe --mca pml ob1 \
 //          --mca btl self,tcp --mca btl_tcp_if_include lo -np 2 ./tcp_mpi_ref
 //   (and -np 4)
 //
+// and over its shared-memory transport (vader), against the communicator's
+// shared-memory links, with the prefix of the names as first argument:
+//
+//   mpirun --allow-run-as-root --oversubscribe --mca pml ob1 \
+//          --mca btl self,vader -np 2 ./tcp_mpi_ref vader
+//   (and -np 4)
+//
 // Rank 0 prints one line per figure, "<name> <median> <unit>", the median
-// of 5 runs, named "mpi.np<N>.<case>" like backends/tcp/internal/tcpbench's
-// "tcp.np<N>.<case>":
+// of 5 runs, named "<prefix>.np<N>.<case>" — prefix "mpi" when no argument
+// is given — like backends/tcp/internal/tcpbench's "tcp.np<N>.<case>" and
+// "shm.np<N>.<case>":
 //
 // pingpong.8B       half round trip of 8 bytes, MPI_Send/MPI_Recv (ns/op; np 2)
-// bw.4MiB           8 MPI_Isend of 4 MiB in flight, one way, then an ack
-//                   (GB/s, 1e9 bytes/s; np 2)
+// bw.1MiB, bw.4MiB  8 MPI_Isend of 1 MiB (4 MiB) in flight, one way, then
+//                   an ack (GB/s, 1e9 bytes/s; np 2)
 // allreduce.<size>  MPI_Allreduce in place of 8 B, 64 KiB, 64 MiB of
 //                   double, MPI_SUM (ns/op)
 // bcast.<size>      MPI_Bcast of 8 B and 1 MiB from rank 0 (ns/op)
@@ -43,6 +51,7 @@ int main(void) {
 #define RUNS 5
 
 static int rank, size;
+static const char *prefix = "mpi";
 
 static int cmp(const void *a, const void *b) {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -66,7 +75,7 @@ static double measure(int iters, void (*body)(void *), void *arg) {
 
 static void report(const char *name, double v, const char *unit) {
 	if (rank == 0)
-		printf("mpi.np%d.%s %.1f %s\n", size, name, v, unit);
+		printf("%s.np%d.%s %.1f %s\n", prefix, size, name, v, unit);
 }
 
 static char pp[8];
@@ -81,18 +90,17 @@ static void pingpong(void *arg) {
 	}
 }
 
-#define BW_SIZE (4 << 20)
 #define BW_WINDOW 8
 static char *bwbuf[BW_WINDOW];
 static void bandwidth(void *arg) {
-	(void)arg;
+	int n = *(int *)arg; // bytes a message
 	MPI_Request req[BW_WINDOW];
 	char ack = 0;
 	for (int i = 0; i < BW_WINDOW; i++) {
 		if (rank == 0)
-			MPI_Isend(bwbuf[i], BW_SIZE, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &req[i]);
+			MPI_Isend(bwbuf[i], n, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &req[i]);
 		else
-			MPI_Irecv(bwbuf[i], BW_SIZE, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &req[i]);
+			MPI_Irecv(bwbuf[i], n, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &req[i]);
 	}
 	MPI_Waitall(BW_WINDOW, req, MPI_STATUSES_IGNORE);
 	if (rank == 1)
@@ -127,14 +135,22 @@ int main(int argc, char **argv) {
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc > 1 && argv[1][0] != '\0')
+		prefix = argv[1];
 	if (size == 2) {
 		report("pingpong.8B", measure(10000, pingpong, NULL) / 2, "ns/op");
-		for (int i = 0; i < BW_WINDOW; i++)
-			bwbuf[i] = calloc(BW_SIZE, 1);
-		double ns = measure(4, bandwidth, NULL);
-		report("bw.4MiB", (double)BW_WINDOW * BW_SIZE / ns, "GB/s");
-		for (int i = 0; i < BW_WINDOW; i++)
-			free(bwbuf[i]);
+		struct {
+			const char *name;
+			int size;
+		} bw[] = {{"bw.1MiB", 1 << 20}, {"bw.4MiB", 4 << 20}};
+		for (int k = 0; k < 2; k++) {
+			for (int i = 0; i < BW_WINDOW; i++)
+				bwbuf[i] = calloc(bw[k].size, 1);
+			double ns = measure(4, bandwidth, &bw[k].size);
+			report(bw[k].name, (double)BW_WINDOW * bw[k].size / ns, "GB/s");
+			for (int i = 0; i < BW_WINDOW; i++)
+				free(bwbuf[i]);
+		}
 	}
 	struct {
 		const char *name;

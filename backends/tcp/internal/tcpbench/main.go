@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -36,6 +37,7 @@ func block[T any](s []T) memspace.Block {
 
 func run() error {
 	outPath := flag.String("o", "", "append the figures to this file instead of printing them")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -49,6 +51,17 @@ func run() error {
 	}
 	defer c.Close()
 	p, r := c.Size(), c.Rank()
+	if *cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", *cpuProfile, r))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var out io.Writer = os.Stdout
 	if *outPath != "" && r == 0 {
 		f, err := os.OpenFile(*outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -63,8 +76,9 @@ func run() error {
 			fmt.Fprintf(out, "%s %.1f %s\n", name, v, unit)
 		}
 	}
+	links := linkKind(c)
 	report := func(name string, v float64, unit string) {
-		reportAs(fmt.Sprintf("tcp.np%d.%s", p, name), v, unit)
+		reportAs(fmt.Sprintf("%s.np%d.%s", links, p, name), v, unit)
 	}
 	// timeRun runs body iters times after a barrier and returns the time
 	// per iteration, in nanoseconds.
@@ -148,38 +162,16 @@ func run() error {
 		report("pingpong.8B", ours/2, "ns/op")
 		reportAs("rawtcp.np2.pingpong.8B", base/2, "ns/op")
 
-		const size, window = 4 << 20, 8
-		bufs := make([]memspace.Block, window)
-		for i := range bufs {
-			bufs[i] = block(make([]byte, size))
-		}
-		ack := block(make([]byte, 1))
-		us, err := measure(4, func() error {
-			reqs := make([]comm.Request, window)
-			for i := range window {
-				var err error
-				if r == 0 {
-					reqs[i], err = c.Isend(bufs[i], 1, 2)
-				} else {
-					reqs[i], err = c.Irecv(bufs[i], 0, 2)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if err := comm.WaitAll(ctx, reqs...); err != nil {
+		for _, k := range []struct {
+			name string
+			size int
+		}{{"1MiB", 1 << 20}, {"4MiB", 4 << 20}} {
+			gbs, err := bandwidth(ctx, c, measure, k.size)
+			if err != nil {
 				return err
 			}
-			if r == 1 {
-				return comm.Send(ctx, c, ack, 0, 3)
-			}
-			_, err := comm.Recv(ctx, c, ack, 1, 3)
-			return err
-		})
-		if err != nil {
-			return err
+			report("bw."+k.name, gbs, "GB/s")
 		}
-		report("bw.4MiB", float64(window*size)/us, "GB/s")
 	}
 
 	for _, k := range []struct {
@@ -233,6 +225,69 @@ func run() error {
 		report("alltoall."+k.name, us, "ns/op")
 	}
 	return comm.Barrier(ctx, c)
+}
+
+// linkKind names the links this rank uses, as the figures' names start:
+// "shm" when every link to another rank is shared memory, "tcp" when every
+// one is TCP, "mixed" otherwise.
+func linkKind(c *tcp.Comm) string {
+	shm, other := 0, 0
+	for j := range c.Size() {
+		switch {
+		case j == c.Rank():
+		case c.Transport(j) == tcp.TransportShm:
+			shm++
+		default:
+			other++
+		}
+	}
+	switch {
+	case other == 0 && shm > 0:
+		return "shm"
+	case shm == 0:
+		return "tcp"
+	default:
+		return "mixed"
+	}
+}
+
+// bandwidth streams windows of 8 messages of size bytes from rank 0 to
+// rank 1, each window followed by an ack back, 4 windows a run, and
+// returns the median rate in GB/s (1e9 bytes/s).
+func bandwidth(ctx context.Context, c *tcp.Comm, measure func(int, func() error) (float64, error), size int) (float64, error) {
+	const window = 8
+	r := c.Rank()
+	bufs := make([]memspace.Block, window)
+	for i := range bufs {
+		bufs[i] = block(make([]byte, size))
+	}
+	ack := block(make([]byte, 1))
+	ns, err := measure(4, func() error {
+		reqs := make([]comm.Request, window)
+		for i := range window {
+			var err error
+			if r == 0 {
+				reqs[i], err = c.Isend(bufs[i], 1, 2)
+			} else {
+				reqs[i], err = c.Irecv(bufs[i], 0, 2)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := comm.WaitAll(ctx, reqs...); err != nil {
+			return err
+		}
+		if r == 1 {
+			return comm.Send(ctx, c, ack, 0, 3)
+		}
+		_, err := comm.Recv(ctx, c, ack, 1, 3)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(window*size) / ns, nil
 }
 
 // median returns the median of ts (which it sorts).

@@ -1,0 +1,352 @@
+// shm_ring_ref: the floor the shared-memory links of the TCP communicator
+// (backends/tcp over internal/shm) are compared with (package
+// internal/bench, Procs): two processes on one machine, a parent (rank 0)
+// and a forked child (rank 1), exchanging bytes through an anonymous
+// MAP_SHARED mapping with nothing between them but C11 atomics — no
+// library, no system call, no framing, no matching of tags:
+//
+//   gcc -O3 -o shm_ring_ref shm_ring_ref.c
+//   ./shm_ring_ref
+//
+// (make refs-shm builds it into .bench/procs/, out of the way of xpu
+// bench, which runs every program it finds in .bench itself, and writes
+// its figures to .bench/shm_ring_ref.out.)
+//
+// The parent prints one line per figure, "<name> <median> <unit>", the
+// median of 5 runs, named "ring.np2.<case>" like the communicator's
+// "shm.np2.<case>" (backends/tcp/internal/tcpbench) and Open MPI's
+// "vader.np2.<case>" (tcp_mpi_ref.c under --mca btl self,vader):
+//
+// pingpong.8B  half round trip of an 8-byte message, 10000 round trips a
+//              run: each direction has a slot of its own cache line, the
+//              8 bytes and a sequence word that the writer stores with
+//              release after the bytes and the reader spin-polls with
+//              acquire (ns/op)
+// bw.<size>    one way, 1 MiB and 4 MiB messages through a single-producer
+//              single-consumer byte ring of 1 MiB: the producer copies each
+//              message in with memcpy in 64 KiB pieces, publishing its tail
+//              after each, while the consumer copies out what is published
+//              into the message's own buffer and frees it by publishing its
+//              head; a window of 8 messages, then an ack back, as
+//              tcp_mpi_ref.c's bw cases, and as many windows a run as
+//              move 256 MiB (32 of 1 MiB, 8 of 4 MiB: a run of a few
+//              milliseconds is at the mercy of one hiccup of a shared
+//              machine) (GB/s, 1e9 bytes/s)
+//
+// Before the runs of each case an untimed window touches every buffer and
+// checks the bytes that arrived. When the machine lets this process use
+// at least two CPUs, the parent runs on the first and the child on the
+// second. Both sides spin; every few thousand spins they look at the clock
+// and at each other (the parent with waitpid(WNOHANG), the child with
+// getppid), so a side that dies or stalls for 10 s ends the program with
+// an error, not a hang. The mapping is anonymous: nothing is left in
+// /dev/shm or anywhere else when the program ends.
+
+#define _GNU_SOURCE
+#include <sched.h>
+#include <signal.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUNS 5
+#define PP_ITERS 10000
+#define RING (1u << 20)  // bytes of the byte ring
+#ifndef PIECE
+#define PIECE (64u << 10) // bytes published at a time (-DPIECE=... to try others)
+#endif
+#define BW_WINDOW 8
+#define BW_RUN_BYTES (256u << 20) // bytes a run of a bw case moves, at least
+#define STALL_NS 10000000000LL // a wait this long without progress is an error
+#define CHECK_EVERY 4096       // spins between looks at the clock and the peer
+
+#define LINE 128 // two cache lines: the adjacent-line prefetcher pairs them
+
+struct slot {
+	alignas(LINE) _Atomic uint64_t seq;
+	char data[8];
+};
+
+struct shared {
+	struct slot ping, pong;                // pingpong.8B: parent→child, child→parent
+	alignas(LINE) _Atomic uint64_t arrive[2]; // barrier counts, one per side
+	alignas(LINE) _Atomic uint64_t tail;     // bytes the producer has published
+	alignas(LINE) _Atomic uint64_t head;     // bytes the consumer has freed
+	alignas(LINE) _Atomic uint64_t ack;      // windows the consumer has taken
+	alignas(LINE) _Atomic int failed;        // set by a side that gives up
+	alignas(LINE) unsigned char ring[RING];
+};
+
+static struct shared *sh;
+static int rank;     // 0: the parent, 1: the child
+static pid_t peer;   // the child's pid, in the parent
+static pid_t parent; // the parent's pid, in the child
+
+static int64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void fail(const char *what) {
+	atomic_store_explicit(&sh->failed, 1, memory_order_relaxed);
+	fprintf(stderr, "shm_ring_ref: rank %d: %s\n", rank, what);
+	if (rank == 0 && peer > 0) {
+		kill(peer, SIGKILL);
+		waitpid(peer, NULL, 0);
+	}
+	exit(1);
+}
+
+// alive checks the peer and the clock; *start is when the wait began, or
+// 0 at the first look (the clock is not read on the fast path).
+static void alive(int64_t *start) {
+	if (atomic_load_explicit(&sh->failed, memory_order_relaxed))
+		fail("the other side failed");
+	if (rank == 0) {
+		int status;
+		if (waitpid(peer, &status, WNOHANG) == peer) {
+			peer = 0;
+			fail("the child ended");
+		}
+	} else if (getppid() != parent) {
+		fail("the parent ended");
+	}
+	int64_t t = now_ns();
+	if (*start == 0)
+		*start = t;
+	else if (t - *start > STALL_NS)
+		fail("no progress for 10 s");
+}
+
+// wait_geq spins until *p >= v (acquire) and returns the value seen.
+static uint64_t wait_geq(_Atomic uint64_t *p, uint64_t v) {
+	int64_t start = 0;
+	for (unsigned n = 1;; n++) {
+		uint64_t x = atomic_load_explicit(p, memory_order_acquire);
+		if (x >= v)
+			return x;
+		if (n % CHECK_EVERY == 0)
+			alive(&start);
+	}
+}
+
+// barrier: both sides count their arrivals; each waits for the other's.
+static uint64_t barriers;
+static void barrier(void) {
+	barriers++;
+	atomic_store_explicit(&sh->arrive[rank], barriers, memory_order_release);
+	wait_geq(&sh->arrive[1 - rank], barriers);
+}
+
+static int cmp(const void *a, const void *b) {
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+// measure runs body iters times per run after a barrier, RUNS runs, and
+// returns the median time per iteration in nanoseconds, as the parent
+// sees it.
+static double measure(int iters, void (*body)(void *), void *arg) {
+	double t[RUNS];
+	for (int k = 0; k < RUNS; k++) {
+		barrier();
+		int64_t start = now_ns();
+		for (int i = 0; i < iters; i++)
+			body(arg);
+		t[k] = (double)(now_ns() - start) / iters;
+	}
+	qsort(t, RUNS, sizeof t[0], cmp);
+	return t[RUNS / 2];
+}
+
+static void report(const char *name, double v, const char *unit, const char *format) {
+	if (rank != 0)
+		return;
+	printf("ring.np2.%s ", name);
+	printf(format, v);
+	printf(" %s\n", unit);
+	fflush(stdout);
+}
+
+// pingpong.8B
+
+static uint64_t pp_seq;
+static char pp_buf[8];
+
+static void pingpong(void *arg) {
+	(void)arg;
+	pp_seq++;
+	if (rank == 0) {
+		memcpy(sh->ping.data, pp_buf, 8);
+		atomic_store_explicit(&sh->ping.seq, pp_seq, memory_order_release);
+		wait_geq(&sh->pong.seq, pp_seq);
+		memcpy(pp_buf, sh->pong.data, 8);
+	} else {
+		wait_geq(&sh->ping.seq, pp_seq);
+		memcpy(pp_buf, sh->ping.data, 8);
+		memcpy(sh->pong.data, pp_buf, 8);
+		atomic_store_explicit(&sh->pong.seq, pp_seq, memory_order_release);
+	}
+}
+
+// bw.<size>
+
+struct window {
+	size_t size;
+	unsigned char *buf[BW_WINDOW];
+};
+
+static uint64_t pos;     // this side's position in the stream: tail (producer) or head (consumer)
+static uint64_t windows; // windows sent or taken
+
+// produce copies n bytes from src into the ring in pieces, publishing the
+// tail after each.
+static void produce(const unsigned char *src, size_t n) {
+	while (n > 0) {
+		size_t piece = n < PIECE ? n : PIECE;
+		size_t off = pos % RING;
+		if (piece > RING - off)
+			piece = RING - off; // up to the end of the ring; the rest wraps
+		// Room for the piece: the consumer has freed up to pos+piece-RING.
+		if (pos + piece > RING)
+			wait_geq(&sh->head, pos + piece - RING);
+		memcpy(sh->ring + off, src, piece);
+		pos += piece;
+		atomic_store_explicit(&sh->tail, pos, memory_order_release);
+		src += piece;
+		n -= piece;
+	}
+}
+
+// consume copies n bytes out of the ring into dst as they are published,
+// freeing each piece by publishing the head.
+static void consume(unsigned char *dst, size_t n) {
+	uint64_t avail = 0; // published, as last seen
+	while (n > 0) {
+		if (avail <= pos)
+			avail = wait_geq(&sh->tail, pos + 1);
+		size_t off = pos % RING;
+		size_t piece = avail - pos;
+		if (piece > n)
+			piece = n;
+		if (piece > PIECE)
+			piece = PIECE;
+		if (piece > RING - off)
+			piece = RING - off;
+		memcpy(dst, sh->ring + off, piece);
+		pos += piece;
+		atomic_store_explicit(&sh->head, pos, memory_order_release);
+		dst += piece;
+		n -= piece;
+	}
+}
+
+static void bandwidth(void *arg) {
+	struct window *w = arg;
+	windows++;
+	if (rank == 0) {
+		for (int i = 0; i < BW_WINDOW; i++)
+			produce(w->buf[i], w->size);
+		wait_geq(&sh->ack, windows);
+	} else {
+		for (int i = 0; i < BW_WINDOW; i++)
+			consume(w->buf[i], w->size);
+		atomic_store_explicit(&sh->ack, windows, memory_order_release);
+	}
+}
+
+static void bw_case(const char *name, size_t size) {
+	struct window w = {.size = size};
+	for (int i = 0; i < BW_WINDOW; i++) {
+		w.buf[i] = malloc(size);
+		if (w.buf[i] == NULL)
+			fail("out of memory");
+		// The producer's bytes say which message and offset they are;
+		// the consumer's buffers start as something else.
+		for (size_t j = 0; j < size; j++)
+			w.buf[i][j] = rank == 0 ? (unsigned char)(i * 31 + j * 7 + j / 4096) : 0xff;
+	}
+	barrier();
+	bandwidth(&w); // untimed: touches every page, and the bytes are checked
+	if (rank == 1)
+		for (int i = 0; i < BW_WINDOW; i++)
+			for (size_t j = 0; j < size; j++)
+				if (w.buf[i][j] != (unsigned char)(i * 31 + j * 7 + j / 4096))
+					fail("wrong bytes arrived");
+	int iters = BW_RUN_BYTES / (BW_WINDOW * size);
+	if (iters < 1)
+		iters = 1;
+	double ns = measure(iters, bandwidth, &w);
+	report(name, (double)BW_WINDOW * size / ns, "GB/s", "%.2f");
+	for (int i = 0; i < BW_WINDOW; i++)
+		free(w.buf[i]);
+}
+
+// pin runs this side on the rank-th CPU it may use, when there are two.
+static void pin(cpu_set_t *allowed) {
+	if (CPU_COUNT(allowed) < 2)
+		return;
+	int seen = 0;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, allowed))
+			continue;
+		if (seen++ == rank) {
+			cpu_set_t one;
+			CPU_ZERO(&one);
+			CPU_SET(cpu, &one);
+			sched_setaffinity(0, sizeof one, &one);
+			return;
+		}
+	}
+}
+
+int main(void) {
+	sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		perror("shm_ring_ref: mmap");
+		return 1;
+	}
+	cpu_set_t allowed;
+	CPU_ZERO(&allowed);
+	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+		CPU_ZERO(&allowed);
+	fflush(stdout);
+	parent = getpid();
+	peer = fork();
+	if (peer < 0) {
+		perror("shm_ring_ref: fork");
+		return 1;
+	}
+	if (peer == 0) {
+		rank = 1;
+		prctl(PR_SET_PDEATHSIG, SIGKILL); // and alive() checks getppid
+		if (getppid() != parent)
+			_exit(1);
+	}
+	pin(&allowed);
+
+	report("pingpong.8B", measure(PP_ITERS, pingpong, NULL) / 2, "ns/op", "%.1f");
+	bw_case("bw.1MiB", 1u << 20); // one stream: bw.4MiB goes on where it ends
+	bw_case("bw.4MiB", 4u << 20);
+	barrier();
+
+	if (rank == 1)
+		_exit(0);
+	int status;
+	if (waitpid(peer, &status, 0) != peer || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "shm_ring_ref: the child did not end well\n");
+		return 1;
+	}
+	munmap(sh, sizeof *sh);
+	return 0;
+}

@@ -1,0 +1,463 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultSpin is how long a reader or a writer polls its ring before it
+// sleeps, unless Options.Spin says otherwise: longer than a round trip
+// between two processes that each have a core (a few microseconds), far
+// shorter than a scheduler's time slice, so that processes sharing a core
+// lose little to a peer that polls (ADR 25).
+const DefaultSpin = 50 * time.Microsecond
+
+// Doorbell bytes.
+const (
+	bellData  = 'D' // bytes were published: for a sleeping reader
+	bellSpace = 'S' // room was freed: for a writer waiting for it
+)
+
+var (
+	ringData  = []byte{bellData}
+	ringSpace = []byte{bellSpace}
+)
+
+// Options configure a Conn.
+type Options struct {
+	// Bell is a connection to the peer process, used as the doorbell: a
+	// byte on it wakes the peer, and its end says that the peer has gone.
+	// The Conn owns it and closes it. Required.
+	Bell net.Conn
+	// Spin is how long a read or a write polls its ring before it sleeps.
+	// Zero means DefaultSpin; negative sleeps at once.
+	Spin time.Duration
+}
+
+// Conn is a byte stream over a segment's two rings; see the package
+// documentation. Its methods follow net.Conn's contract: Read returns what
+// is there (at least one byte, blocking until there is), Write returns
+// once every byte is in the ring, deadlines interrupt both with an error
+// matching os.ErrDeadlineExceeded, and Close unblocks everything.
+type Conn struct {
+	seg   *Segment
+	out   producer
+	in    consumer
+	bell  net.Conn
+	spin  atomic.Int64 // the spin budget in nanoseconds; 0: none
+	yield atomic.Bool  // polls give the processor to other processes
+
+	data, space chan struct{} // doorbell wake-ups; one pending at most
+	dead        chan struct{} // closed when the doorbell stream has ended
+	deadErr     error         // why; set before dead closes
+	bellDone    chan struct{} // closed when the doorbell goroutine returns
+
+	closed    atomic.Bool
+	closeCh   chan struct{}
+	closeOnce sync.Once
+	refs      atomic.Int32 // reads and writes under way
+	unmapOnce sync.Once
+
+	rdl, wdl deadline
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+// NewConn returns a stream over seg, which it owns (Close unmaps it), with
+// the doorbell and the spin budget of opts. The creator's side writes ring
+// 0 and reads ring 1; the attacher's side the other way round.
+func NewConn(seg *Segment, opts Options) (*Conn, error) {
+	if seg == nil || seg.mem == nil {
+		return nil, errors.New("shm: no segment")
+	}
+	if opts.Bell == nil {
+		return nil, errors.New("shm: no doorbell connection")
+	}
+	spin := opts.Spin
+	if spin == 0 {
+		spin = DefaultSpin
+	}
+	c := &Conn{
+		seg: seg, bell: opts.Bell,
+		data: make(chan struct{}, 1), space: make(chan struct{}, 1),
+		dead: make(chan struct{}), bellDone: make(chan struct{}), closeCh: make(chan struct{}),
+	}
+	c.spin.Store(int64(max(spin, 0)))
+	c.out, c.in = seg.rings()
+	c.rdl.init()
+	c.wdl.init()
+	go c.listen()
+	return c, nil
+}
+
+// enter registers a read or a write; false once the Conn is closed.
+func (c *Conn) enter() bool {
+	c.refs.Add(1)
+	if c.closed.Load() {
+		c.exit()
+		return false
+	}
+	return true
+}
+
+// exit ends what enter began; the last one out after Close unmaps.
+func (c *Conn) exit() {
+	if c.refs.Add(-1) == 0 && c.closed.Load() {
+		c.unmap()
+	}
+}
+
+func (c *Conn) unmap() { c.unmapOnce.Do(c.seg.Close) }
+
+// Read reads published bytes into p, waiting for some when there are
+// none. Once the peer has gone and every byte it published is read, it
+// returns why the doorbell ended: io.EOF when the peer closed it (or died).
+func (c *Conn) Read(p []byte) (int, error) {
+	if !c.enter() {
+		return 0, net.ErrClosed
+	}
+	defer c.exit()
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var until time.Time
+	for polls := 0; ; polls++ {
+		n, err := c.in.read(p)
+		if n > 0 {
+			c.wakeWriter()
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := c.blocked(&c.rdl); err != nil {
+			if errors.Is(err, errDead) {
+				// The peer published its last bytes before its doorbell
+				// ended: look once more.
+				if n, err := c.in.read(p); n > 0 || err != nil {
+					return n, err
+				}
+				return 0, c.deadErr
+			}
+			return 0, err
+		}
+		if c.polling(&until, polls) {
+			continue
+		}
+		c.in.r.sleeping.Store(1)
+		if n, err := c.in.avail(); n > 0 || err != nil {
+			c.in.r.sleeping.Store(0)
+			continue
+		}
+		select {
+		case <-c.data:
+		case <-c.dead:
+		case <-c.closeCh:
+		case <-c.rdl.done():
+		}
+		c.in.r.sleeping.Store(0)
+		until = time.Time{}
+		polls = -1
+	}
+}
+
+// Write copies p into the ring, waiting for room as the peer reads. It
+// fails once the peer has gone, when the ring is full.
+func (c *Conn) Write(p []byte) (int, error) {
+	if !c.enter() {
+		return 0, net.ErrClosed
+	}
+	defer c.exit()
+	var until time.Time
+	total := 0
+	for polls := 0; len(p) > 0; polls++ {
+		n, err := c.out.write(p)
+		if err != nil {
+			return total, err
+		}
+		if n > 0 {
+			total += n
+			p = p[n:]
+			c.wakeReader()
+			continue
+		}
+		if err := c.blocked(&c.wdl); err != nil {
+			if errors.Is(err, errDead) {
+				err = fmt.Errorf("shm: the peer has gone (%w) with the ring full", c.deadErr)
+			}
+			return total, err
+		}
+		if c.polling(&until, polls) {
+			continue
+		}
+		c.out.r.waiting.Store(1)
+		if !c.out.full() {
+			c.out.r.waiting.Store(0)
+			continue
+		}
+		select {
+		case <-c.space:
+		case <-c.dead:
+		case <-c.closeCh:
+		case <-c.wdl.done():
+		}
+		c.out.r.waiting.Store(0)
+		until = time.Time{}
+		polls = -1
+	}
+	return total, nil
+}
+
+// errDead is blocked's report that the doorbell has ended.
+var errDead = errors.New("shm: doorbell ended")
+
+// blocked says why a read or write that found nothing to do must not
+// wait: the Conn closed, the deadline d passed, or the peer gone (errDead).
+func (c *Conn) blocked(d *deadline) error {
+	if c.closed.Load() {
+		return net.ErrClosed
+	}
+	if d.expired.Load() {
+		return os.ErrDeadlineExceeded
+	}
+	select {
+	case <-c.dead:
+		return errDead
+	default:
+		return nil
+	}
+}
+
+// polling reports whether a read or write that has polled polls times
+// should poll again: within the spin budget, which starts at the first
+// poll (until zero). It reads the clock every 32 polls and yields the
+// processor every 256, so that other goroutines of this process run.
+func (c *Conn) polling(until *time.Time, polls int) bool {
+	if polls == 0 {
+		spin := time.Duration(c.spin.Load())
+		if spin <= 0 {
+			return false
+		}
+		*until = time.Now().Add(spin)
+		return true
+	}
+	if c.yield.Load() {
+		schedYield()
+	} else if polls%256 == 0 {
+		runtime.Gosched()
+	}
+	if polls%32 != 0 {
+		return true
+	}
+	return time.Now().Before(*until)
+}
+
+// wakeReader rings the peer's doorbell if its reader sleeps.
+func (c *Conn) wakeReader() {
+	if s := c.out.r.sleeping; s.Load() != 0 && s.CompareAndSwap(1, 0) {
+		_, _ = c.bell.Write(ringData)
+	}
+}
+
+// wakeWriter rings the peer's doorbell if its writer waits for room.
+func (c *Conn) wakeWriter() {
+	if w := c.in.r.waiting; w.Load() != 0 && w.CompareAndSwap(1, 0) {
+		_, _ = c.bell.Write(ringSpace)
+	}
+}
+
+// listen is the doorbell goroutine: it turns the peer's bytes into
+// wake-ups until the stream ends.
+func (c *Conn) listen() {
+	defer close(c.bellDone)
+	var buf [64]byte
+	for {
+		n, err := c.bell.Read(buf[:])
+		for _, b := range buf[:n] {
+			switch b {
+			case bellData:
+				notify(c.data)
+			case bellSpace:
+				notify(c.space)
+			default:
+				if err == nil {
+					err = fmt.Errorf("%w: doorbell byte %#x", ErrCorrupt, b)
+				}
+			}
+		}
+		if err != nil {
+			if c.closed.Load() {
+				err = net.ErrClosed
+			}
+			c.deadErr = err
+			close(c.dead)
+			return
+		}
+	}
+}
+
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes the doorbell, wakes every read and write, and unmaps the
+// segment once none is under way. It is idempotent.
+func (c *Conn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		close(c.closeCh)
+		err = c.bell.Close()
+		<-c.bellDone
+		c.rdl.stop()
+		c.wdl.stop()
+		if c.refs.Load() == 0 {
+			c.unmap()
+		}
+	})
+	return err
+}
+
+// Peer reports whether the doorbell is still up, and if not, why it ended.
+func (c *Conn) Peer() error {
+	select {
+	case <-c.dead:
+		return c.deadErr
+	default:
+		return nil
+	}
+}
+
+// Room reports whether a write of n bytes would return without waiting
+// for the peer: for a caller that must not block. Only the writer may ask.
+func (c *Conn) Room(n int) bool {
+	if !c.enter() {
+		return true // the write fails at once
+	}
+	defer c.exit()
+	return c.out.room(n)
+}
+
+// SetSpin changes the spin budget (Options.Spin; here zero and negative
+// both mean none) of the reads and writes that start waiting afterwards.
+// With yield, every poll gives the processor to any other process that
+// wants it (sched_yield): for processes that share processors, whose
+// peer may need the very processor the poller holds.
+func (c *Conn) SetSpin(d time.Duration, yield bool) {
+	c.spin.Store(int64(max(d, 0)))
+	c.yield.Store(yield)
+}
+
+// RingSize returns the size of each of the Conn's rings.
+func (c *Conn) RingSize() int { return c.seg.size }
+
+// LocalAddr returns the doorbell's local address.
+func (c *Conn) LocalAddr() net.Addr { return c.bell.LocalAddr() }
+
+// RemoteAddr returns the doorbell's remote address.
+func (c *Conn) RemoteAddr() net.Addr { return c.bell.RemoteAddr() }
+
+// SetDeadline sets the read and the write deadline.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.rdl.set(t)
+	c.wdl.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the deadline of reads: a read waiting at t, or
+// called after it, fails with os.ErrDeadlineExceeded. The zero time clears
+// it.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.rdl.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of writes waiting for room.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wdl.set(t)
+	return nil
+}
+
+// CorruptInbound overwrites the producer index of the ring this side
+// reads with tail, as a faulty or hostile peer could, and wakes the
+// reader: a test hook.
+func (c *Conn) CorruptInbound(tail uint64) {
+	c.in.r.tail.Store(tail)
+	notify(c.data)
+}
+
+// deadline is a read or write deadline: expired is read on the fast
+// path; done returns a channel closed when it passes.
+type deadline struct {
+	expired atomic.Bool
+
+	mu    sync.Mutex
+	at    time.Time
+	ch    chan struct{} // closed once expired
+	timer *time.Timer
+}
+
+func (d *deadline) init() { d.ch = make(chan struct{}) }
+
+// set moves the deadline to t (zero: none).
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	d.at = t
+	if t.IsZero() || time.Until(t) > 0 {
+		if d.expired.Load() {
+			d.expired.Store(false)
+			d.ch = make(chan struct{})
+		}
+		if !t.IsZero() {
+			d.timer = time.AfterFunc(time.Until(t), func() { d.fire(t) })
+		}
+		return
+	}
+	d.expireLocked()
+}
+
+// fire expires the deadline if it is still at.
+func (d *deadline) fire(at time.Time) {
+	d.mu.Lock()
+	if d.at.Equal(at) {
+		d.expireLocked()
+	}
+	d.mu.Unlock()
+}
+
+func (d *deadline) expireLocked() {
+	if !d.expired.Load() {
+		d.expired.Store(true)
+		close(d.ch)
+	}
+}
+
+func (d *deadline) done() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ch
+}
+
+// stop stops the deadline's timer.
+func (d *deadline) stop() {
+	d.mu.Lock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	d.mu.Unlock()
+}

@@ -1,0 +1,197 @@
+package shm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// ErrCorrupt reports a ring whose shared indexes are impossible: a head or
+// tail that moved backwards or past the other, or a header that is not a
+// segment of this version. The stream cannot go on.
+var ErrCorrupt = errors.New("shm: corrupt ring")
+
+// Segment layout. The header page holds the identity of the segment and
+// the control words of the two rings, each word on a line of its own (128
+// bytes: a cache line and its prefetched neighbour); the rings' bytes
+// follow, ring 0 (creator to attacher) then ring 1.
+const (
+	headerSize = 4096
+	magic      = 0x58505553484d0001 // "XPUSHM", then 0 and 1
+	version    = 1
+	nonceSize  = 16
+
+	offMagic    = 0
+	offVersion  = 8
+	offRingSize = 12
+	offNonce    = 16
+
+	ctrlBase = 256 // control block of ring 0; ring 1's follows
+	ctrlSize = 512
+	line     = 128
+	// Offsets within a control block.
+	offTail     = 0        // bytes published by the producer
+	offHead     = line     // bytes consumed by the consumer
+	offSleeping = 2 * line // the consumer sleeps: ring the doorbell
+	offWaiting  = 3 * line // the producer waits for space: ring it
+)
+
+// Ring sizes: powers of two in [MinRing, MaxRing].
+const (
+	MinRing     = 4 << 10
+	MaxRing     = 64 << 20
+	DefaultRing = 1 << 20
+)
+
+// segmentSize is the length of a segment whose rings hold ringSize bytes.
+func segmentSize(ringSize int) int { return headerSize + 2*ringSize }
+
+// ring is one direction of a segment as one side sees it: the control
+// words and the bytes, in shared memory.
+type ring struct {
+	tail     *atomic.Uint64
+	head     *atomic.Uint64
+	sleeping *atomic.Uint32
+	waiting  *atomic.Uint32
+	data     []byte
+	mask     uint64
+}
+
+// ringAt returns ring i (0 or 1) of the segment mem, whose rings hold
+// size bytes (a power of two, len(mem) == segmentSize(size)).
+func ringAt(mem []byte, i, size int) ring {
+	ctl := ctrlBase + i*ctrlSize
+	off := headerSize + i*size
+	return ring{
+		tail:     (*atomic.Uint64)(unsafe.Pointer(&mem[ctl+offTail])),
+		head:     (*atomic.Uint64)(unsafe.Pointer(&mem[ctl+offHead])),
+		sleeping: (*atomic.Uint32)(unsafe.Pointer(&mem[ctl+offSleeping])),
+		waiting:  (*atomic.Uint32)(unsafe.Pointer(&mem[ctl+offWaiting])),
+		data:     mem[off : off+size : off+size],
+		mask:     uint64(size - 1),
+	}
+}
+
+// producer writes a ring. tail is its own count of bytes published, never
+// read back from shared memory; head is the last consumer index it saw.
+type producer struct {
+	r    ring
+	tail uint64
+	head uint64
+}
+
+// write copies as much of p as fits and publishes it; it never blocks.
+// It returns ErrCorrupt when the consumer's index is impossible.
+func (w *producer) write(p []byte) (int, error) {
+	size := uint64(len(w.r.data))
+	if w.tail-w.head >= size {
+		h := w.r.head.Load()
+		if h-w.head > w.tail-w.head {
+			return 0, fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
+		}
+		w.head = h
+	}
+	free := size - (w.tail - w.head)
+	n := min(uint64(len(p)), free)
+	if n == 0 {
+		return 0, nil
+	}
+	at := w.tail & w.r.mask
+	k := copy(w.r.data[at:], p[:n])
+	copy(w.r.data, p[k:n])
+	w.tail += n
+	w.r.tail.Store(w.tail)
+	return int(n), nil
+}
+
+// room reports whether n bytes fit in the ring now, so that a write of
+// them returns without waiting.
+func (w *producer) room(n int) bool {
+	h := w.r.head.Load()
+	used := w.tail - h
+	return used <= uint64(len(w.r.data)) && uint64(n) <= uint64(len(w.r.data))-used
+}
+
+// full reports whether the ring has no room, as last seen: for the wait
+// for space, after which write looks again.
+func (w *producer) full() bool {
+	h := w.r.head.Load()
+	return w.tail-h >= uint64(len(w.r.data)) && h-w.head <= w.tail-w.head
+}
+
+// consumer reads a ring. head is its own count of bytes consumed, never
+// read back from shared memory.
+type consumer struct {
+	r    ring
+	head uint64
+}
+
+// avail returns the bytes published and not yet read, checking the
+// producer's index.
+func (rd *consumer) avail() (uint64, error) {
+	t := rd.r.tail.Load()
+	n := t - rd.head
+	if n > uint64(len(rd.r.data)) {
+		return 0, fmt.Errorf("%w: producer index %d outside [%d, %d]", ErrCorrupt, t, rd.head, rd.head+uint64(len(rd.r.data)))
+	}
+	return n, nil
+}
+
+// read copies up to len(p) published bytes into p and frees their room; it
+// never blocks.
+func (rd *consumer) read(p []byte) (int, error) {
+	n, err := rd.avail()
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	n = min(n, uint64(len(p)))
+	at := rd.head & rd.r.mask
+	k := copy(p[:n], rd.r.data[at:])
+	copy(p[k:n], rd.r.data)
+	rd.head += n
+	rd.r.head.Store(rd.head)
+	return int(n), nil
+}
+
+// writeHeader writes the identity of a new segment into mem.
+func writeHeader(mem []byte, ringSize int, nonce [nonceSize]byte) {
+	binary.LittleEndian.PutUint64(mem[offMagic:], magic)
+	binary.LittleEndian.PutUint32(mem[offVersion:], version)
+	binary.LittleEndian.PutUint32(mem[offRingSize:], uint32(ringSize))
+	copy(mem[offNonce:], nonce[:])
+}
+
+// checkHeader checks that mem is a segment of this version with the nonce
+// and returns its ring size.
+func checkHeader(mem []byte, nonce [nonceSize]byte) (int, error) {
+	if len(mem) < headerSize {
+		return 0, fmt.Errorf("%w: %d bytes, smaller than a header", ErrCorrupt, len(mem))
+	}
+	if m := binary.LittleEndian.Uint64(mem[offMagic:]); m != magic {
+		return 0, fmt.Errorf("%w: magic %#x", ErrCorrupt, m)
+	}
+	if v := binary.LittleEndian.Uint32(mem[offVersion:]); v != version {
+		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, version)
+	}
+	if [nonceSize]byte(mem[offNonce:offNonce+nonceSize]) != nonce {
+		return 0, fmt.Errorf("%w: not the segment offered (nonce differs)", ErrCorrupt)
+	}
+	size := int(binary.LittleEndian.Uint32(mem[offRingSize:]))
+	if err := checkRingSize(size); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(mem) != segmentSize(size) {
+		return 0, fmt.Errorf("%w: %d bytes for rings of %d", ErrCorrupt, len(mem), size)
+	}
+	return size, nil
+}
+
+// checkRingSize checks a ring size: a power of two in [MinRing, MaxRing].
+func checkRingSize(size int) error {
+	if size < MinRing || size > MaxRing || size&(size-1) != 0 {
+		return fmt.Errorf("ring size %d is not a power of two in [%d, %d]", size, MinRing, MaxRing)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+//go:build linux
+
+package shm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pair returns the two ends of a stream over a fresh segment whose rings
+// hold ringSize bytes, the creator's first.
+func pair(t testing.TB, ringSize int, spin time.Duration) (*Conn, *Conn) {
+	t.Helper()
+	seg, err := Create(ringSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := DecodeOffer(seg.Offer().Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := Attach(o)
+	if err != nil {
+		seg.Close()
+		t.Fatal(err)
+	}
+	seg.Attached()
+	b1, b2 := net.Pipe()
+	a, err := NewConn(seg, Options{Bell: b1, Spin: spin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewConn(peer, Options{Bell: b2, Spin: spin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = a.Close()
+		_ = b.Close()
+	})
+	return a, b
+}
+
+// TestStream sends random bytes both ways at once, in writes and reads of
+// random sizes through rings much smaller than the stream, so that both
+// wrap around and wait for room and for data many times, polling and
+// sleeping.
+func TestStream(t *testing.T) {
+	for _, spin := range []time.Duration{0, -1} {
+		t.Run(map[bool]string{true: "poll", false: "sleep"}[spin == 0], func(t *testing.T) {
+			a, b := pair(t, MinRing, spin)
+			const total = 3 << 20
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for i, ends := range [][2]*Conn{{a, b}, {b, a}} {
+				src := make([]byte, total)
+				rng := rand.New(rand.NewPCG(uint64(i), 1))
+				for j := range src {
+					src[j] = byte(rng.Uint32())
+				}
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					for p := src; len(p) > 0; {
+						k := min(len(p), 1+rng.IntN(3*MinRing))
+						n, err := ends[0].Write(p[:k])
+						if err != nil || n != k {
+							errs <- errors.Join(err, errors.New("short write"))
+							return
+						}
+						p = p[k:]
+					}
+				}()
+				go func() {
+					defer wg.Done()
+					got := make([]byte, 0, total)
+					buf := make([]byte, 5000)
+					for len(got) < total {
+						n, err := ends[1].Read(buf[:1+len(got)%len(buf)])
+						if err != nil {
+							errs <- err
+							return
+						}
+						got = append(got, buf[:n]...)
+					}
+					if !bytes.Equal(got, src) {
+						errs <- errors.New("stream corrupted")
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestPeerGone: the bytes a peer published before it closed are read,
+// then the end of the stream; a writer facing a full ring and a gone peer
+// fails.
+func TestPeerGone(t *testing.T) {
+	a, b := pair(t, MinRing, -1)
+	if _, err := a.Write([]byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(b)
+	if err != nil || string(got) != "last words" {
+		t.Fatalf("read %q, %v; want the last words, then EOF", got, err)
+	}
+	// The ring toward a has room for MinRing bytes, then b must wait.
+	n, err := b.Write(make([]byte, 2*MinRing))
+	if err == nil || n != MinRing {
+		t.Fatalf("write to a gone peer: %d bytes, %v; want %d, an error", n, err, MinRing)
+	}
+	if b.Peer() == nil {
+		t.Fatal("Peer reports a closed peer as up")
+	}
+}
+
+// TestDeadline: a deadline in the past interrupts a sleeping read (as the
+// tcp backend's read role kicks its holder), and clearing it lets the next
+// read wait and take the data.
+func TestDeadline(t *testing.T) {
+	a, b := pair(t, MinRing, 0)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Read(make([]byte, 8))
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	_ = b.SetReadDeadline(time.Unix(1, 0))
+	if err := <-errc; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("kicked read: %v, want a deadline error", err)
+	}
+	_ = b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	start := time.Now()
+	if _, err := b.Read(make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past a deadline: %v", err)
+	}
+	if d := time.Since(start); d < 15*time.Millisecond {
+		t.Fatalf("deadline 20ms away fired after %v", d)
+	}
+	_ = b.SetReadDeadline(time.Time{})
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		_, _ = a.Write([]byte("x"))
+	}()
+	buf := make([]byte, 8)
+	if n, err := b.Read(buf); err != nil || string(buf[:n]) != "x" {
+		t.Fatalf("read after the deadline cleared: %q, %v", buf[:n], err)
+	}
+}
+
+// TestCorrupt: a peer index that claims more bytes than the ring holds, or
+// moves backwards, is ErrCorrupt; nothing is read or written out of
+// bounds.
+func TestCorrupt(t *testing.T) {
+	a, b := pair(t, MinRing, -1)
+	b.CorruptInbound(1 << 40)
+	if n, err := b.Read(make([]byte, 8)); n != 0 || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of a corrupt ring: %d, %v", n, err)
+	}
+	// a's consumer index moved past what a published.
+	if _, err := a.Write(make([]byte, MinRing)); err != nil {
+		t.Fatal(err)
+	}
+	a.out.r.head.Store(3 * MinRing)
+	if _, err := a.Write([]byte("x")); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("write with a corrupt consumer index: %v", err)
+	}
+}
+
+// TestAttachRefused: what is not the offered segment is never mapped.
+func TestAttachRefused(t *testing.T) {
+	seg, err := Create(MinRing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	o := seg.Offer()
+	wrong := o
+	wrong.Nonce[0] ^= 1
+	f, err := os.CreateTemp(t.TempDir(), "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_ = f.Truncate(int64(segmentSize(MinRing)))
+	for name, o := range map[string]Offer{
+		"nonce":      wrong,
+		"size":       {PID: o.PID, FD: o.FD, RingSize: 2 * MinRing, Nonce: o.Nonce},
+		"odd size":   {PID: o.PID, FD: o.FD, RingSize: MinRing + 1, Nonce: o.Nonce},
+		"no fd":      {PID: o.PID, FD: 999_999, RingSize: MinRing, Nonce: o.Nonce},
+		"no pid":     {PID: 1 << 30, FD: o.FD, RingSize: MinRing, Nonce: o.Nonce},
+		"plain file": {PID: o.PID, FD: int(f.Fd()), RingSize: MinRing, Nonce: o.Nonce},
+	} {
+		if s, err := Attach(o); err == nil {
+			s.Close()
+			t.Errorf("%s: attached", name)
+		}
+	}
+	if _, err := DecodeOffer(make([]byte, 5)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("short offer: %v", err)
+	}
+}
+
+// TestNothingLeft: segments leave no descriptor open and nothing in
+// /dev/shm.
+func TestNothingLeft(t *testing.T) {
+	fds := func() int {
+		d, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(d)
+	}
+	shm := func() int {
+		d, _ := os.ReadDir("/dev/shm")
+		return len(d)
+	}
+	before, shmBefore := fds(), shm()
+	for range 10 {
+		a, b := pair(t, MinRing, -1)
+		if _, err := a.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.Close()
+		_ = b.Close()
+	}
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open, %d before", after, before)
+	}
+	if after := shm(); after != shmBefore {
+		t.Errorf("%d entries in /dev/shm, %d before", after, shmBefore)
+	}
+}
+
+// FuzzConsumer reads a ring whose shared words and bytes are arbitrary:
+// it never panics, never reads more than the ring holds, and reports
+// ErrCorrupt for an impossible producer index.
+func FuzzConsumer(f *testing.F) {
+	f.Add(uint64(0), uint64(0), []byte("abc"))
+	f.Add(uint64(5), uint64(3), []byte("abcdefgh"))
+	f.Add(uint64(1<<63), uint64(7), []byte{})
+	f.Add(uint64(MinRing+10), uint64(10), []byte{1, 2})
+	f.Fuzz(func(t *testing.T, tail, head uint64, data []byte) {
+		mem := make([]byte, segmentSize(MinRing))
+		copy(mem[headerSize:], data)
+		rd := consumer{r: ringAt(mem, 0, MinRing), head: head}
+		rd.r.tail.Store(tail)
+		buf := make([]byte, 2*MinRing)
+		n, err := rd.read(buf)
+		switch {
+		case err != nil:
+			if !errors.Is(err, ErrCorrupt) || tail-head <= MinRing {
+				t.Fatalf("read: %v with %d bytes published", err, tail-head)
+			}
+		case uint64(n) != tail-head:
+			t.Fatalf("read %d bytes of %d published", n, tail-head)
+		}
+	})
+}
