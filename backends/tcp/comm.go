@@ -37,6 +37,14 @@ type Comm struct {
 	tbl      match.Table[request, *request]
 	selfHeld int // bytes of eager messages to itself held
 
+	// anyLost mirrors nlost > 0, for waits that poll.
+	anyLost atomic.Bool
+	// shmYield says that the node is oversubscribed (tuneShm).
+	shmYield atomic.Bool
+	// nodeColl runs Barrier, Bcast and Allreduce in shared memory when
+	// every rank is on this node (setupNode); nil otherwise.
+	nodeColl *nodeColl
+
 	// parked counts goroutines blocked in Wait without reading a link.
 	parked atomic.Int32
 	// spare is a request for Recv to reuse.
@@ -317,6 +325,7 @@ func (c *Comm) peerDown(peer int, err error) {
 	}
 	c.lost[peer] = err
 	c.nlost++
+	c.anyLost.Store(true)
 	if c.closed {
 		return
 	}
@@ -397,6 +406,9 @@ func (c *Comm) shutdown() {
 		}
 	}
 	c.bg.Wait()
+	if c.nodeColl != nil {
+		c.nodeColl.close()
+	}
 }
 
 // closeListener stops accepting and cuts connections still in handshake.

@@ -55,3 +55,7 @@ func CorruptShm(c *Comm, peer int) bool {
 	l.shm.CorruptInbound(1 << 40)
 	return true
 }
+
+// NodeCollectives reports whether c runs Barrier, Bcast and Allreduce in
+// the node's shared region.
+func NodeCollectives(c *Comm) bool { return c.nodeColl != nil }

@@ -117,6 +117,7 @@ var negoMagic = [4]byte{'X', 'P', 'U', 'L'}
 type nego struct {
 	mode LinkMode
 	ring uint32
+	pid  uint32 // the sender's process, for single-copy transfers
 	node [32]byte
 }
 
@@ -126,6 +127,7 @@ func (n nego) encode() []byte {
 	b[4] = negoVersion
 	b[5] = byte(n.mode)
 	binary.LittleEndian.PutUint32(b[8:], n.ring)
+	binary.LittleEndian.PutUint32(b[12:], n.pid)
 	copy(b[16:], n.node[:])
 	return b
 }
@@ -134,8 +136,9 @@ func decodeNego(b []byte) (nego, error) {
 	if len(b) != negoSize || [4]byte(b[:4]) != negoMagic || b[4] != negoVersion {
 		return nego{}, xerr.Detail(ErrProtocol, "not a link negotiation of version %d", negoVersion)
 	}
-	n := nego{mode: LinkMode(b[5]), ring: binary.LittleEndian.Uint32(b[8:]), node: [32]byte(b[16:48])}
-	if n.mode > LinkShm || b[6] != 0 || b[7] != 0 || binary.LittleEndian.Uint32(b[12:]) != 0 {
+	n := nego{mode: LinkMode(b[5]), ring: binary.LittleEndian.Uint32(b[8:]), pid: binary.LittleEndian.Uint32(b[12:]),
+		node: [32]byte(b[16:48])}
+	if n.mode > LinkShm || b[6] != 0 || b[7] != 0 {
 		return nego{}, xerr.Detail(ErrProtocol, "link negotiation with mode %d or nonzero padding", n.mode)
 	}
 	return n, nil
@@ -169,12 +172,12 @@ func chooseShm(rank, peer int, mine, theirs nego) (bool, error) {
 // with conn as its doorbell.
 func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer bool) (net.Conn, error) {
 	stop := c.bound(ctx, conn)
-	seg, err := c.negotiate(conn, peer, dialer)
+	seg, pid, err := c.negotiate(conn, peer, dialer)
 	stop()
 	if err != nil || seg == nil {
 		return conn, err
 	}
-	sc, err := shm.NewConn(seg, shm.Options{Bell: conn, Spin: c.cfg.ShmSpin})
+	sc, err := shm.NewConn(seg, shm.Options{Bell: conn, Spin: c.cfg.ShmSpin, PeerPID: pid})
 	if err != nil {
 		seg.Close()
 		return nil, err
@@ -183,30 +186,36 @@ func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer boo
 }
 
 // negotiate runs the negotiation on conn and returns the segment of a
-// shared-memory link, nil for TCP.
-func (c *Comm) negotiate(conn net.Conn, peer int, dialer bool) (*shm.Segment, error) {
-	mine := nego{mode: c.cfg.Links, ring: uint32(c.cfg.ShmRing), node: c.node}
+// shared-memory link, nil for TCP, and the peer's process ID.
+func (c *Comm) negotiate(conn net.Conn, peer int, dialer bool) (*shm.Segment, int, error) {
+	seg, theirs, err := c.negotiateSeg(conn, peer, dialer)
+	return seg, int(theirs.pid), err
+}
+
+func (c *Comm) negotiateSeg(conn net.Conn, peer int, dialer bool) (*shm.Segment, nego, error) {
+	var theirs nego
+	mine := nego{mode: c.cfg.Links, ring: uint32(c.cfg.ShmRing), pid: uint32(os.Getpid()), node: c.node}
 	var in [negoSize]byte
 	if dialer {
 		if _, err := conn.Write(mine.encode()); err != nil {
-			return nil, fmt.Errorf("link negotiation: %w", err)
+			return nil, theirs, fmt.Errorf("link negotiation: %w", err)
 		}
 	}
 	if _, err := io.ReadFull(conn, in[:]); err != nil {
-		return nil, fmt.Errorf("link negotiation: %w", err)
+		return nil, theirs, fmt.Errorf("link negotiation: %w", err)
 	}
 	theirs, err := decodeNego(in[:])
 	if err != nil {
-		return nil, err
+		return nil, theirs, err
 	}
 	if !dialer {
 		if _, err := conn.Write(mine.encode()); err != nil {
-			return nil, fmt.Errorf("link negotiation: %w", err)
+			return nil, theirs, fmt.Errorf("link negotiation: %w", err)
 		}
 	}
 	use, err := chooseShm(c.rank, peer, mine, theirs)
 	if err != nil || !use {
-		return nil, err
+		return nil, theirs, err
 	}
 	forced := mine.mode == LinkShm || theirs.mode == LinkShm
 	var seg *shm.Segment
@@ -217,14 +226,14 @@ func (c *Comm) negotiate(conn net.Conn, peer int, dialer bool) (*shm.Segment, er
 	}
 	if err != nil {
 		if forced {
-			return nil, xerr.Errorf(Name, "dial", xerr.ErrUnavailable, "shared memory with rank %d (%s=shm): %w", peer, EnvLinks, err)
+			return nil, theirs, xerr.Errorf(Name, "dial", xerr.ErrUnavailable, "shared memory with rank %d (%s=shm): %w", peer, EnvLinks, err)
 		}
 		if c.cfg.Logf != nil {
 			c.cfg.Logf("tcp: rank %d links rank %d through TCP: shared memory failed: %v", c.rank, peer, err)
 		}
-		return nil, nil
+		return nil, theirs, nil
 	}
-	return seg, nil
+	return seg, theirs, nil
 }
 
 // Answers of the acceptor to an offer.
@@ -312,6 +321,7 @@ func (c *Comm) tuneShm() {
 		}
 	}
 	if local > runtime.NumCPU() {
+		c.shmYield.Store(true)
 		for _, l := range c.links {
 			if l != nil && l.shm != nil {
 				l.shm.SetSpin(c.cfg.ShmSpin, true)

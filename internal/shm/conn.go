@@ -38,6 +38,9 @@ type Options struct {
 	// Spin is how long a read or a write polls its ring before it sleeps.
 	// Zero means DefaultSpin; negative sleeps at once.
 	Spin time.Duration
+	// PeerPID is the peer's process ID, for the caller's single-copy
+	// transfers (PeerPID returns it); zero when unknown.
+	PeerPID int
 }
 
 // Conn is a byte stream over a segment's two rings; see the package
@@ -50,6 +53,7 @@ type Conn struct {
 	out   producer
 	in    consumer
 	bell  net.Conn
+	pid   int          // Options.PeerPID
 	spin  atomic.Int64 // the spin budget in nanoseconds; 0: none
 	yield atomic.Bool  // polls give the processor to other processes
 
@@ -84,7 +88,7 @@ func NewConn(seg *Segment, opts Options) (*Conn, error) {
 		spin = DefaultSpin
 	}
 	c := &Conn{
-		seg: seg, bell: opts.Bell,
+		seg: seg, bell: opts.Bell, pid: opts.PeerPID,
 		data: make(chan struct{}, 1), space: make(chan struct{}, 1),
 		dead: make(chan struct{}), bellDone: make(chan struct{}), closeCh: make(chan struct{}),
 	}
@@ -248,7 +252,7 @@ func (c *Conn) polling(until *time.Time, polls int) bool {
 		return true
 	}
 	if c.yield.Load() {
-		schedYield()
+		Yield()
 	} else if polls%256 == 0 {
 		runtime.Gosched()
 	}
@@ -356,6 +360,9 @@ func (c *Conn) SetSpin(d time.Duration, yield bool) {
 	c.spin.Store(int64(max(d, 0)))
 	c.yield.Store(yield)
 }
+
+// PeerPID returns Options.PeerPID.
+func (c *Conn) PeerPID() int { return c.pid }
 
 // RingSize returns the size of each of the Conn's rings.
 func (c *Conn) RingSize() int { return c.seg.size }

@@ -15,32 +15,40 @@ func Create(ringSize int) (*Segment, error) {
 	if err := checkRingSize(ringSize); err != nil {
 		return nil, fmt.Errorf("shm: %w", err)
 	}
-	fd, err := unix.MemfdCreate("xpu-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, mem, err := makeMem(segmentSize(ringSize))
 	if err != nil {
-		return nil, fmt.Errorf("shm: memfd_create: %w", err)
+		return nil, err
 	}
-	s := &Segment{size: ringSize, creator: true, fd: fd}
-	total := segmentSize(ringSize)
-	if err := unix.Ftruncate(fd, int64(total)); err != nil {
-		s.closeFD()
-		return nil, fmt.Errorf("shm: size the segment: %w", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		s.closeFD()
-		return nil, fmt.Errorf("shm: seal the segment: %w", err)
-	}
-	mem, err := unix.Mmap(fd, 0, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		s.closeFD()
-		return nil, fmt.Errorf("shm: map the segment: %w", err)
-	}
-	s.mem = mem
+	s := &Segment{size: ringSize, creator: true, fd: fd, mem: mem}
 	if _, err := rand.Read(s.nonce[:]); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("shm: nonce: %w", err)
 	}
 	writeHeader(mem, ringSize, s.nonce)
 	return s, nil
+}
+
+// makeMem makes an anonymous memory file of size bytes, sealed against
+// resizing, and maps it.
+func makeMem(size int) (int, []byte, error) {
+	fd, err := unix.MemfdCreate("xpu-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, nil, fmt.Errorf("shm: memfd_create: %w", err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		_ = unix.Close(fd)
+		return -1, nil, fmt.Errorf("shm: size the segment: %w", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		_ = unix.Close(fd)
+		return -1, nil, fmt.Errorf("shm: seal the segment: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		_ = unix.Close(fd)
+		return -1, nil, fmt.Errorf("shm: map the segment: %w", err)
+	}
+	return fd, mem, nil
 }
 
 // Offer returns what the peer needs to attach.
@@ -60,13 +68,27 @@ func Attach(o Offer) (*Segment, error) {
 	if o.PID <= 0 || o.FD < 0 {
 		return nil, fmt.Errorf("shm: no segment at pid %d fd %d", o.PID, o.FD)
 	}
-	path := "/proc/" + strconv.Itoa(o.PID) + "/fd/" + strconv.Itoa(o.FD)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	mem, err := openMem(o.PID, o.FD, segmentSize(o.RingSize))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkHeader(mem, o.Nonce); err != nil {
+		_ = unix.Munmap(mem)
+		return nil, err
+	}
+	return &Segment{mem: mem, size: o.RingSize, fd: -1, nonce: o.Nonce}, nil
+}
+
+// openMem maps the memory file open as descriptor fd in process pid,
+// which must be sealed against resizing and hold size bytes.
+func openMem(pid, fd, size int) ([]byte, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)
+	f, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("shm: open %s: %w", path, err)
 	}
-	defer unix.Close(fd)
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	defer unix.Close(f)
+	seals, err := unix.FcntlInt(uintptr(f), unix.F_GET_SEALS, 0)
 	if err != nil {
 		return nil, fmt.Errorf("shm: %s is not a memory file: %w", path, err)
 	}
@@ -74,22 +96,17 @@ func Attach(o Offer) (*Segment, error) {
 		return nil, fmt.Errorf("shm: %s is not sealed against resizing", path)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := unix.Fstat(f, &st); err != nil {
 		return nil, fmt.Errorf("shm: stat %s: %w", path, err)
 	}
-	total := segmentSize(o.RingSize)
-	if st.Size != int64(total) {
-		return nil, fmt.Errorf("shm: %s holds %d bytes, want %d", path, st.Size, total)
+	if st.Size != int64(size) {
+		return nil, fmt.Errorf("shm: %s holds %d bytes, want %d", path, st.Size, size)
 	}
-	mem, err := unix.Mmap(fd, 0, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(f, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("shm: map %s: %w", path, err)
 	}
-	if _, err := checkHeader(mem, o.Nonce); err != nil {
-		_ = unix.Munmap(mem)
-		return nil, err
-	}
-	return &Segment{mem: mem, size: o.RingSize, fd: -1, nonce: o.Nonce}, nil
+	return mem, nil
 }
 
 // Attached tells the creator that the peer has mapped the segment: its

@@ -4,5 +4,5 @@ package shm
 
 import "runtime"
 
-// schedYield gives the processor to another goroutine.
-func schedYield() { runtime.Gosched() }
+// Yield gives the processor to another goroutine.
+func Yield() { runtime.Gosched() }

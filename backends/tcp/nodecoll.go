@@ -1,0 +1,527 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/shm"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// Collectives of a node in shared memory.
+//
+// When every rank of the job is on one node (every link goes through
+// shared memory), Dial maps one more region into every rank: a control
+// line per rank and a data slot per rank, in two halves used by turns.
+// Barrier, Bcast and Allreduce then run in it, with no message at all:
+// each rank publishes its step in its control line (seq), copies its data
+// into its slot, and reads the others' slots directly.
+//
+//   - Every node collective takes one or more steps, numbered alike on
+//     every rank (all ranks call the collectives in the same order with the
+//     same sizes). At step e a rank first waits until every rank has
+//     published e-1 — so nobody still reads what this rank last wrote in
+//     the half e%2 of its slot — then writes that half, then publishes e.
+//   - Allreduce up to nodeSmall bytes: every rank copies its vector into
+//     its slot, publishes, waits for every rank, and reduces every slot in
+//     rank order into its result: one step, and the bitwise-same result on
+//     every rank.
+//   - Larger allreduces go in chunks of nodeChunk per step, each in two
+//     phases: every rank copies its chunk in and publishes; rank r reduces
+//     part r of the chunk over every slot into its result and into the
+//     chunk's shared result, and publishes again (done); then every rank
+//     copies the other parts of the shared result out. Each part is reduced
+//     once, so every rank ends with the same bits.
+//   - Bcast: the root copies a chunk into its slot and publishes; the
+//     others wait for it, copy it out, and publish.
+//   - Barrier: publish, and wait for every rank.
+//
+// A waiter polls like a shared-memory link (Config.ShmSpin, yielding the
+// processor when the node is oversubscribed), then sleeps on a futex in the
+// region that a rank that publishes wakes when someone sleeps, looking
+// again every nodeNap. Every wait ends with ErrPeerLost as soon as any peer
+// is lost (its link failed: its death is seen through the link's
+// doorbell), with the collective's abort or context, or with
+// ErrInvalidArgument when the ranks disagree on the arguments (then the
+// node's collectives stay broken).
+const (
+	nodeLine  = 128      // a rank's control line
+	nodeSmall = 16 << 10 // largest one-step allreduce
+	nodeChunk = 256 << 10
+	nodeNap   = 10 * time.Millisecond
+	// tagNode is the reserved tag of the region's setup messages.
+	tagNode = tagRing + 2
+)
+
+// Words of a rank's control line: the step published, the step whose
+// reduce phase is done, and per half of the slots the step's length in
+// bytes and its operation, type and root, for the check of arguments.
+const (
+	offSeq  = 0
+	offDone = 8
+	offLen  = 16 // + 16*half
+	offKind = 24 // + 16*half
+)
+
+type nodeColl struct {
+	c      *Comm
+	region *shm.Region
+	mem    []byte
+	blk    memspace.Block // mem, for reductions
+	p      int
+	slot   int // bytes of each half of a slot
+	step   uint64
+	mu     sync.Mutex // one node collective at a time
+
+	bell     *atomic.Uint32 // the futex word
+	sleepers *atomic.Uint32 // waiters asleep on it
+	broken   *atomic.Uint32 // nonzero: the ranks disagreed
+}
+
+// nodeLayout returns the offsets of a region for p ranks with slot halves
+// of slot bytes: control lines, the bell and flags, slots, shared results.
+func nodeLayout(p, slot int) (ctl, bell, slots, res, size int) {
+	ctl = 0
+	bell = p * nodeLine
+	slots = bell + nodeLine
+	res = slots + p*2*slot
+	size = res + 2*slot
+	return
+}
+
+func (n *nodeColl) word(r, off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&n.mem[r*nodeLine+off]))
+}
+
+// half returns half h of rank r's slot.
+func (n *nodeColl) half(r int, h uint64) []byte {
+	_, _, slots, _, _ := nodeLayout(n.p, n.slot)
+	at := slots + (r*2+int(h))*n.slot
+	return n.mem[at : at+n.slot : at+n.slot]
+}
+
+// result returns half h of the shared result.
+func (n *nodeColl) result(h uint64) []byte {
+	_, _, _, res, _ := nodeLayout(n.p, n.slot)
+	at := res + int(h)*n.slot
+	return n.mem[at : at+n.slot : at+n.slot]
+}
+
+// setupNode maps the node's region into every rank when all ranks share
+// this node: rank 0 makes it and offers it to every rank over its link;
+// each answers whether it could attach; rank 0 then tells all whether the
+// node's collectives are on. Every rank decides alike; a failure leaves
+// them off (the collectives then run over the links).
+func (c *Comm) setupNode(ctx context.Context) error {
+	if c.size < 2 || c.cfg.Links == LinkTCP {
+		return nil
+	}
+	for j, l := range c.links {
+		if j != c.rank && (l == nil || l.shm == nil) {
+			return nil
+		}
+	}
+	slot := nodeChunk
+	_, _, _, _, size := nodeLayout(c.size, slot)
+	send := func(j int, b []byte) error {
+		q, err := c.isend(b, j, tagNode)
+		if err == nil {
+			_, err = q.Wait(ctx)
+		}
+		return err
+	}
+	recv := func(j int, b []byte) error {
+		q, err := c.irecv(&request{c: c, kind: kindRecv, peer: j, tag: tagNode, buf: b})
+		if err == nil {
+			_, err = q.Wait(ctx)
+		}
+		return err
+	}
+	if c.rank == 0 {
+		reg, err := shm.NewRegion(size)
+		var offer []byte
+		if err == nil {
+			offer = reg.Offer().Encode()
+		} else {
+			offer = shm.RegionOffer{}.Encode()
+		}
+		ok := err == nil
+		for j := 1; j < c.size; j++ {
+			if err := send(j, offer); err != nil {
+				return err
+			}
+		}
+		for j := 1; j < c.size; j++ {
+			var ans [1]byte
+			if err := recv(j, ans[:]); err != nil {
+				return err
+			}
+			ok = ok && ans[0] == 1
+		}
+		verdict := []byte{0}
+		if ok {
+			verdict[0] = 1
+		}
+		for j := 1; j < c.size; j++ {
+			if err := send(j, verdict); err != nil {
+				return err
+			}
+		}
+		if reg != nil {
+			reg.Attached()
+			if !ok {
+				reg.Close()
+				return nil
+			}
+			c.nodeColl = newNodeColl(c, reg, slot)
+		}
+		return nil
+	}
+	var b [shm.OfferSize]byte
+	if err := recv(0, b[:]); err != nil {
+		return err
+	}
+	var reg *shm.Region
+	o, err := shm.DecodeRegionOffer(b[:])
+	if err == nil && o.PID != 0 {
+		if o.Size != size {
+			err = xerr.Detail(ErrProtocol, "node region of %d bytes, want %d", o.Size, size)
+		} else {
+			reg, err = shm.AttachRegion(o)
+		}
+	}
+	ans := []byte{0}
+	if err == nil && reg != nil {
+		ans[0] = 1
+	}
+	if err := send(0, ans); err != nil {
+		if reg != nil {
+			reg.Close()
+		}
+		return err
+	}
+	var verdict [1]byte
+	if err := recv(0, verdict[:]); err != nil {
+		if reg != nil {
+			reg.Close()
+		}
+		return err
+	}
+	if reg != nil && verdict[0] != 1 {
+		reg.Close()
+		reg = nil
+	}
+	if reg != nil {
+		c.nodeColl = newNodeColl(c, reg, slot)
+	}
+	return nil
+}
+
+func newNodeColl(c *Comm, reg *shm.Region, slot int) *nodeColl {
+	n := &nodeColl{c: c, region: reg, mem: reg.Bytes(), p: c.size, slot: slot}
+	n.blk = blockOf(n.mem)
+	_, bell, _, _, _ := nodeLayout(n.p, slot)
+	n.bell = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell]))
+	n.sleepers = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+4]))
+	n.broken = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+8]))
+	return n
+}
+
+// close unmaps the region; no collective may be running.
+func (n *nodeColl) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.region != nil {
+		n.region.Close()
+		n.region, n.mem = nil, nil
+	}
+}
+
+func blockOf(b []byte) memspace.Block {
+	s, _ := memspace.FromSlice(b)
+	return s.Block()
+}
+
+// run runs body as a light collective of c (no derived context: an abort
+// is recorded in the run, which the node's waits check).
+func (n *nodeColl) run(ctx context.Context, name string, body func(ctx context.Context, run *collRun) error) error {
+	run := &collRun{}
+	return n.c.runColl(ctx, name, run, func() error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.mem == nil {
+			return n.c.closedErr()
+		}
+		return body(ctx, run)
+	}, run.aborted)
+}
+
+// errDisagree is the error of a node collective whose ranks passed
+// different arguments.
+func (n *nodeColl) errDisagree() error {
+	return xerr.Errorf(Name, "collective", xerr.ErrInvalidArgument,
+		"rank %d: the ranks called a collective with different arguments (length, type, operation or root)", n.c.rank)
+}
+
+// publish stores v in word off of this rank's line and wakes sleepers.
+func (n *nodeColl) publish(off int, v uint64) {
+	n.word(n.c.rank, off).Store(v)
+	if n.sleepers.Load() > 0 {
+		n.bell.Add(1)
+		shm.Wake(n.bell)
+	}
+}
+
+// await waits until word off of rank only (of every rank when -1) is at
+// least v: polling, then sleeping on the bell; it fails when a peer is lost, the
+// ranks disagree, or ctx ends.
+func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, only int) error {
+	ready := func() bool {
+		if only >= 0 {
+			return n.word(only, off).Load() >= v
+		}
+		for j := range n.p {
+			if n.word(j, off).Load() < v {
+				return false
+			}
+		}
+		return true
+	}
+	if ready() {
+		return nil
+	}
+	spin := n.c.cfg.ShmSpin
+	yield := n.c.shmYield.Load()
+	var until time.Time
+	for polls := 1; ; polls++ {
+		if ready() {
+			return nil
+		}
+		if err := n.blocked(ctx, run); err != nil {
+			return err
+		}
+		if spin > 0 {
+			// The clock is read every 64 polls: reading it costs more
+			// than a poll.
+			switch {
+			case polls == 64:
+				until = time.Now().Add(spin)
+				fallthrough
+			case polls < 64 || polls%64 != 0 || time.Now().Before(until):
+				if yield {
+					shm.Yield()
+				}
+				continue
+			}
+		}
+		n.sleepers.Add(1)
+		b := n.bell.Load()
+		if !ready() {
+			shm.Wait(n.bell, b, nodeNap)
+		}
+		n.sleepers.Add(^uint32(0))
+	}
+}
+
+// blocked says why a wait must end.
+func (n *nodeColl) blocked(ctx context.Context, run *collRun) error {
+	if n.broken.Load() != 0 {
+		return n.errDisagree()
+	}
+	if err := run.aborted(); err != nil {
+		return err
+	}
+	if n.c.anyLost.Load() {
+		c := n.c
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, e := range c.lost {
+			if e != nil {
+				return fmt.Errorf("a rank of the node is lost: %w", e)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		return err
+	}
+	return nil
+}
+
+// begin starts step e: it waits until every rank has published e-1.
+func (n *nodeColl) begin(ctx context.Context, run *collRun) (uint64, error) {
+	n.step++
+	e := n.step
+	return e, n.await(ctx, run, offSeq, e-1, -1)
+}
+
+// describe records the arguments of step e for the others to check, in
+// the words of half e%2: a rank that goes on to step e+1 leaves them be.
+func (n *nodeColl) describe(e uint64, length int, kind uint64) {
+	h := int(e%2) * 16
+	n.word(n.c.rank, offLen+h).Store(uint64(length))
+	n.word(n.c.rank, offKind+h).Store(kind)
+}
+
+// agree checks that the ranks of only (every rank when -1) described step
+// e alike; on a mismatch the node's collectives break, on every rank.
+func (n *nodeColl) agree(e uint64, length int, kind uint64, only int) error {
+	h := int(e%2) * 16
+	for j := range n.p {
+		if only >= 0 && j != only {
+			continue
+		}
+		if n.word(j, offLen+h).Load() != uint64(length) || n.word(j, offKind+h).Load() != kind {
+			n.broken.Store(1)
+			n.bell.Add(1)
+			shm.Wake(n.bell)
+			return n.errDisagree()
+		}
+	}
+	return nil
+}
+
+// barrier: publish, and wait for every rank.
+func (n *nodeColl) barrier(ctx context.Context, run *collRun) error {
+	e, err := n.begin(ctx, run)
+	if err != nil {
+		return err
+	}
+	n.describe(e, 0, 1)
+	n.publish(offSeq, e)
+	if err := n.await(ctx, run, offSeq, e, -1); err != nil {
+		return err
+	}
+	return n.agree(e, 0, 1, -1)
+}
+
+// bcast copies buf on root to every rank, a chunk per step.
+func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int) error {
+	kind := 2 | uint64(root)<<8
+	for off := 0; off < len(buf); off += n.slot {
+		k := min(n.slot, len(buf)-off)
+		e, err := n.begin(ctx, run)
+		if err != nil {
+			return err
+		}
+		h := e % 2
+		if n.c.rank == root {
+			copy(n.half(root, h), buf[off:off+k])
+			n.describe(e, len(buf), kind)
+			n.publish(offSeq, e)
+			continue
+		}
+		if err := n.await(ctx, run, offSeq, e, root); err != nil {
+			return err
+		}
+		if err := n.agree(e, len(buf), kind, root); err != nil {
+			return err
+		}
+		copy(buf[off:off+k], n.half(root, h))
+		n.publish(offSeq, e)
+	}
+	return nil
+}
+
+// allreduce reduces send over every rank into recv (host bytes of blocks
+// sendB and recvB).
+func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+	sendB, err := hostBytes(send)
+	if err != nil {
+		return err
+	}
+	recvB, err := hostBytes(recv)
+	if err != nil {
+		return err
+	}
+	kind := 3 | uint64(dt)<<8 | uint64(op)<<16
+	total := len(sendB)
+	es := dt.Size()
+	if total <= nodeSmall {
+		e, err := n.begin(ctx, run)
+		if err != nil {
+			return err
+		}
+		h := e % 2
+		copy(n.half(n.c.rank, h), sendB)
+		n.describe(e, total, kind)
+		n.publish(offSeq, e)
+		if err := n.await(ctx, run, offSeq, e, -1); err != nil {
+			return err
+		}
+		if err := n.agree(e, total, kind, -1); err != nil {
+			return err
+		}
+		return n.fold(recv, 0, total, h, dt, op)
+	}
+	for off := 0; off < total; off += n.slot {
+		k := min(n.slot, total-off)
+		e, err := n.begin(ctx, run)
+		if err != nil {
+			return err
+		}
+		h := e % 2
+		copy(n.half(n.c.rank, h), sendB[off:off+k])
+		n.describe(e, total, kind)
+		n.publish(offSeq, e)
+		if err := n.await(ctx, run, offSeq, e, -1); err != nil {
+			return err
+		}
+		if err := n.agree(e, total, kind, -1); err != nil {
+			return err
+		}
+		// Part r of the chunk, in whole elements.
+		lo := (k / es * n.c.rank / n.p) * es
+		hi := (k / es * (n.c.rank + 1) / n.p) * es
+		res := n.result(h)
+		if err := n.fold(n.resultBlock(h, lo, hi), lo, hi, h, dt, op); err != nil {
+			return err
+		}
+		copy(recvB[off+lo:off+hi], res[lo:hi])
+		n.publish(offDone, e)
+		if err := n.await(ctx, run, offDone, e, -1); err != nil {
+			return err
+		}
+		copy(recvB[off:off+lo], res[:lo])
+		copy(recvB[off+hi:off+k], res[hi:k])
+	}
+	return nil
+}
+
+// fold reduces bytes [lo, hi) of half h of every slot, in rank order, into
+// dst, which holds hi-lo bytes.
+func (n *nodeColl) fold(dst memspace.Block, lo, hi int, h uint64, dt comm.DType, op comm.Op) error {
+	if hi <= lo {
+		return nil
+	}
+	_, _, slots, _, _ := nodeLayout(n.p, n.slot)
+	slot := func(j int) memspace.Block {
+		b, _ := n.blk.Slice(slots+(j*2+int(h))*n.slot+lo, hi-lo)
+		return b
+	}
+	// dst = slot1 op slot0, then dst = slot_j op dst.
+	if err := comm.ReduceLocal(dst, slot(1), slot(0), dt, op); err != nil {
+		return err
+	}
+	for j := 2; j < n.p; j++ {
+		if err := comm.ReduceLocal(dst, slot(j), dst, dt, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resultBlock returns bytes [lo, hi) of half h of the shared result.
+func (n *nodeColl) resultBlock(h uint64, lo, hi int) memspace.Block {
+	_, _, _, res, _ := nodeLayout(n.p, n.slot)
+	b, _ := n.blk.Slice(res+int(h)*n.slot+lo, hi-lo)
+	return b
+}

@@ -1,0 +1,161 @@
+package tcp_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+// TestNodeCollectivesChosen: a job whose ranks all share a node runs its
+// collectives in the node's region; a mixed job or one over TCP does not.
+func TestNodeCollectivesChosen(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg  tcp.Config
+		want bool
+	}{
+		"shm":   {tcp.Config{}, true},
+		"tcp":   {tcp.Config{Links: tcp.LinkTCP}, false},
+		"mixed": {tcp.WithNodes(tcp.Config{}, func(r int) string { return strconv.Itoa(r % 2) }), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range group(t, 3, tc.cfg) {
+				require.Equal(t, tc.want, tcp.NodeCollectives(c), "rank %d", c.Rank())
+			}
+		})
+	}
+}
+
+// onEach runs body on every rank of cs at once and returns their errors.
+func onEach(cs []*tcp.Comm, body func(c *tcp.Comm) error) []error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = body(c)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestNodeAllreduceChunks checks allreduces in the node's region across
+// the sizes that change its path — one step up to 16 KiB, then chunks of
+// 256 KiB each reduced in parts by every rank, with a short last chunk —
+// in place and not, for a float and an integer type, against the sums
+// computed here.
+func TestNodeAllreduceChunks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs := group(t, 3, tcp.Config{})
+	require.True(t, tcp.NodeCollectives(cs[0]))
+	for _, n := range []int{1, 7, 2048, 2049, 32768, 32769, 100_003} {
+		for _, inPlace := range []bool{false, true} {
+			errs := onEach(cs, func(c *tcp.Comm) error {
+				r := c.Rank()
+				f := make([]float64, n)
+				u := make([]int32, n)
+				for i := range f {
+					f[i] = float64(r*1000 + i%977)
+					u[i] = int32(r - i%13)
+				}
+				fo, uo := f, u
+				if !inPlace {
+					fo, uo = make([]float64, n), make([]int32, n)
+				}
+				if err := comm.AllreduceBlock(ctx, c, blk(f), blk(fo), comm.Float64, comm.Sum); err != nil {
+					return err
+				}
+				if err := comm.AllreduceBlock(ctx, c, blk(u), blk(uo), comm.Int32, comm.Max); err != nil {
+					return err
+				}
+				for i := range n {
+					if want := float64(3000 + 3*(i%977)); fo[i] != want {
+						return errors.New("sum " + strconv.Itoa(n) + " at " + strconv.Itoa(i) + ": " + strconv.FormatFloat(fo[i], 'g', -1, 64))
+					}
+					if want := int32(2 - i%13); uo[i] != want {
+						return errors.New("max " + strconv.Itoa(n) + " at " + strconv.Itoa(i))
+					}
+				}
+				return nil
+			})
+			require.NoError(t, errors.Join(errs...), "%d elements, in place %v", n, inPlace)
+		}
+	}
+	// A broadcast of several chunks from each root.
+	for root := range cs {
+		errs := onEach(cs, func(c *tcp.Comm) error {
+			b := make([]byte, 600_001)
+			if c.Rank() == root {
+				for i := range b {
+					b[i] = byte(i*7 + root)
+				}
+			}
+			if err := comm.BcastBlock(ctx, c, blk(b), root); err != nil {
+				return err
+			}
+			for i := range b {
+				if b[i] != byte(i*7+root) {
+					return errors.New("bcast byte " + strconv.Itoa(i))
+				}
+			}
+			return comm.Barrier(ctx, c)
+		})
+		require.NoError(t, errors.Join(errs...), "root %d", root)
+	}
+}
+
+func blk[T any](s []T) memspace.Block {
+	b, err := memspace.FromSlice(s)
+	if err != nil {
+		panic(err)
+	}
+	return b.Block()
+}
+
+// TestNodeCollectivesDisagree: ranks that pass different lengths to one
+// allreduce all get ErrInvalidArgument — no hang, no corruption.
+func TestNodeCollectivesDisagree(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := group(t, 2, tcp.Config{})
+	errs := onEach(cs, func(c *tcp.Comm) error {
+		v := make([]float64, 4+4*c.Rank())
+		return comm.AllreduceBlock(ctx, c, blk(v), blk(v), comm.Float64, comm.Sum)
+	})
+	for r, err := range errs {
+		require.ErrorIs(t, err, comm.ErrInvalidArgument, "rank %d", r)
+	}
+	require.NoError(t, ctx.Err(), "the ranks waited for the context")
+}
+
+// TestNodeCollectivesPeerLost: a rank that closes instead of joining an
+// allreduce makes the others' fail with ErrPeerLost, promptly.
+func TestNodeCollectivesPeerLost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := group(t, 3, tcp.Config{})
+	start := time.Now()
+	errs := onEach(cs, func(c *tcp.Comm) error {
+		if c.Rank() == 2 {
+			time.Sleep(50 * time.Millisecond)
+			return c.Close()
+		}
+		v := make([]float64, 1<<16)
+		return comm.AllreduceBlock(ctx, c, blk(v), blk(v), comm.Float64, comm.Sum)
+	})
+	require.NoError(t, errs[2])
+	require.ErrorIs(t, errs[0], comm.ErrPeerLost)
+	require.ErrorIs(t, errs[1], comm.ErrPeerLost)
+	require.Less(t, time.Since(start), 10*time.Second)
+}
