@@ -274,8 +274,12 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	if c.size == 1 {
 		return comm.ErrFallback
 	}
-	if n := c.nodeColl; n != nil {
-		return n.run(ctx, "barrier", n.barrier)
+	n, err := c.nodeColls(ctx)
+	if err != nil {
+		return err
+	}
+	if n != nil {
+		return n.run(ctx, "barrier", n.jobBarrier)
 	}
 	return c.collective(ctx, "barrier", func(ctx context.Context) error { return comm.Barrier(ctx, p2p{c}) })
 }
@@ -285,13 +289,13 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 	if c.size == 1 || !hostBlocks(buf) {
 		return comm.ErrFallback
 	}
-	if n := c.nodeColl; n != nil {
+	n, err := c.nodeColls(ctx)
+	if err != nil {
+		return err
+	}
+	if n != nil {
 		return n.run(ctx, "bcast", func(ctx context.Context, run *collRun) error {
-			b, err := hostBytes(buf)
-			if err != nil {
-				return err
-			}
-			return n.bcast(ctx, run, b, root)
+			return n.jobBcast(ctx, run, buf, root)
 		})
 	}
 	return c.collective(ctx, "bcast", func(ctx context.Context) error { return comm.BcastBlock(ctx, p2p{c}, buf, root) })
@@ -313,9 +317,13 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	if n := c.nodeColl; n != nil {
+	n, err := c.nodeColls(ctx)
+	if err != nil {
+		return err
+	}
+	if n != nil {
 		return n.run(ctx, "allreduce", func(ctx context.Context, run *collRun) error {
-			return n.allreduce(ctx, run, send, recv, dt, op)
+			return n.jobAllreduce(ctx, run, send, recv, dt, op)
 		})
 	}
 	if send.Len() <= ringMin || send.Len()/dt.Size() < c.size {

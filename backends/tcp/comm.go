@@ -41,8 +41,11 @@ type Comm struct {
 	anyLost atomic.Bool
 	// shmYield says that the node is oversubscribed (tuneShm).
 	shmYield atomic.Bool
-	// nodeColl runs Barrier, Bcast and Allreduce in shared memory when
-	// every rank is on this node (setupNode); nil otherwise.
+	// nodeColl runs Barrier, Bcast and Allreduce through the nodes'
+	// shared regions (setupNode, at the first of them: nodeDone); nil
+	// when they run over the links. nodeMu guards both.
+	nodeMu   sync.Mutex
+	nodeDone bool
 	nodeColl *nodeColl
 
 	// parked counts goroutines blocked in Wait without reading a link.
@@ -406,9 +409,12 @@ func (c *Comm) shutdown() {
 		}
 	}
 	c.bg.Wait()
+	c.nodeMu.Lock()
 	if c.nodeColl != nil {
 		c.nodeColl.close()
 	}
+	c.nodeDone = true
+	c.nodeMu.Unlock()
 }
 
 // closeListener stops accepting and cuts connections still in handshake.

@@ -71,10 +71,6 @@ func Dial(ctx context.Context, cfg Config) (*Comm, error) {
 		return nil, xerr.Op(Name, "dial", fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
 	c.tuneShm()
-	if err := c.setupNode(ctx); err != nil {
-		_ = c.Close()
-		return nil, xerr.Op(Name, "dial", fmt.Errorf("rank %d of %d: the node's shared region: %w", c.rank, c.size, err))
-	}
 	return c, nil
 }
 

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,12 +17,15 @@ import (
 
 // Collectives of a node in shared memory.
 //
-// When every rank of the job is on one node (every link goes through
-// shared memory), Dial maps one more region into every rank: a control
-// line per rank and a data slot per rank, in two halves used by turns.
-// Barrier, Bcast and Allreduce then run in it, with no message at all:
-// each rank publishes its step in its control line (seq), copies its data
-// into its slot, and reads the others' slots directly.
+// Dial maps one more region into the ranks of each node (the ranks linked
+// through shared memory): a control line per rank of the node and a data
+// slot per rank, in two halves used by turns. Within a node, Barrier,
+// Bcast and Allreduce then run in it, with no message at all: each rank
+// publishes its step in its control line (seq), copies its data into its
+// slot, and reads the others' slots directly. A job that spans nodes runs
+// them hierarchically: within each node in its region, across nodes
+// between the nodes' leaders (their lowest ranks) over their links with
+// the shared algorithms of package comm, then within each node again.
 //
 //   - Every node collective takes one or more steps, numbered alike on
 //     every rank (all ranks call the collectives in the same order with the
@@ -55,8 +59,10 @@ const (
 	nodeSmall = 16 << 10 // largest one-step allreduce
 	nodeChunk = 256 << 10
 	nodeNap   = 10 * time.Millisecond
-	// tagNode is the reserved tag of the region's setup messages.
-	tagNode = tagRing + 2
+	// tagNode and tagNodeTable are the reserved tags of the setup's
+	// messages.
+	tagNode      = tagRing + 2
+	tagNodeTable = tagRing + 3
 )
 
 // Words of a rank's control line: the step published, the step whose
@@ -70,14 +76,19 @@ const (
 )
 
 type nodeColl struct {
-	c      *Comm
-	region *shm.Region
-	mem    []byte
-	blk    memspace.Block // mem, for reductions
-	p      int
-	slot   int // bytes of each half of a slot
-	step   uint64
-	mu     sync.Mutex // one node collective at a time
+	c        *Comm
+	region   *shm.Region
+	mem      []byte
+	blk      memspace.Block // mem, for reductions
+	p        int            // ranks of the node
+	me       int            // this rank's index among them
+	members  []int          // the node's ranks, in order (index: their place)
+	leaders  []int          // every node's lowest rank, in order; nil for a one-node job
+	leaderOf []int          // by rank: the lowest rank of its node (with leaders)
+	closed   bool           // close has run (mu)
+	slot     int            // bytes of each half of a slot
+	step     uint64
+	mu       sync.Mutex // one node collective at a time
 
 	bell     *atomic.Uint32 // the futex word
 	sleepers *atomic.Uint32 // waiters asleep on it
@@ -113,22 +124,130 @@ func (n *nodeColl) result(h uint64) []byte {
 	return n.mem[at : at+n.slot : at+n.slot]
 }
 
-// setupNode maps the node's region into every rank when all ranks share
-// this node: rank 0 makes it and offers it to every rank over its link;
-// each answers whether it could attach; rank 0 then tells all whether the
-// node's collectives are on. Every rank decides alike; a failure leaves
-// them off (the collectives then run over the links).
+// nodeColls returns the nodes' collectives, nil when collectives run over the
+// links. The first call of a rank — at its first Barrier, Bcast or
+// Allreduce, which every rank makes at the same point — sets them up as a
+// collective of its own (setupNode): a lost peer aborts it as any other.
+// Should it fail on a rank (a lost peer, the context's end), that rank
+// runs its collectives over the links; a group that lost a peer has its
+// later collectives aborted anyway.
+func (c *Comm) nodeColls(ctx context.Context) (*nodeColl, error) {
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	if c.nodeDone {
+		return c.nodeColl, nil
+	}
+	c.nodeDone = true
+	err := c.collective(ctx, "setup", c.setupNode)
+	return c.nodeColl, err
+}
+
+// setupNode maps a region into the ranks of each node: the node's lowest
+// rank makes it and offers it, with the list of the node's ranks, to every
+// other rank of the node over their links; each answers whether it could
+// attach (and saw the same ranks), and the lowest rank tells the node
+// whether its region is on. Then every rank learns every rank's node and
+// verdict (an allgather over the links): the regions are used only when
+// every node's is on, so that all ranks run the collectives alike; else
+// they run over the links as before.
 func (c *Comm) setupNode(ctx context.Context) error {
-	if c.size < 2 || c.cfg.Links == LinkTCP {
+	if c.size < 2 {
 		return nil
 	}
+	var members []int
 	for j, l := range c.links {
-		if j != c.rank && (l == nil || l.shm == nil) {
-			return nil
+		if j == c.rank || (l != nil && l.shm != nil) {
+			members = append(members, j)
 		}
 	}
-	slot := nodeChunk
-	_, _, _, _, size := nodeLayout(c.size, slot)
+	var reg *shm.Region
+	ok := true // a node of one needs no region
+	if len(members) > 1 {
+		var err error
+		if reg, err = c.nodeRegion(ctx, members); err != nil {
+			return err
+		}
+		ok = reg != nil
+	}
+	// Every rank's leader, and whether its node's region is on.
+	mine := []int32{int32(members[0]), 0}
+	if ok {
+		mine[1] = 1
+	}
+	all := make([]int32, 2*c.size)
+	if len(members) < c.size {
+		if err := c.nodeTable(ctx, mine, all); err != nil {
+			if reg != nil {
+				reg.Close()
+			}
+			return err
+		}
+	} else {
+		for j := range c.size {
+			all[2*j], all[2*j+1] = mine[0], mine[1]
+		}
+	}
+	var leaders []int
+	leaderOf := make([]int, c.size)
+	for j := range c.size {
+		leaderOf[j] = int(all[2*j])
+		if all[2*j+1] == 0 {
+			ok = false
+		}
+		if leaderOf[j] == j {
+			leaders = append(leaders, j)
+		}
+	}
+	if !ok || len(leaders) == c.size {
+		// A node's region failed, or no two ranks share a node.
+		if reg != nil {
+			reg.Close()
+		}
+		return nil
+	}
+	n := newNodeColl(c, reg, nodeChunk, members)
+	if len(leaders) > 1 {
+		n.leaders, n.leaderOf = leaders, leaderOf
+	}
+	c.nodeColl = n
+	return nil
+}
+
+// nodeTable gathers every rank's entry (2 words) on rank 0, which sends
+// the whole table to every rank: with a tag of its own, so that what a
+// setup cut short leaves behind never matches another collective.
+func (c *Comm) nodeTable(ctx context.Context, mine, all []int32) error {
+	wait := func(q *request, err error) error {
+		if err == nil {
+			_, err = q.Wait(ctx)
+		}
+		return err
+	}
+	bytes := func(v []int32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)) }
+	if c.rank != 0 {
+		if err := wait(c.isend(bytes(mine), 0, tagNodeTable)); err != nil {
+			return err
+		}
+		return wait(c.irecv(&request{c: c, kind: kindRecv, peer: 0, tag: tagNodeTable, buf: bytes(all)}))
+	}
+	copy(all, mine)
+	for j := 1; j < c.size; j++ {
+		if err := wait(c.irecv(&request{c: c, kind: kindRecv, peer: j, tag: tagNodeTable, buf: bytes(all[2*j : 2*j+2])})); err != nil {
+			return err
+		}
+	}
+	for j := 1; j < c.size; j++ {
+		if err := wait(c.isend(bytes(all), j, tagNodeTable)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeRegion makes (on the node's lowest rank) or attaches the node's
+// region; nil when the node's verdict is off.
+func (c *Comm) nodeRegion(ctx context.Context, members []int) (*shm.Region, error) {
+	_, _, _, _, size := nodeLayout(len(members), nodeChunk)
 	send := func(j int, b []byte) error {
 		q, err := c.isend(b, j, tagNode)
 		if err == nil {
@@ -143,7 +262,12 @@ func (c *Comm) setupNode(ctx context.Context) error {
 		}
 		return err
 	}
-	if c.rank == 0 {
+	list := make([]byte, 4*len(members))
+	for i, j := range members {
+		binary.LittleEndian.PutUint32(list[4*i:], uint32(j))
+	}
+	leader := members[0]
+	if c.rank == leader {
 		reg, err := shm.NewRegion(size)
 		var offer []byte
 		if err == nil {
@@ -151,16 +275,17 @@ func (c *Comm) setupNode(ctx context.Context) error {
 		} else {
 			offer = shm.RegionOffer{}.Encode()
 		}
+		offer = append(offer, list...)
 		ok := err == nil
-		for j := 1; j < c.size; j++ {
+		for _, j := range members[1:] {
 			if err := send(j, offer); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		for j := 1; j < c.size; j++ {
+		for _, j := range members[1:] {
 			var ans [1]byte
 			if err := recv(j, ans[:]); err != nil {
-				return err
+				return nil, err
 			}
 			ok = ok && ans[0] == 1
 		}
@@ -168,63 +293,65 @@ func (c *Comm) setupNode(ctx context.Context) error {
 		if ok {
 			verdict[0] = 1
 		}
-		for j := 1; j < c.size; j++ {
+		for _, j := range members[1:] {
 			if err := send(j, verdict); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if reg != nil {
 			reg.Attached()
 			if !ok {
 				reg.Close()
-				return nil
+				return nil, nil
 			}
-			c.nodeColl = newNodeColl(c, reg, slot)
 		}
-		return nil
+		return reg, nil
 	}
-	var b [shm.OfferSize]byte
-	if err := recv(0, b[:]); err != nil {
-		return err
+	b := make([]byte, shm.OfferSize+len(list))
+	if err := recv(leader, b); err != nil {
+		return nil, err
 	}
 	var reg *shm.Region
-	o, err := shm.DecodeRegionOffer(b[:])
-	if err == nil && o.PID != 0 {
-		if o.Size != size {
-			err = xerr.Detail(ErrProtocol, "node region of %d bytes, want %d", o.Size, size)
-		} else {
-			reg, err = shm.AttachRegion(o)
-		}
+	o, err := shm.DecodeRegionOffer(b[:shm.OfferSize])
+	switch {
+	case err != nil || o.PID == 0:
+	case o.Size != size || string(b[shm.OfferSize:]) != string(list):
+		err = xerr.Detail(ErrProtocol, "rank %d offers a node region of %d bytes for other ranks", leader, o.Size)
+	default:
+		reg, err = shm.AttachRegion(o)
+	}
+	if err != nil && c.cfg.Logf != nil {
+		c.cfg.Logf("tcp: rank %d: no node region: %v", c.rank, err)
 	}
 	ans := []byte{0}
 	if err == nil && reg != nil {
 		ans[0] = 1
 	}
-	if err := send(0, ans); err != nil {
-		if reg != nil {
-			reg.Close()
-		}
-		return err
-	}
 	var verdict [1]byte
-	if err := recv(0, verdict[:]); err != nil {
+	err = send(leader, ans)
+	if err == nil {
+		err = recv(leader, verdict[:])
+	}
+	if err != nil || verdict[0] != 1 {
 		if reg != nil {
 			reg.Close()
 		}
-		return err
+		return nil, err
 	}
-	if reg != nil && verdict[0] != 1 {
-		reg.Close()
-		reg = nil
-	}
-	if reg != nil {
-		c.nodeColl = newNodeColl(c, reg, slot)
-	}
-	return nil
+	return reg, nil
 }
 
-func newNodeColl(c *Comm, reg *shm.Region, slot int) *nodeColl {
-	n := &nodeColl{c: c, region: reg, mem: reg.Bytes(), p: c.size, slot: slot}
+func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
+	n := &nodeColl{c: c, region: reg, p: len(members), members: members, slot: slot}
+	for i, j := range members {
+		if j == c.rank {
+			n.me = i
+		}
+	}
+	if reg == nil {
+		return n // a node of one
+	}
+	n.mem = reg.Bytes()
 	n.blk = blockOf(n.mem)
 	_, bell, _, _, _ := nodeLayout(n.p, slot)
 	n.bell = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell]))
@@ -237,6 +364,7 @@ func newNodeColl(c *Comm, reg *shm.Region, slot int) *nodeColl {
 func (n *nodeColl) close() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.closed = true
 	if n.region != nil {
 		n.region.Close()
 		n.region, n.mem = nil, nil
@@ -248,18 +376,125 @@ func blockOf(b []byte) memspace.Block {
 	return s.Block()
 }
 
-// run runs body as a light collective of c (no derived context: an abort
-// is recorded in the run, which the node's waits check).
+// run runs body as a collective of c: a light one (no derived context: an
+// abort is recorded in the run, which the node's waits check) for a
+// one-node job; for a job that spans nodes, whose leaders talk over their
+// links with the shared algorithms, a full one, whose abort cancels the
+// context those wait with.
 func (n *nodeColl) run(ctx context.Context, name string, body func(ctx context.Context, run *collRun) error) error {
-	run := &collRun{}
-	return n.c.runColl(ctx, name, run, func() error {
+	locked := func(ctx context.Context, run *collRun) error {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if n.mem == nil {
+		if n.closed {
 			return n.c.closedErr()
 		}
 		return body(ctx, run)
-	}, run.aborted)
+	}
+	if n.leaders != nil {
+		return n.c.collective(ctx, name, func(ctx context.Context) error { return locked(ctx, &collRun{}) })
+	}
+	run := &collRun{}
+	return n.c.runColl(ctx, name, run, func() error { return locked(ctx, run) }, run.aborted)
+}
+
+// across is the job's leaders as a communicator of their own (rank i is
+// leaders[i]), over this rank's links, for the shared algorithms.
+type across struct{ n *nodeColl }
+
+func (a across) Rank() int {
+	for i, j := range a.n.leaders {
+		if j == a.n.c.rank {
+			return i
+		}
+	}
+	return -1
+}
+func (a across) Size() int { return len(a.n.leaders) }
+func (a across) Isend(b memspace.Block, dest, tag int) (comm.Request, error) {
+	return a.n.c.Isend(b, a.n.leaders[dest], tag)
+}
+func (a across) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
+	if src != comm.AnySource {
+		src = a.n.leaders[src]
+	}
+	return a.n.c.Irecv(b, src, tag)
+}
+func (a across) Close() error { return nil }
+
+// leaderIndex returns the place of rank's leader among the leaders.
+func (n *nodeColl) leaderIndex(rank int) int {
+	for i, j := range n.leaders {
+		if j == n.leaderOf[rank] {
+			return i
+		}
+	}
+	return -1
+}
+
+// Barrier, Bcast and Allreduce of the job: within the node, then across
+// the leaders when the job spans nodes, then within the node again.
+
+func (n *nodeColl) jobBarrier(ctx context.Context, run *collRun) error {
+	if err := n.barrier(ctx, run); err != nil || n.leaders == nil {
+		return err
+	}
+	if n.me == 0 {
+		if err := comm.Barrier(ctx, across{n}); err != nil {
+			return err
+		}
+	}
+	return n.barrier(ctx, run)
+}
+
+func (n *nodeColl) jobBcast(ctx context.Context, run *collRun, buf memspace.Block, root int) error {
+	b, err := hostBytes(buf)
+	if err != nil {
+		return err
+	}
+	if n.leaders == nil {
+		return n.bcast(ctx, run, b, n.index(root))
+	}
+	mine := n.leaderOf[root] == n.members[0]
+	if mine {
+		if err := n.bcast(ctx, run, b, n.index(root)); err != nil {
+			return err
+		}
+	}
+	if n.me == 0 {
+		if err := comm.BcastBlock(ctx, across{n}, buf, n.leaderIndex(root)); err != nil {
+			return err
+		}
+	}
+	if mine {
+		return nil
+	}
+	return n.bcast(ctx, run, b, 0)
+}
+
+func (n *nodeColl) jobAllreduce(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+	if err := n.allreduce(ctx, run, send, recv, dt, op); err != nil || n.leaders == nil {
+		return err
+	}
+	if n.me == 0 {
+		if err := comm.AllreduceBlock(ctx, across{n}, recv, recv, dt, op); err != nil {
+			return err
+		}
+	}
+	b, err := hostBytes(recv)
+	if err != nil {
+		return err
+	}
+	return n.bcast(ctx, run, b, 0)
+}
+
+// index returns the place of rank among the node's ranks.
+func (n *nodeColl) index(rank int) int {
+	for i, j := range n.members {
+		if j == rank {
+			return i
+		}
+	}
+	return -1
 }
 
 // errDisagree is the error of a node collective whose ranks passed
@@ -271,7 +506,7 @@ func (n *nodeColl) errDisagree() error {
 
 // publish stores v in word off of this rank's line and wakes sleepers.
 func (n *nodeColl) publish(off int, v uint64) {
-	n.word(n.c.rank, off).Store(v)
+	n.word(n.me, off).Store(v)
 	if n.sleepers.Load() > 0 {
 		n.bell.Add(1)
 		shm.Wake(n.bell)
@@ -304,6 +539,11 @@ func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, o
 			return nil
 		}
 		if err := n.blocked(ctx, run); err != nil {
+			// A peer that published and then left (its close or death is
+			// what was seen) has published: look once more.
+			if ready() {
+				return nil
+			}
 			return err
 		}
 		if spin > 0 {
@@ -367,8 +607,8 @@ func (n *nodeColl) begin(ctx context.Context, run *collRun) (uint64, error) {
 // the words of half e%2: a rank that goes on to step e+1 leaves them be.
 func (n *nodeColl) describe(e uint64, length int, kind uint64) {
 	h := int(e%2) * 16
-	n.word(n.c.rank, offLen+h).Store(uint64(length))
-	n.word(n.c.rank, offKind+h).Store(kind)
+	n.word(n.me, offLen+h).Store(uint64(length))
+	n.word(n.me, offKind+h).Store(kind)
 }
 
 // agree checks that the ranks of only (every rank when -1) described step
@@ -391,6 +631,9 @@ func (n *nodeColl) agree(e uint64, length int, kind uint64, only int) error {
 
 // barrier: publish, and wait for every rank.
 func (n *nodeColl) barrier(ctx context.Context, run *collRun) error {
+	if n.p == 1 {
+		return nil
+	}
 	e, err := n.begin(ctx, run)
 	if err != nil {
 		return err
@@ -403,8 +646,12 @@ func (n *nodeColl) barrier(ctx context.Context, run *collRun) error {
 	return n.agree(e, 0, 1, -1)
 }
 
-// bcast copies buf on root to every rank, a chunk per step.
+// bcast copies buf on the node's rank of index root to every rank of the
+// node, a chunk per step.
 func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int) error {
+	if n.p == 1 {
+		return nil
+	}
 	kind := 2 | uint64(root)<<8
 	for off := 0; off < len(buf); off += n.slot {
 		k := min(n.slot, len(buf)-off)
@@ -413,7 +660,7 @@ func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int
 			return err
 		}
 		h := e % 2
-		if n.c.rank == root {
+		if n.me == root {
 			copy(n.half(root, h), buf[off:off+k])
 			n.describe(e, len(buf), kind)
 			n.publish(offSeq, e)
@@ -442,6 +689,12 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 	if err != nil {
 		return err
 	}
+	if n.p == 1 {
+		if &sendB[0] != &recvB[0] {
+			copy(recvB, sendB)
+		}
+		return nil
+	}
 	kind := 3 | uint64(dt)<<8 | uint64(op)<<16
 	total := len(sendB)
 	es := dt.Size()
@@ -451,7 +704,7 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 			return err
 		}
 		h := e % 2
-		copy(n.half(n.c.rank, h), sendB)
+		copy(n.half(n.me, h), sendB)
 		n.describe(e, total, kind)
 		n.publish(offSeq, e)
 		if err := n.await(ctx, run, offSeq, e, -1); err != nil {
@@ -469,7 +722,7 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 			return err
 		}
 		h := e % 2
-		copy(n.half(n.c.rank, h), sendB[off:off+k])
+		copy(n.half(n.me, h), sendB[off:off+k])
 		n.describe(e, total, kind)
 		n.publish(offSeq, e)
 		if err := n.await(ctx, run, offSeq, e, -1); err != nil {
@@ -479,8 +732,8 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 			return err
 		}
 		// Part r of the chunk, in whole elements.
-		lo := (k / es * n.c.rank / n.p) * es
-		hi := (k / es * (n.c.rank + 1) / n.p) * es
+		lo := (k / es * n.me / n.p) * es
+		hi := (k / es * (n.me + 1) / n.p) * es
 		res := n.result(h)
 		if err := n.fold(n.resultBlock(h, lo, hi), lo, hi, h, dt, op); err != nil {
 			return err

@@ -24,10 +24,16 @@ func TestNodeCollectivesChosen(t *testing.T) {
 	}{
 		"shm":   {tcp.Config{}, true},
 		"tcp":   {tcp.Config{Links: tcp.LinkTCP}, false},
-		"mixed": {tcp.WithNodes(tcp.Config{}, func(r int) string { return strconv.Itoa(r % 2) }), false},
+		"mixed": {tcp.WithNodes(tcp.Config{}, func(r int) string { return strconv.Itoa(r % 2) }), true},
+		"apart": {tcp.WithNodes(tcp.Config{}, strconv.Itoa), false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			for _, c := range group(t, 3, tc.cfg) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cs := group(t, 3, tc.cfg)
+			// The nodes' regions are set up at the first collective.
+			require.NoError(t, errors.Join(onEach(cs, func(c *tcp.Comm) error { return comm.Barrier(ctx, c) })...))
+			for _, c := range cs {
 				require.Equal(t, tc.want, tcp.NodeCollectives(c), "rank %d", c.Rank())
 			}
 		})
@@ -55,10 +61,18 @@ func onEach(cs []*tcp.Comm, body func(c *tcp.Comm) error) []error {
 // in place and not, for a float and an integer type, against the sums
 // computed here.
 func TestNodeAllreduceChunks(t *testing.T) {
+	t.Run("one-node", func(t *testing.T) { testNodeAllreduceChunks(t, tcp.Config{}, 3) })
+	// Nodes {0, 3}, {1, 4}, {2}: within each node, then across the
+	// leaders 0, 1 and 2, then within each node again.
+	t.Run("three-nodes", func(t *testing.T) {
+		testNodeAllreduceChunks(t, tcp.WithNodes(tcp.Config{}, func(r int) string { return strconv.Itoa(r % 3) }), 5)
+	})
+}
+
+func testNodeAllreduceChunks(t *testing.T, cfg tcp.Config, p int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cs := group(t, 3, tcp.Config{})
-	require.True(t, tcp.NodeCollectives(cs[0]))
+	cs := group(t, p, cfg)
 	for _, n := range []int{1, 7, 2048, 2049, 32768, 32769, 100_003} {
 		for _, inPlace := range []bool{false, true} {
 			errs := onEach(cs, func(c *tcp.Comm) error {
@@ -80,10 +94,10 @@ func TestNodeAllreduceChunks(t *testing.T) {
 					return err
 				}
 				for i := range n {
-					if want := float64(3000 + 3*(i%977)); fo[i] != want {
+					if want := float64(1000*p*(p-1)/2 + p*(i%977)); fo[i] != want {
 						return errors.New("sum " + strconv.Itoa(n) + " at " + strconv.Itoa(i) + ": " + strconv.FormatFloat(fo[i], 'g', -1, 64))
 					}
-					if want := int32(2 - i%13); uo[i] != want {
+					if want := int32(p - 1 - i%13); uo[i] != want {
 						return errors.New("max " + strconv.Itoa(n) + " at " + strconv.Itoa(i))
 					}
 				}
@@ -91,6 +105,9 @@ func TestNodeAllreduceChunks(t *testing.T) {
 			})
 			require.NoError(t, errors.Join(errs...), "%d elements, in place %v", n, inPlace)
 		}
+	}
+	for _, c := range cs {
+		require.True(t, tcp.NodeCollectives(c), "rank %d", c.Rank())
 	}
 	// A broadcast of several chunks from each root.
 	for root := range cs {

@@ -109,9 +109,15 @@ func (w *producer) write(p []byte) (int, error) {
 // room reports whether n bytes fit in the ring now, so that a write of
 // them returns without waiting.
 func (w *producer) room(n int) bool {
+	size := uint64(len(w.r.data))
+	if uint64(n) <= size-(w.tail-w.head) {
+		// Enough by the last index seen: the consumer's line stays in its
+		// cache.
+		return true
+	}
 	h := w.r.head.Load()
 	used := w.tail - h
-	return used <= uint64(len(w.r.data)) && uint64(n) <= uint64(len(w.r.data))-used
+	return used <= size && uint64(n) <= size-used
 }
 
 // full reports whether the ring has no room, as last seen: for the wait
