@@ -55,7 +55,12 @@
 // receive and answered with a clear-to-send naming how much fits: the
 // bytes then go from the sender's buffer straight into the receiver's,
 // with no copy in between, in data frames of Config.Chunk (1 MiB) so
-// that small messages are never stuck behind a large one. Matching follows
+// that small messages are never stuck behind a large one. Over a
+// shared-memory link the announcement carries the address of the sender's
+// buffer, and the receiver copies the bytes itself from the sender's
+// memory (process_vm_readv: one copy, by two goroutines from 1 MiB) and
+// says so, where the kernel allows it (xpu info says whether); elsewhere
+// the data frames go through the ring. Matching follows
 // MPI: by source and tag, AnySource and AnyTag (which never matches the
 // reserved tags of the collectives), messages from one sender with one
 // tag never overtake each other, and a message longer than its receive

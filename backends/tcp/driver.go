@@ -120,7 +120,8 @@ func optionsConfig(opts xpu.Options) (Config, error) {
 
 // Info describes the driver: always available, communication only. Its
 // devices are the kinds of link it makes: TCP sockets, and shared memory
-// where this machine allows it (the reason where it does not).
+// where this machine allows it (the reason where it does not), saying
+// whether large messages go by single copy or through the rings (and why).
 func (driver) Info(ctx context.Context) xpu.Info {
 	caps := append(xpu.CapabilitiesOf((*Comm)(nil)),
 		xpu.CapAnySource, xpu.CapAnyTag, xpu.CapCancel, xpu.CapEager, xpu.CapRendezvous, xpu.CapGroup,
@@ -130,7 +131,7 @@ func (driver) Info(ctx context.Context) xpu.Info {
 	shmDev := xpu.Device{Index: 1, Name: "shared memory", MemoryTotal: -1, MemoryFree: -1}
 	if ok, detail := shmProbe(); ok {
 		caps = append(caps, xpu.CapSharedMemory)
-		shmDev.Transport = "ranks of one node: " + detail
+		shmDev.Transport = "ranks of one node: " + detail + "; large messages: " + singleCopyInfo()
 	} else {
 		shmDev.Transport = "unavailable here (" + detail + "): ranks of one node use TCP"
 	}

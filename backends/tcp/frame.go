@@ -19,7 +19,7 @@ var ErrProtocol = xerr.NewKind("protocol violation", xerr.ErrInvalidArgument)
 // after it.
 const (
 	frameEager     uint8 = 1  // tag, a = payload length; payload follows
-	frameRTS       uint8 = 2  // tag, a = message length, b = message id
+	frameRTS       uint8 = 2  // tag, a = message length, b = message id, c = address of the message (shared memory; 0: none)
 	frameCTS       uint8 = 3  // a = bytes accepted, b = message id, c = token
 	frameData      uint8 = 4  // a = payload length, b = token, c = offset; payload follows
 	frameCancel    uint8 = 5  // b = message id
@@ -28,7 +28,8 @@ const (
 	frameHeartbeat uint8 = 8  // nothing
 	frameBye       uint8 = 9  // nothing: the sender leaves, no frame follows
 	frameAbort     uint8 = 10 // a = collective sequence number
-	frameMax             = frameAbort
+	framePulled    uint8 = 11 // a = bytes taken, b = message id: the receiver copied them itself (single copy)
+	frameMax             = framePulled
 )
 
 // headerSize is the length of a frame header.
@@ -65,7 +66,7 @@ func (f frame) encode(hdr []byte) {
 // uses says which of tag, a, b, c a frame type carries.
 var uses = [frameMax + 1][4]bool{
 	frameEager:     {true, true, false, false},
-	frameRTS:       {true, true, true, false},
+	frameRTS:       {true, true, true, true},
 	frameCTS:       {false, true, true, true},
 	frameData:      {false, true, true, true},
 	frameCancel:    {false, false, true, false},
@@ -74,6 +75,7 @@ var uses = [frameMax + 1][4]bool{
 	frameHeartbeat: {},
 	frameBye:       {},
 	frameAbort:     {false, true, false, false},
+	framePulled:    {false, true, true, false},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -118,6 +120,10 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 	case frameCTS:
 		if f.a > maxMessage {
 			return frame{}, xerr.Detail(ErrProtocol, "%d bytes accepted", f.a)
+		}
+	case framePulled:
+		if f.a == 0 || f.a > maxMessage {
+			return frame{}, xerr.Detail(ErrProtocol, "%d bytes pulled", f.a)
 		}
 	case frameData:
 		if f.a == 0 || f.a > uint64(lim.chunk) {

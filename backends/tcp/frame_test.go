@@ -24,6 +24,7 @@ var validFrames = []frame{
 	{typ: frameEager, tag: 7, a: 100},
 	{typ: frameEager, tag: comm.MaxReservedTag, a: 0},
 	{typ: frameRTS, tag: 3, a: 1 << 30, b: 9},
+	{typ: frameRTS, tag: 3, a: 1 << 30, b: 9, c: 0x7f12_3456_7000},
 	{typ: frameCTS, a: 1 << 20, b: 9, c: 4},
 	{typ: frameData, a: 4096, b: 4, c: 8192},
 	{typ: frameCancel, b: 9},
@@ -32,6 +33,7 @@ var validFrames = []frame{
 	{typ: frameHeartbeat},
 	{typ: frameBye},
 	{typ: frameAbort, a: 12},
+	{typ: framePulled, a: 1 << 20, b: 9},
 }
 
 func TestDecodeFrameRoundTrip(t *testing.T) {
@@ -64,6 +66,9 @@ func TestDecodeFrameRejects(t *testing.T) {
 		"data over chunk":   encoded(frame{typ: frameData, a: 256<<10 + 1, b: 1}),
 		"credit over limit": encoded(frame{typ: frameCredit, a: 4<<20 + 1}),
 		"zero credit":       encoded(frame{typ: frameCredit}),
+		"empty pull":        encoded(frame{typ: framePulled, b: 9}),
+		"absurd pull":       encoded(frame{typ: framePulled, a: 1 << 62, b: 9}),
+		"token on a pull":   encoded(frame{typ: framePulled, a: 8, b: 9, c: 1}),
 	} {
 		_, err := decodeFrame(hdr, fuzzLimits)
 		require.ErrorIs(t, err, ErrProtocol, name)
@@ -126,8 +131,8 @@ func FuzzDecodeFrame(f *testing.F) {
 			if fr.a > uint64(fuzzLimits.eager) {
 				t.Fatalf("eager payload of %d accepted", fr.a)
 			}
-		case frameRTS, frameCTS:
-			if fr.a > maxMessage {
+		case frameRTS, frameCTS, framePulled:
+			if fr.a > maxMessage || fr.typ == framePulled && fr.a == 0 {
 				t.Fatalf("%+v accepted: message over %d bytes", fr, uint64(maxMessage))
 			}
 		case frameData:

@@ -51,6 +51,7 @@ type link struct {
 	rd     reader
 	role   readRole
 	credit credit
+	cma    cmaLink // single copies from the peer's memory (cma.go)
 
 	failOnce sync.Once
 	downErr  error         // why the link failed
@@ -68,6 +69,7 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 	}
 	if l.shm != nil {
 		l.w.room = l.shm.Room
+		l.cma.pid = l.shm.PeerPID()
 	}
 	l.w.lost = func(err error) error {
 		l.fail(err)
@@ -111,6 +113,9 @@ func (l *link) fail(cause error) {
 		out := l.w.announced
 		l.w.announced = map[uint64]*request{}
 		l.w.mu.Unlock()
+		// The connection closes first: a peer copying a send's buffer
+		// (single copy) sees the link down before the buffer is reused.
+		_ = l.conn.Close()
 		e := err
 		if l.c.isClosed() {
 			e = l.c.closedErr()
@@ -118,7 +123,6 @@ func (l *link) fail(cause error) {
 		for _, r := range out {
 			r.complete(comm.Status{}, e)
 		}
-		_ = l.conn.Close()
 		l.w.kick()
 		l.role.close()
 		close(l.downCh)
@@ -175,9 +179,10 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 		l.w.nextID++
 		r.id = l.w.nextID
 		r.via = l
+		r.addr = l.announceAddr(data)
 		r.done = make(chan struct{}) // r is shared from here
 		l.w.announced[r.id] = r
-		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id}.encode(hdr[:])
+		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id, c: r.addr}.encode(hdr[:])
 	}
 	if inline {
 		if err := l.w.writeInline(hdr[:], payload); err != nil {
@@ -234,7 +239,7 @@ func (l *link) step(r *request) (yield bool, err error) {
 	case frameEager:
 		err = l.onEager(int(f.tag), int(f.a))
 	case frameRTS:
-		err = l.onRTS(int(f.tag), int(f.a), f.b)
+		err = l.onRTS(int(f.tag), int(f.a), f.b, f.c)
 	case frameCTS:
 		err = l.onCTS(int(f.a), f.b, f.c)
 	case frameData:
@@ -250,6 +255,8 @@ func (l *link) step(r *request) (yield bool, err error) {
 		l.c.abortColl(f.a, l.peer, nil)
 	case frameBye:
 		return false, errPeerClosed
+	case framePulled:
+		err = l.onPulled(int(f.a), f.b)
 	}
 	return false, err
 }
@@ -319,9 +326,14 @@ func (l *link) lostErr(err error) error {
 	return xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d: link to rank %d: %w", l.c.rank, l.peer, err)
 }
 
-// onRTS takes an announcement: matched to a posted receive, it is answered
-// with a clear-to-send; else it waits on the unexpected queue.
-func (l *link) onRTS(tag, size int, id uint64) error {
+// onRTS takes an announcement (of size bytes at addr in the peer, 0 when
+// it carries no address): matched to a posted receive, it is copied from
+// the peer (cma.go) or answered with a clear-to-send; else it waits on
+// the unexpected queue.
+func (l *link) onRTS(tag, size int, id, addr uint64) error {
+	if err := l.checkAddr(addr, size); err != nil {
+		return err
+	}
 	c := l.c
 	c.mu.Lock()
 	if c.closed {
@@ -334,32 +346,54 @@ func (l *link) onRTS(tag, size int, id uint64) error {
 	}
 	r := c.tbl.TakePosted(l.peer, tag)
 	if r == nil {
+		if l.pullable(addr) {
+			// Kept before the announcement can be matched.
+			l.hold(id, addr)
+		}
 		c.enqueue(&request{c: c, kind: kindRTSMsg, peer: l.peer, tag: tag, id: id, size: size, via: l})
 		c.mu.Unlock()
 		return nil
 	}
 	c.mu.Unlock()
-	l.acceptRdv(r, tag, id, size, false)
-	return nil
+	return l.accept(r, tag, id, size, addr, false)
 }
 
-// acceptRdv answers the announcement id (size bytes with tag) for the
-// receive r with a clear-to-send for what fits in r.
+// acceptRdv answers the announcement id (size bytes with tag), taken from
+// the unexpected queue, for the receive r, as accept does.
 func (l *link) acceptRdv(r *request, tag int, id uint64, size int, inline bool) {
+	var addr uint64
+	if l.cma.pid != 0 {
+		addr = l.unhold(id)
+	}
+	// An error has failed the link, and r.
+	_ = l.accept(r, tag, id, size, addr, inline)
+}
+
+// accept answers the announcement id (size bytes with tag, at addr in the
+// peer or 0) for the receive r: it copies what fits in r from the peer's
+// memory when it can, else answers with a clear-to-send for it. It
+// returns the error that failed the link, if any.
+func (l *link) accept(r *request, tag int, id uint64, size int, addr uint64, inline bool) error {
 	r.peer, r.tag, r.size = l.peer, tag, size
 	r.accept = min(size, len(r.buf))
 	if r.accept == 0 {
 		_ = l.w.sendCtl(frame{typ: frameCTS, b: id}, inline)
 		r.complete(recvOutcome(l.c.rank, l.peer, tag, size, 0))
-		return
+		return nil
+	}
+	if l.pullable(addr) {
+		if handled, err := l.pull(r, id, addr, inline); handled {
+			return err
+		}
 	}
 	token, err := l.rd.register(r)
 	if err != nil {
 		r.complete(comm.Status{}, err)
-		return
+		return nil
 	}
 	// A failure to queue means the link is down: the reader then fails r.
 	_ = l.w.sendCtl(frame{typ: frameCTS, a: uint64(r.accept), b: id, c: token}, inline)
+	return nil
 }
 
 func (l *link) onCTS(accept int, id, token uint64) error {
@@ -381,6 +415,13 @@ func (l *link) onCTS(accept int, id, token uint64) error {
 	if accept == 0 {
 		l.w.mu.Unlock()
 		r.complete(sendStatus(r), nil)
+		return nil
+	}
+	if l.w.closed {
+		// A send announced with an address outlives the goodbye (bye),
+		// but no data may follow it.
+		l.w.mu.Unlock()
+		r.complete(comm.Status{}, l.w.closedErr)
 		return nil
 	}
 	l.w.bulk = append(l.w.bulk, r)
@@ -424,6 +465,9 @@ func (l *link) onCancel(id uint64) {
 	}
 	c.mu.Unlock()
 	if found != nil {
+		if l.cma.pid != 0 {
+			l.unhold(id)
+		}
 		_ = l.w.sendCtl(frame{typ: frameCanceled, b: id}, false)
 	}
 }

@@ -14,8 +14,8 @@ import (
 
 // FuzzLinkFrames feeds a stream of frames from a peer to a link — the
 // frame handlers, not only the header decoder: eager payloads, rendezvous
-// announcements, clear-to-sends, data for tokens, cancels, credits, aborts
-// and goodbyes — interleaved with what this rank does meanwhile (post
+// announcements, clear-to-sends, data for tokens, cancels, credits, aborts,
+// goodbyes and confirmations of single copies — interleaved with what this rank does meanwhile (post
 // receives, reducing ones too, send, cancel). It runs in the fuzzing
 // goroutine over an in-memory connection, with no goroutine and no socket
 // per execution (the reader's and writer's loops are stepped by hand), so
@@ -94,11 +94,15 @@ func (c *fuzzConn) SetWriteDeadline(time.Time) error { return nil }
 
 // Opcodes of a link program. An op is one byte, followed by its operands:
 //
-//	0x00-0x9f  frame of type op%10+1; then the fields its type uses, in
-//	           order: tag (a byte, mod fuzzMaxTag+1), a, b, c (uvarints);
-//	           an eager or data frame's payload of a bytes (at most 4096)
-//	           follows it on the wire, not in the program (fuzzPayload)
-//	0xa0-0xbf  raw header: the next headerSize bytes, zero-padded
+//	0x00-0x9f  frame of type op%10+1; then the fields its type uses
+//	           (progUses), in order: tag (a byte, mod fuzzMaxTag+1), a,
+//	           b, c (uvarints); an eager or data frame's payload of a bytes
+//	           (at most 4096) follows it on the wire, not in the program
+//	           (fuzzPayload)
+//	0xa0-0xbf  raw header: the next headerSize bytes, zero-padded (the
+//	           way to the frame types after the first ten, and to an
+//	           announcement with an address, which this TCP-like link
+//	           refuses)
 //	0xc0-0xff  local action op&3: 0 post a receive (a byte: tag in its low
 //	           3 bits, 7 meaning AnyTag, bit 3 AnySource; then a byte: its
 //	           size), 1 post a reducing receive (a tag byte; a byte: its
@@ -112,6 +116,17 @@ const (
 	opRaw    = 0xa0
 	opAction = 0xc0
 )
+
+// progUses says which fields a frame op of a program gives: those the
+// frame type uses, but no address for an announcement (programs written
+// before announcements carried one read the same).
+func progUses(typ uint8) [4]bool {
+	u := uses[typ]
+	if typ == frameRTS {
+		u[3] = false
+	}
+	return u
+}
 
 // maxLinkProg is the longest link program run: the bytes past it are
 // ignored, so that the fuzzer's minimization of a new input (quadratic in
@@ -285,7 +300,7 @@ func runLinkProg(t *testing.T, in []byte) {
 		switch {
 		case op < opRaw:
 			f := frame{typ: op%10 + 1}
-			u := uses[f.typ]
+			u := progUses(f.typ)
 			if u[0] {
 				f.tag = uint32(r.byte()) % (fuzzMaxTag + 1)
 			}
@@ -338,7 +353,7 @@ type linkProg []byte
 
 func (p linkProg) frame(f frame) linkProg {
 	p = append(p, f.typ-1)
-	u := uses[f.typ]
+	u := progUses(f.typ)
 	if u[0] {
 		p = append(p, byte(f.tag))
 	}
@@ -386,5 +401,9 @@ func linkSeeds() []linkProg {
 		// Protocol errors: data for no token, a clear-to-send for no send.
 		none.frame(frame{typ: frameData, a: 8, b: 5}),
 		none.frame(frame{typ: frameCTS, a: 1, b: 1, c: 1}),
+		// Single copy over a TCP link: an announcement with an address, a
+		// copy confirmed for a send announced without one.
+		none.raw(frame{typ: frameRTS, tag: 1, a: 100, b: 1, c: 0x7f00_0000_1000}),
+		none.send(1, 50).raw(frame{typ: framePulled, a: 100, b: 1}),
 	}
 }

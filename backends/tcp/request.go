@@ -51,13 +51,17 @@ type request struct {
 	// Entry is the request's place in Comm.tbl (posted or unexpected).
 	match.Entry[request]
 
-	// Rendezvous state. For a send: id names it to the peer; token and
-	// accept come with the clear-to-send, sent counts bytes handed to the
-	// socket, cancelReq says a cancel was asked of the peer (guarded by
-	// the link's writer.mu). For a receive: size is the message length,
-	// accept what it takes, got what has arrived (owned by the holder of
-	// the read role). For an RTS entry: id, size and via.
+	// Rendezvous state. For a send: id names it to the peer; addr is the
+	// address of buf the announcement carried (0: none), for the peer to
+	// copy the message itself (cma.go); token and accept come with the
+	// clear-to-send, sent counts bytes handed to the socket, cancelReq
+	// says a cancel was asked of the peer (guarded by the link's
+	// writer.mu). For a receive: size is the message length, accept what
+	// it takes, got what has arrived (owned by the holder of the read
+	// role, or by the goroutine that copies it). For an RTS entry: id,
+	// size and via.
 	id        uint64
+	addr      uint64
 	token     uint64
 	size      int
 	accept    int

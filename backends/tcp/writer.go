@@ -313,7 +313,9 @@ func failReqs(rs []*request, err error) {
 
 // bye asks the writer goroutine to send what is queued and the goodbye,
 // then close its side. Rendezvous sends not yet streamed fail with
-// ErrClosed.
+// ErrClosed, except those announced with an address: the peer may be
+// copying them (single copy), so they stay in use until it says so or
+// the link ends.
 func (w *writer) bye() {
 	w.mu.Lock()
 	if w.closed {
@@ -322,19 +324,16 @@ func (w *writer) bye() {
 	}
 	w.closed = true
 	w.byeReq = true
-	out := w.announced
-	w.announced = map[uint64]*request{}
-	w.mu.Unlock()
-	failReqs(mapValues(out), w.closedErr)
-	w.kick()
-}
-
-func mapValues(m map[uint64]*request) []*request {
-	out := make([]*request, 0, len(m))
-	for _, r := range m {
-		out = append(out, r)
+	var out []*request
+	for id, r := range w.announced {
+		if r.addr == 0 {
+			delete(w.announced, id)
+			out = append(out, r)
+		}
 	}
-	return out
+	w.mu.Unlock()
+	failReqs(out, w.closedErr)
+	w.kick()
 }
 
 // cancel asks the peer to withdraw the announcement of r, if r still

@@ -49,3 +49,6 @@ func Wait(w *atomic.Uint32, val uint32, d time.Duration) {
 
 // Wake does nothing on this system.
 func Wake(w *atomic.Uint32) {}
+
+// Offer returns the zero offer on this system.
+func (s *Segment) Offer() Offer { return Offer{} }
