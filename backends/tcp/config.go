@@ -89,6 +89,9 @@ const (
 	// EnvShmRing sets Config.ShmRing: a size in bytes ("256K", "1M"),
 	// a power of two from 4 KiB to 64 MiB.
 	EnvShmRing = "XPU_SHM_RING"
+	// EnvShmSpin sets Config.ShmSpin: a Go duration ("20us"), 0 or a
+	// negative one to sleep at once.
+	EnvShmSpin = "XPU_SHM_SPIN"
 	// EnvJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"). Every transport that joins a job reads it.
 	EnvJoinTimeout = join.EnvTimeout
@@ -303,7 +306,7 @@ func FromEnv(ctx context.Context) (*Comm, error) {
 //     who can read the job id — set XPU_JOB_SECRET where that matters;
 //   - Timeout from XPU_TCP_TIMEOUT, Spin from XPU_TCP_SPIN, JoinTimeout
 //     from XPU_JOIN_TIMEOUT, Links from XPU_LINKS, Node from XPU_NODE,
-//     ShmRing from XPU_SHM_RING.
+//     ShmRing from XPU_SHM_RING, ShmSpin from XPU_SHM_SPIN.
 func ConfigFromEnv() (Config, error) {
 	var cfg Config
 	place, ok, err := jobenv.Find(jobenv.OS)
@@ -366,6 +369,16 @@ func ConfigFromEnv() (Config, error) {
 		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not auto, tcp or shm", EnvLinks, os.Getenv(EnvLinks))
 	}
 	cfg.Node = strings.TrimSpace(os.Getenv(EnvNode))
+	if t := strings.TrimSpace(os.Getenv(EnvShmSpin)); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d > maxSpin {
+			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a duration up to %v", EnvShmSpin, t, maxSpin)
+		}
+		if d == 0 {
+			d = -1 // sleep at once
+		}
+		cfg.ShmSpin = d
+	}
 	if v := strings.TrimSpace(os.Getenv(EnvShmRing)); v != "" {
 		r := xpu.Options{OptShmRing: v}.Reader(Name)
 		n := r.Bytes(OptShmRing, 0, shm.MinRing, shm.MaxRing)

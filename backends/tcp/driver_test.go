@@ -30,6 +30,15 @@ func TestDriverOptions(t *testing.T) {
 	c, ok := comm.As[*tcp.Comm](g[0])
 	require.True(t, ok)
 	require.Equal(t, 1500*time.Millisecond, c.Timeout())
+	require.Equal(t, tcp.TransportShm, c.Transport(1))
+
+	b2, err := xpu.Open(ctx, tcp.Name, xpu.Options{tcp.OptLinks: "tcp", tcp.OptShmRing: "64K"})
+	require.NoError(t, err)
+	defer b2.Close()
+	g, err = b2.Group(ctx, 2)
+	require.NoError(t, err)
+	c, _ = comm.As[*tcp.Comm](g[0])
+	require.Equal(t, tcp.TransportTCP, c.Transport(1))
 }
 
 // TestDriverBadOptions checks that Open rejects each bad value with an
@@ -56,6 +65,9 @@ func TestDriverBadOptions(t *testing.T) {
 		{xpu.Options{tcp.OptEagerBudget: "-1"}, tcp.OptEagerBudget},
 		{xpu.Options{tcp.OptEagerBudget: "2000000000000"}, tcp.OptEagerBudget},
 		{xpu.Options{tcp.OptEagerLimit: "2000000000"}, tcp.OptEagerLimit},
+		{xpu.Options{tcp.OptLinks: "rdma"}, tcp.OptLinks},
+		{xpu.Options{tcp.OptShmRing: "3000"}, tcp.OptShmRing},
+		{xpu.Options{tcp.OptShmRing: "1K"}, tcp.OptShmRing},
 	} {
 		_, err := xpu.Open(context.Background(), tcp.Name, tc.opts)
 		require.ErrorIs(t, err, xpu.ErrInvalidArgument, "%v", tc.opts)

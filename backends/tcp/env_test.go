@@ -11,6 +11,7 @@ import (
 
 func clearEnv(t *testing.T) {
 	for _, v := range []string{EnvRank, EnvWorldSize, EnvMasterAddr, EnvMasterPort, EnvJobSecret, EnvTimeout, EnvSpin, EnvJoinTimeout,
+		EnvLinks, EnvNode, EnvShmRing, EnvShmSpin,
 		"MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
 		"PMIX_RANK", "PMIX_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODELIST", "SLURM_LAUNCH_NODE_IPADDR",
 		"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "PMIX_NAMESPACE",
@@ -147,5 +148,39 @@ func TestFirstHost(t *testing.T) {
 		"x[a-b]":           "",
 	} {
 		require.Equal(t, want, firstHost(in), in)
+	}
+}
+
+// TestConfigFromEnvLinks reads the variables of the links: their kind, the
+// node, the rings' size and the spin budget, and refuses bad values.
+func TestConfigFromEnvLinks(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(EnvRank, "0")
+	t.Setenv(EnvWorldSize, "2")
+	t.Setenv(EnvMasterAddr, "127.0.0.1")
+	t.Setenv(EnvJobSecret, "s")
+	cfg, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, LinkAuto, cfg.Links)
+	t.Setenv(EnvLinks, " SHM ")
+	t.Setenv(EnvNode, "rack1")
+	t.Setenv(EnvShmRing, "256K")
+	t.Setenv(EnvShmSpin, "0")
+	cfg, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, LinkShm, cfg.Links)
+	require.Equal(t, "rack1", cfg.Node)
+	require.Equal(t, 256<<10, cfg.ShmRing)
+	require.Negative(t, cfg.ShmSpin, "0 sleeps at once")
+	for v, bad := range map[string]string{EnvLinks: "rdma", EnvShmRing: "3000", EnvShmSpin: "1s"} {
+		t.Run(v, func(t *testing.T) {
+			t.Setenv(v, bad)
+			_, err := ConfigFromEnv()
+			require.ErrorIs(t, err, comm.ErrInvalidArgument)
+			require.ErrorContains(t, err, v)
+		})
+	}
+	for m, want := range map[LinkMode]string{LinkAuto: "auto", LinkTCP: "tcp", LinkShm: "shm", 7: "LinkMode(7)"} {
+		require.Equal(t, want, m.String())
 	}
 }

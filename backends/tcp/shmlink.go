@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -174,14 +175,19 @@ func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer boo
 	stop := c.bound(ctx, conn)
 	seg, pid, err := c.negotiate(conn, peer, dialer)
 	stop()
-	if err != nil || seg == nil {
+	if err != nil {
 		return conn, err
+	}
+	if seg == nil {
+		c.logger().Debug("tcp: link through TCP", "rank", c.rank, "peer", peer)
+		return conn, nil
 	}
 	sc, err := shm.NewConn(seg, shm.Options{Bell: conn, Spin: c.cfg.ShmSpin, PeerPID: pid})
 	if err != nil {
 		seg.Close()
 		return nil, err
 	}
+	c.logger().Debug("tcp: link through shared memory", "rank", c.rank, "peer", peer, "ring", seg.RingSize())
 	return sc, nil
 }
 
@@ -345,3 +351,11 @@ var shmProbe = sync.OnceValues(func() (bool, string) {
 	peer.Close()
 	return true, "memfd rings, attached through /proc"
 })
+
+// logger returns Config.Logger, or slog's default.
+func (c *Comm) logger() *slog.Logger {
+	if c.cfg.Logger != nil {
+		return c.cfg.Logger
+	}
+	return slog.Default()
+}
