@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -554,8 +555,14 @@ func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, o
 				until = time.Now().Add(spin)
 				fallthrough
 			case polls < 64 || polls%64 != 0 || time.Now().Before(until):
-				if yield {
+				switch {
+				case yield:
+					// Oversubscribed: the peer may be a goroutine of this
+					// process or another process.
+					runtime.Gosched()
 					shm.Yield()
+				case polls%256 == 0:
+					runtime.Gosched()
 				}
 				continue
 			}

@@ -16,8 +16,10 @@ import (
 
 // TCP holds the cases of the TCP communicator (backends/tcp). Every rank
 // is a goroutine of this process with its own loopback TCP connections to
-// the others (tcp.NewLoopbackGroup): the same wire protocol, rendezvous
-// and handshake as separate processes, in one process. The separate-
+// the others (tcp.NewLoopbackGroup with Links: LinkTCP): the same wire
+// protocol, rendezvous and handshake as separate processes, in one
+// process. The shm.* cases link the same ranks through shared memory
+// instead (their goroutines poll, so they need a core each). The separate-
 // process figures come from backends/tcp/internal/tcpbench (see
 // docs/results/tcp.md). Refs name lines of internal/bench/ref/tcp_mpi_ref.c
 // run with -np 2 ("mpi.np2.*") and -np 4 ("mpi.np4.*").
@@ -27,6 +29,9 @@ var TCP = []Case{
 	{Name: "tcp.pingpong.8B.spin50us", Run: TCPPingPongConfig(8, tcp.Config{Spin: 50 * time.Microsecond}), Unit: NsPerOp,
 		Baseline: "rawtcp.pingpong.8B", Ref: "mpi.np2.pingpong.8B",
 		Doc: "tcp.pingpong.8B with waiters that poll the socket for up to 50 µs before blocking (Config.Spin), as MPI libraries poll"},
+	{Name: "shm.pingpong.8B", Run: TCPPingPongConfig(8, tcp.Config{Links: tcp.LinkShm}), Unit: NsPerOp,
+		Baseline: "rawtcp.pingpong.8B", Ref: "vader.np2.pingpong.8B",
+		Doc: "half round trip of an 8-byte message between 2 ranks of this process over a shared-memory link"},
 	{Name: "rawtcp.pingpong.8B", Run: RawTCPPingPong(8), Unit: NsPerOp,
 		Doc: "half round trip of 8 bytes over one Go loopback TCP connection (net.Conn Write/Read)"},
 	{Name: "tcp.stream.4MiB", Run: TCPStream(4 << 20), Unit: GBPerSec, Baseline: "rawtcp.stream.4MiB",
@@ -40,6 +45,10 @@ var TCP = []Case{
 		Doc: "tcp.allreduce.2r.8B with waiters that poll the socket for up to 50 µs before blocking (Config.Spin), as MPI libraries poll"},
 	{Name: "rawtcp.exchange.8B", Run: RawTCPExchange(8), Unit: NsPerOp,
 		Doc: "both ends of one Go loopback TCP connection Write 8 bytes, then read the peer's 8: the floor of a 2-rank allreduce"},
+	{Name: "shm.allreduce.2r.8B", Run: TCPAllreduceConfig(2, 1, tcp.Config{Links: tcp.LinkShm}), Unit: NsPerOp,
+		Ref: "vader.np2.allreduce.8B", Doc: "allreduce of one float64 over 2 ranks of this process in the node's shared region"},
+	{Name: "shm.allreduce.2r.64MiB", Run: TCPAllreduceConfig(2, 8<<20, tcp.Config{Links: tcp.LinkShm}), Unit: NsPerOp,
+		Ref: "vader.np2.allreduce.64MiB", Doc: "allreduce of 64 MiB of float64 over 2 ranks of this process in the node's shared region"},
 	{Name: "tcp.allreduce.2r.64KiB", Run: TCPAllreduce(2, 8<<10), Unit: NsPerOp, Ref: "mpi.np2.allreduce.64KiB", RefGoal: 1.0,
 		Doc: "allreduce of 64 KiB of float64 over 2 ranks"},
 	{Name: "tcp.allreduce.2r.64MiB", Run: TCPAllreduce(2, 8<<20), Unit: NsPerOp, Ref: "mpi.np2.allreduce.64MiB", RefGoal: 1 / 1.5,
@@ -61,9 +70,14 @@ func tcpGroup(b *testing.B, ranks, n int) ([]*tcp.Comm, [][]float64, func()) {
 	return tcpGroupConfig(b, ranks, n, tcp.Config{})
 }
 
-// tcpGroupConfig is tcpGroup with the ranks' configuration.
+// tcpGroupConfig is tcpGroup with the ranks' configuration. Ranks of one
+// process share a node, so they would link through shared memory: unless
+// cfg asks for shared memory (the shm.* cases), they link through TCP.
 func tcpGroupConfig(b *testing.B, ranks, n int, cfg tcp.Config) ([]*tcp.Comm, [][]float64, func()) {
 	b.Helper()
+	if cfg.Links == tcp.LinkAuto {
+		cfg.Links = tcp.LinkTCP
+	}
 	g, err := tcp.NewLoopbackGroupConfig(context.Background(), ranks, cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -252,6 +252,9 @@ func (c *Conn) polling(until *time.Time, polls int) bool {
 		return true
 	}
 	if c.yield.Load() {
+		// Oversubscribed: the peer may be a goroutine of this process or
+		// another process.
+		runtime.Gosched()
 		Yield()
 	} else if polls%256 == 0 {
 		runtime.Gosched()
