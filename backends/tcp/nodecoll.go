@@ -66,14 +66,20 @@ const (
 	tagNodeTable = tagRing + 3
 )
 
-// Words of a rank's control line: the step published, the step whose
-// reduce phase is done, and per half of the slots the step's length in
-// bytes and its operation, type and root, for the check of arguments.
+// A rank's control line: the step published, per half of the slots the
+// step's length in bytes and its operation, type and root (for the check
+// of arguments), and per half a small vector inline — all in the first 64
+// bytes, the cache line a waiter polls, so that an allreduce of up to
+// nodeInline bytes costs one line from each peer. The step whose reduce
+// phase is done lies on the next cache line.
 const (
-	offSeq  = 0
-	offDone = 8
-	offLen  = 16 // + 16*half
-	offKind = 24 // + 16*half
+	offSeq    = 0
+	offLen    = 8  // + 8*half
+	offKind   = 24 // + 4*half, 32 bits
+	offInline = 32 // + 16*half
+	offDone   = 64
+	// nodeInline is the largest vector carried in the control line.
+	nodeInline = 16
 )
 
 type nodeColl struct {
@@ -89,6 +95,7 @@ type nodeColl struct {
 	closed   bool           // close has run (mu)
 	slot     int            // bytes of each half of a slot
 	step     uint64
+	known    uint64     // a step every rank of the node is known to have published
 	mu       sync.Mutex // one node collective at a time
 
 	bell     *atomic.Uint32 // the futex word
@@ -109,6 +116,16 @@ func nodeLayout(p, slot int) (ctl, bell, slots, res, size int) {
 
 func (n *nodeColl) word(r, off int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(&n.mem[r*nodeLine+off]))
+}
+
+func (n *nodeColl) word32(r, off int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Pointer(&n.mem[r*nodeLine+off]))
+}
+
+// inline returns half h of rank r's inline vector.
+func (n *nodeColl) inline(r int, h uint64) []byte {
+	at := r*nodeLine + offInline + int(h)*nodeInline
+	return n.mem[at : at+nodeInline : at+nodeInline]
 }
 
 // half returns half h of rank r's slot.
@@ -555,13 +572,13 @@ func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, o
 				until = time.Now().Add(spin)
 				fallthrough
 			case polls < 64 || polls%64 != 0 || time.Now().Before(until):
-				switch {
-				case yield:
-					// Oversubscribed: the peer may be a goroutine of this
-					// process or another process.
-					runtime.Gosched()
+				// Oversubscribed, every poll gives the processor to
+				// another process, now and then to another goroutine (the
+				// peer may be either); else now and then to a goroutine.
+				if yield {
 					shm.Yield()
-				case polls%256 == 0:
+				}
+				if polls%32 == 0 && (yield || polls%256 == 0) {
 					runtime.Gosched()
 				}
 				continue
@@ -607,26 +624,38 @@ func (n *nodeColl) blocked(ctx context.Context, run *collRun) error {
 func (n *nodeColl) begin(ctx context.Context, run *collRun) (uint64, error) {
 	n.step++
 	e := n.step
-	return e, n.await(ctx, run, offSeq, e-1, -1)
+	if n.known >= e-1 {
+		return e, nil
+	}
+	return e, n.awaitAll(ctx, run, e-1)
+}
+
+// awaitAll waits until every rank has published step v, and remembers it.
+func (n *nodeColl) awaitAll(ctx context.Context, run *collRun, v uint64) error {
+	if err := n.await(ctx, run, offSeq, v, -1); err != nil {
+		return err
+	}
+	n.known = max(n.known, v)
+	return nil
 }
 
 // describe records the arguments of step e for the others to check, in
 // the words of half e%2: a rank that goes on to step e+1 leaves them be.
-func (n *nodeColl) describe(e uint64, length int, kind uint64) {
-	h := int(e%2) * 16
-	n.word(n.me, offLen+h).Store(uint64(length))
-	n.word(n.me, offKind+h).Store(kind)
+func (n *nodeColl) describe(e uint64, length int, kind uint32) {
+	h := int(e % 2)
+	n.word(n.me, offLen+8*h).Store(uint64(length))
+	n.word32(n.me, offKind+4*h).Store(kind)
 }
 
 // agree checks that the ranks of only (every rank when -1) described step
 // e alike; on a mismatch the node's collectives break, on every rank.
-func (n *nodeColl) agree(e uint64, length int, kind uint64, only int) error {
-	h := int(e%2) * 16
+func (n *nodeColl) agree(e uint64, length int, kind uint32, only int) error {
+	h := int(e % 2)
 	for j := range n.p {
 		if only >= 0 && j != only {
 			continue
 		}
-		if n.word(j, offLen+h).Load() != uint64(length) || n.word(j, offKind+h).Load() != kind {
+		if n.word(j, offLen+8*h).Load() != uint64(length) || n.word32(j, offKind+4*h).Load() != kind {
 			n.broken.Store(1)
 			n.bell.Add(1)
 			shm.Wake(n.bell)
@@ -647,7 +676,7 @@ func (n *nodeColl) barrier(ctx context.Context, run *collRun) error {
 	}
 	n.describe(e, 0, 1)
 	n.publish(offSeq, e)
-	if err := n.await(ctx, run, offSeq, e, -1); err != nil {
+	if err := n.awaitAll(ctx, run, e); err != nil {
 		return err
 	}
 	return n.agree(e, 0, 1, -1)
@@ -659,7 +688,7 @@ func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int
 	if n.p == 1 {
 		return nil
 	}
-	kind := 2 | uint64(root)<<8
+	kind := 2 | uint32(root)<<8
 	for off := 0; off < len(buf); off += n.slot {
 		k := min(n.slot, len(buf)-off)
 		e, err := n.begin(ctx, run)
@@ -702,7 +731,7 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		}
 		return nil
 	}
-	kind := 3 | uint64(dt)<<8 | uint64(op)<<16
+	kind := 3 | uint32(dt)<<8 | uint32(op)<<16
 	total := len(sendB)
 	es := dt.Size()
 	if total <= nodeSmall {
@@ -711,14 +740,24 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 			return err
 		}
 		h := e % 2
-		copy(n.half(n.me, h), sendB)
+		if total <= nodeInline {
+			copy(n.inline(n.me, h), sendB)
+		} else {
+			copy(n.half(n.me, h), sendB)
+		}
 		n.describe(e, total, kind)
 		n.publish(offSeq, e)
-		if err := n.await(ctx, run, offSeq, e, -1); err != nil {
+		if err := n.awaitAll(ctx, run, e); err != nil {
 			return err
 		}
 		if err := n.agree(e, total, kind, -1); err != nil {
 			return err
+		}
+		if total <= nodeInline {
+			return n.foldFrom(recv, dt, op, func(j int) memspace.Block {
+				b, _ := n.blk.Slice(j*nodeLine+offInline+int(h)*nodeInline, total)
+				return b
+			})
 		}
 		return n.fold(recv, 0, total, h, dt, op)
 	}
@@ -732,7 +771,7 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		copy(n.half(n.me, h), sendB[off:off+k])
 		n.describe(e, total, kind)
 		n.publish(offSeq, e)
-		if err := n.await(ctx, run, offSeq, e, -1); err != nil {
+		if err := n.awaitAll(ctx, run, e); err != nil {
 			return err
 		}
 		if err := n.agree(e, total, kind, -1); err != nil {
@@ -763,16 +802,20 @@ func (n *nodeColl) fold(dst memspace.Block, lo, hi int, h uint64, dt comm.DType,
 		return nil
 	}
 	_, _, slots, _, _ := nodeLayout(n.p, n.slot)
-	slot := func(j int) memspace.Block {
+	return n.foldFrom(dst, dt, op, func(j int) memspace.Block {
 		b, _ := n.blk.Slice(slots+(j*2+int(h))*n.slot+lo, hi-lo)
 		return b
-	}
-	// dst = slot1 op slot0, then dst = slot_j op dst.
-	if err := comm.ReduceLocal(dst, slot(1), slot(0), dt, op); err != nil {
+	})
+}
+
+// foldFrom reduces src(j) of every rank j of the node, in rank order, into
+// dst: dst = src(1) op src(0), then dst = src(j) op dst.
+func (n *nodeColl) foldFrom(dst memspace.Block, dt comm.DType, op comm.Op, src func(j int) memspace.Block) error {
+	if err := comm.ReduceLocal(dst, src(1), src(0), dt, op); err != nil {
 		return err
 	}
 	for j := 2; j < n.p; j++ {
-		if err := comm.ReduceLocal(dst, slot(j), dst, dt, op); err != nil {
+		if err := comm.ReduceLocal(dst, src(j), dst, dt, op); err != nil {
 			return err
 		}
 	}

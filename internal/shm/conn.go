@@ -251,12 +251,14 @@ func (c *Conn) polling(until *time.Time, polls int) bool {
 		*until = time.Now().Add(spin)
 		return true
 	}
-	if c.yield.Load() {
-		// Oversubscribed: the peer may be a goroutine of this process or
-		// another process.
-		runtime.Gosched()
+	// Oversubscribed, every poll gives the processor to another process,
+	// now and then to another goroutine (the peer may be either); else now
+	// and then to a goroutine.
+	yield := c.yield.Load()
+	if yield {
 		Yield()
-	} else if polls%256 == 0 {
+	}
+	if polls%32 == 0 && (yield || polls%256 == 0) {
 		runtime.Gosched()
 	}
 	if polls%32 != 0 {
