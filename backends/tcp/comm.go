@@ -43,10 +43,12 @@ type Comm struct {
 	shmYield atomic.Bool
 	// nodeColl runs Barrier, Bcast and Allreduce through the nodes'
 	// shared regions (setupNode, at the first of them: nodeDone); nil
-	// when they run over the links. nodeMu guards both.
-	nodeMu   sync.Mutex
-	nodeDone bool
-	nodeColl *nodeColl
+	// when they run over the links. nodeMu guards both; nodeReady is set
+	// once nodeColl is final, for the calls after the first.
+	nodeMu    sync.Mutex
+	nodeDone  bool
+	nodeColl  *nodeColl
+	nodeReady atomic.Bool
 
 	// parked counts goroutines blocked in Wait without reading a link.
 	parked atomic.Int32

@@ -86,14 +86,15 @@ type nodeColl struct {
 	c        *Comm
 	region   *shm.Region
 	mem      []byte
-	blk      memspace.Block // mem, for reductions
-	p        int            // ranks of the node
-	me       int            // this rank's index among them
-	members  []int          // the node's ranks, in order (index: their place)
-	leaders  []int          // every node's lowest rank, in order; nil for a one-node job
-	leaderOf []int          // by rank: the lowest rank of its node (with leaders)
-	closed   bool           // close has run (mu)
-	slot     int            // bytes of each half of a slot
+	blk      memspace.Block      // mem, for reductions
+	inl      [2][]memspace.Block // by half and rank: the inline vectors
+	p        int                 // ranks of the node
+	me       int                 // this rank's index among them
+	members  []int               // the node's ranks, in order (index: their place)
+	leaders  []int               // every node's lowest rank, in order; nil for a one-node job
+	leaderOf []int               // by rank: the lowest rank of its node (with leaders)
+	closed   bool                // close has run (mu)
+	slot     int                 // bytes of each half of a slot
 	step     uint64
 	known    uint64     // a step every rank of the node is known to have published
 	mu       sync.Mutex // one node collective at a time
@@ -150,6 +151,9 @@ func (n *nodeColl) result(h uint64) []byte {
 // runs its collectives over the links; a group that lost a peer has its
 // later collectives aborted anyway.
 func (c *Comm) nodeColls(ctx context.Context) (*nodeColl, error) {
+	if c.nodeReady.Load() {
+		return c.nodeColl, nil
+	}
 	c.nodeMu.Lock()
 	defer c.nodeMu.Unlock()
 	if c.nodeDone {
@@ -157,6 +161,7 @@ func (c *Comm) nodeColls(ctx context.Context) (*nodeColl, error) {
 	}
 	c.nodeDone = true
 	err := c.collective(ctx, "setup", c.setupNode)
+	c.nodeReady.Store(true)
 	return c.nodeColl, err
 }
 
@@ -372,6 +377,12 @@ func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
 	n.mem = reg.Bytes()
 	n.blk = blockOf(n.mem)
 	_, bell, _, _, _ := nodeLayout(n.p, slot)
+	for h := range 2 {
+		n.inl[h] = make([]memspace.Block, n.p)
+		for j := range n.p {
+			n.inl[h][j], _ = n.blk.Slice(j*nodeLine+offInline+h*nodeInline, nodeInline)
+		}
+	}
 	n.bell = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell]))
 	n.sleepers = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+4]))
 	n.broken = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+8]))
@@ -753,9 +764,12 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		if err := n.agree(e, total, kind, -1); err != nil {
 			return err
 		}
-		if total <= nodeInline {
+		if total == nodeInline {
+			return n.foldFrom(recv, dt, op, func(j int) memspace.Block { return n.inl[h][j] })
+		}
+		if total < nodeInline {
 			return n.foldFrom(recv, dt, op, func(j int) memspace.Block {
-				b, _ := n.blk.Slice(j*nodeLine+offInline+int(h)*nodeInline, total)
+				b, _ := n.inl[h][j].Slice(0, total)
 				return b
 			})
 		}
