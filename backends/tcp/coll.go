@@ -360,6 +360,15 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
+	n, err := c.nodeColls(ctx)
+	if err != nil {
+		return err
+	}
+	if n != nil && n.leaders == nil {
+		return n.run(ctx, "allgather", func(ctx context.Context, run *collRun) error {
+			return n.allgather(ctx, run, send, recv)
+		})
+	}
 	return c.collective(ctx, "allgather", func(ctx context.Context) error { return comm.AllgatherBlock(ctx, p2p{c}, send, recv) })
 }
 
@@ -367,6 +376,15 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
+	}
+	n, err := c.nodeColls(ctx)
+	if err != nil {
+		return err
+	}
+	if n != nil && n.leaders == nil {
+		return n.run(ctx, "alltoall", func(ctx context.Context, run *collRun) error {
+			return n.alltoall(ctx, run, send, recv)
+		})
 	}
 	return c.collective(ctx, "alltoall", func(ctx context.Context) error { return comm.AlltoallBlock(ctx, p2p{c}, send, recv) })
 }

@@ -46,6 +46,9 @@ import (
 //   - Bcast: the root copies a chunk into its slot and publishes; the
 //     others wait for it, copy it out, and publish.
 //   - Barrier: publish, and wait for every rank.
+//   - Allgather and Alltoall (one-node jobs): every rank copies what it
+//     sends into its slot, a part per rank, publishes, waits for every
+//     rank, and copies its part of every slot out.
 //
 // A waiter polls like a shared-memory link (Config.ShmSpin, yielding the
 // processor when the node is oversubscribed), then sleeps on a futex in the
@@ -144,8 +147,9 @@ func (n *nodeColl) result(h uint64) []byte {
 }
 
 // nodeColls returns the nodes' collectives, nil when collectives run over the
-// links. The first call of a rank — at its first Barrier, Bcast or
-// Allreduce, which every rank makes at the same point — sets them up as a
+// links. The first call of a rank — at its first Barrier, Bcast,
+// Allreduce, Allgather or Alltoall, which every rank makes at the same
+// point — sets them up as a
 // collective of its own (setupNode): a lost peer aborts it as any other.
 // Should it fail on a rank (a lost peer, the context's end), that rank
 // runs its collectives over the links; a group that lost a peer has its
@@ -807,6 +811,81 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		copy(recvB[off+hi:off+k], res[hi:k])
 	}
 	return nil
+}
+
+// exchange moves size bytes between every pair of the node's ranks
+// through their slots (Allgather and Alltoall), in steps of at most a
+// slot's share per pair: at each step every rank copies piece [off,
+// off+k) of out(j) into part j of its slot half — one part for all when
+// shared (Allgather: the same bytes for every rank) — publishes, waits for
+// every rank, and copies its part of every rank j's slot into in(j).
+func (n *nodeColl) exchange(ctx context.Context, run *collRun, size int, kind uint32, shared bool,
+	out, in func(j int) []byte) error {
+	share := n.slot / n.p
+	if shared {
+		share = n.slot
+	}
+	for off := 0; off < size; off += share {
+		k := min(share, size-off)
+		e, err := n.begin(ctx, run)
+		if err != nil {
+			return err
+		}
+		h := e % 2
+		mine := n.half(n.me, h)
+		if shared {
+			copy(mine[:k], out(0)[off:off+k])
+		} else {
+			for j := range n.p {
+				copy(mine[j*share:j*share+k], out(j)[off:off+k])
+			}
+		}
+		n.describe(e, size, kind)
+		n.publish(offSeq, e)
+		if err := n.awaitAll(ctx, run, e); err != nil {
+			return err
+		}
+		if err := n.agree(e, size, kind, -1); err != nil {
+			return err
+		}
+		part := n.me * share
+		if shared {
+			part = 0
+		}
+		for j := range n.p {
+			copy(in(j)[off:off+k], n.half(j, h)[part:part+k])
+		}
+	}
+	return nil
+}
+
+// allgather concatenates send of every rank of a one-node job into recv.
+func (n *nodeColl) allgather(ctx context.Context, run *collRun, send, recv memspace.Block) error {
+	s, err := hostBytes(send)
+	if err != nil {
+		return err
+	}
+	r, err := hostBytes(recv)
+	if err != nil {
+		return err
+	}
+	k := len(s)
+	return n.exchange(ctx, run, k, 4, true, func(int) []byte { return s }, func(j int) []byte { return r[j*k : (j+1)*k] })
+}
+
+// alltoall sends part j of send to rank j of a one-node job.
+func (n *nodeColl) alltoall(ctx context.Context, run *collRun, send, recv memspace.Block) error {
+	s, err := hostBytes(send)
+	if err != nil {
+		return err
+	}
+	r, err := hostBytes(recv)
+	if err != nil {
+		return err
+	}
+	k := len(s) / n.p
+	return n.exchange(ctx, run, k, 5, false, func(j int) []byte { return s[j*k : (j+1)*k] },
+		func(j int) []byte { return r[j*k : (j+1)*k] })
 }
 
 // fold reduces bytes [lo, hi) of half h of every slot, in rank order, into

@@ -140,6 +140,51 @@ func blk[T any](s []T) memspace.Block {
 	return b.Block()
 }
 
+// TestNodeExchange checks Allgather and Alltoall in a one-node job's
+// region, with pieces that take one step and several (a slot's share per
+// pair is 256 KiB / 3 for Alltoall, 256 KiB for Allgather).
+func TestNodeExchange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const p = 3
+	cs := group(t, p, tcp.Config{})
+	for _, k := range []int{1, 7, 87_381, 100_000, 300_001} {
+		errs := onEach(cs, func(c *tcp.Comm) error {
+			r := c.Rank()
+			send, recv := make([]byte, p*k), make([]byte, p*k)
+			for j := range p {
+				for i := range k {
+					send[j*k+i] = byte(r*31 + j*7 + i)
+				}
+			}
+			if err := comm.AlltoallBlock(ctx, c, blk(send), blk(recv)); err != nil {
+				return err
+			}
+			for j := range p {
+				for i := range k {
+					if recv[j*k+i] != byte(j*31+r*7+i) {
+						return errors.New("alltoall " + strconv.Itoa(k) + ": from rank " + strconv.Itoa(j) + " at " + strconv.Itoa(i))
+					}
+				}
+			}
+			mine := send[:k]
+			if err := comm.AllgatherBlock(ctx, c, blk(mine), blk(recv)); err != nil {
+				return err
+			}
+			for j := range p {
+				for i := range k {
+					if recv[j*k+i] != byte(j*31+i) {
+						return errors.New("allgather " + strconv.Itoa(k) + ": from rank " + strconv.Itoa(j) + " at " + strconv.Itoa(i))
+					}
+				}
+			}
+			return nil
+		})
+		require.NoError(t, errors.Join(errs...), "%d bytes per pair", k)
+	}
+	require.True(t, tcp.NodeCollectives(cs[0]))
+}
+
 // TestNodeCollectivesDisagree: ranks that pass different lengths to one
 // allreduce all get ErrInvalidArgument — no hang, no corruption.
 func TestNodeCollectivesDisagree(t *testing.T) {
