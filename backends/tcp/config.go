@@ -44,8 +44,11 @@ const (
 	// DefaultMasterPort is rank 0's port when no variable sets it and the
 	// launcher names no job; see ConfigFromEnv.
 	DefaultMasterPort = jobenv.DefaultMasterPort
-	// DefaultShmRing is the size of each ring of a shared-memory link.
-	DefaultShmRing = 1 << 20
+	// DefaultShmRing is the size of each ring of a shared-memory link:
+	// large messages do not go through it where the kernel allows a
+	// single copy, and 256 KiB measured as fast as 1 MiB for every case of
+	// tcpbench (docs/results/shm.md), at a quarter of the memory per pair.
+	DefaultShmRing = 256 << 10
 	// MaxRanks is the largest group.
 	MaxRanks = 1 << 16
 )

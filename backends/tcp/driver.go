@@ -38,7 +38,7 @@ const (
 	// it takes precedence over XPU_LINKS.
 	OptLinks = "links"
 	// OptShmRing sets Config.ShmRing: a size in bytes ("256K"), a power
-	// of two from 4 KiB to 64 MiB, 1 MiB by default; it takes precedence
+	// of two from 4 KiB to 64 MiB, 256 KiB by default; it takes precedence
 	// over XPU_SHM_RING.
 	OptShmRing = "shm_ring"
 )
