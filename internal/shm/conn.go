@@ -59,6 +59,7 @@ type Conn struct {
 
 	data, space chan struct{} // doorbell wake-ups; one pending at most
 	dead        chan struct{} // closed when the doorbell stream has ended
+	gone        atomic.Bool   // set just before dead closes: for polls
 	deadErr     error         // why; set before dead closes
 	bellDone    chan struct{} // closed when the doorbell goroutine returns
 
@@ -230,12 +231,10 @@ func (c *Conn) blocked(d *deadline) error {
 	if d.expired.Load() {
 		return os.ErrDeadlineExceeded
 	}
-	select {
-	case <-c.dead:
+	if c.gone.Load() {
 		return errDead
-	default:
-		return nil
 	}
+	return nil
 }
 
 // polling reports whether a read or write that has polled polls times
@@ -306,6 +305,7 @@ func (c *Conn) listen() {
 				err = net.ErrClosed
 			}
 			c.deadErr = err
+			c.gone.Store(true)
 			close(c.dead)
 			return
 		}
