@@ -22,12 +22,15 @@ type Tracker[C comm.Comm] struct {
 }
 
 // Make makes a group with mk unless the backend is closed (ErrClosed),
-// remembers it and returns its ranks as comm.Comm.
+// remembers it and returns its ranks as comm.Comm. A group whose making
+// CloseAll overtook is closed before Make returns ErrClosed: no rank
+// outlives the backend.
 func (t *Tracker[C]) Make(mk func() ([]C, error)) ([]comm.Comm, error) {
+	closedErr := func() error { return xerr.Errorf(t.Backend, "new group", comm.ErrClosed, "backend closed") }
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, xerr.Errorf(t.Backend, "new group", comm.ErrClosed, "backend closed")
+		return nil, closedErr()
 	}
 	t.mu.Unlock()
 	cs, err := mk()
@@ -35,6 +38,11 @@ func (t *Tracker[C]) Make(mk func() ([]C, error)) ([]comm.Comm, error) {
 		return nil, err
 	}
 	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		closeGroups([][]C{cs})
+		return nil, closedErr()
+	}
 	t.groups = append(t.groups, cs)
 	t.mu.Unlock()
 	out := make([]comm.Comm, len(cs))
@@ -53,6 +61,12 @@ func (t *Tracker[C]) CloseAll() error {
 	groups := t.groups
 	t.groups = nil
 	t.mu.Unlock()
+	closeGroups(groups)
+	return nil
+}
+
+// closeGroups closes every rank of groups, concurrently, and waits.
+func closeGroups[C comm.Comm](groups [][]C) {
 	var wg sync.WaitGroup
 	for _, cs := range groups {
 		for _, c := range cs {
@@ -60,5 +74,4 @@ func (t *Tracker[C]) CloseAll() error {
 		}
 	}
 	wg.Wait()
-	return nil
 }

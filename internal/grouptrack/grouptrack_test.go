@@ -26,3 +26,19 @@ func TestTracker(t *testing.T) {
 	_, err = tr.Make(func() ([]*local.Comm, error) { t.Fatal("made after CloseAll"); return nil, nil })
 	require.ErrorIs(t, err, comm.ErrClosed)
 }
+
+// TestTrackerCloseDuringMake: a group whose making CloseAll overtakes is
+// closed, and Make says ErrClosed.
+func TestTrackerCloseDuringMake(t *testing.T) {
+	tr := grouptrack.Tracker[*local.Comm]{Backend: "test"}
+	var made []*local.Comm
+	_, err := tr.Make(func() ([]*local.Comm, error) {
+		require.NoError(t, tr.CloseAll())
+		cs, err := local.NewGroup(2, local.Options{})
+		made = cs
+		return cs, err
+	})
+	require.ErrorIs(t, err, comm.ErrClosed)
+	_, err = made[0].Irecv(memspace.Block{}, 1, 0)
+	require.ErrorIs(t, err, comm.ErrClosed, "the group made meanwhile is closed")
+}
