@@ -44,15 +44,15 @@ func WithNodes(tmpl Config, node func(rank int) string) Config {
 	return tmpl
 }
 
-// CorruptShm overwrites the producer index of the ring through which c
-// receives from peer with an impossible value; false when that link is
+// CorruptShm writes an impossible record header where c reads next from
+// peer's ring; false when that link is
 // not through shared memory.
 func CorruptShm(c *Comm, peer int) bool {
 	l := c.links[peer]
 	if l == nil || l.shm == nil {
 		return false
 	}
-	l.shm.CorruptInbound(1 << 40)
+	l.shm.CorruptInbound()
 	return true
 }
 

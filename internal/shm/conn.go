@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // DefaultSpin is how long a reader or a writer polls its ring before it
@@ -156,7 +158,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			continue
 		}
 		c.in.r.sleeping.Store(1)
-		if n, err := c.in.avail(); n > 0 || err != nil {
+		if ok, err := c.in.ready(); ok || err != nil {
 			c.in.r.sleeping.Store(0)
 			continue
 		}
@@ -400,11 +402,13 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
-// CorruptInbound overwrites the producer index of the ring this side
-// reads with tail, as a faulty or hostile peer could, and wakes the
-// reader: a test hook.
-func (c *Conn) CorruptInbound(tail uint64) {
-	c.in.r.tail.Store(tail)
+// CorruptInbound writes, at the place this side reads next, a record
+// header claiming more bytes than the ring holds, as a faulty or hostile
+// peer could, and wakes the reader: a test hook.
+func (c *Conn) CorruptInbound() {
+	at := c.in.head & c.in.r.mask
+	binary.LittleEndian.PutUint64(c.in.r.data[at+8:], 1<<40)
+	(*atomic.Uint64)(unsafe.Pointer(&c.in.r.data[at])).Store(c.in.head + 1)
 	notify(c.data)
 }
 

@@ -20,14 +20,21 @@
 //
 // # The rings
 //
-// Each ring has a tail that only its producer writes and a head that only
-// its consumer writes, on cache lines of their own; bytes are copied in,
-// then the tail is published (an atomic store), so the consumer never sees
-// a byte that was not completely written. Both sides keep their own index
-// privately and check the peer's on every load: an index that moves
-// backwards or claims more bytes than the ring holds is ErrCorrupt, never
-// an out-of-bounds access. The bytes themselves are the protocol's to
-// check; they are copied out before anything reads them.
+// Each write publishes a record at the producer's place in the ring: a
+// 16-byte header — the record's position plus one, and its length — then
+// the bytes, padded to 64. The header's position word is stored last (an
+// atomic store), so the consumer, which polls the header at its own
+// place, never sees a byte that was not completely written; a header
+// whose position is not the consumer's is older (or not yet written), so
+// nothing is ever cleared. A small message thus costs the consumer one
+// cache line where a separate tail index would cost two (a Go ping-pong
+// through the ring: 178 ns one way, against 318 ns with a tail). The
+// consumer's head, on a line of its own, tells the producer what room it
+// has. Both sides keep their own index privately and check what they load:
+// a consumer index that moves backwards or past the producer, or a record
+// longer than the ring, is ErrCorrupt, never an out-of-bounds access. The
+// bytes themselves are the protocol's to check; they are copied out before
+// anything reads them.
 //
 // # Waiting
 //

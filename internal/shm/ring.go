@@ -32,8 +32,7 @@ const (
 	ctrlSize = 512
 	line     = 128
 	// Offsets within a control block.
-	offTail     = 0        // bytes published by the producer
-	offHead     = line     // bytes consumed by the consumer
+	offHead     = line     // bytes consumed by the consumer (the producer's position is in its records)
 	offSleeping = 2 * line // the consumer sleeps: ring the doorbell
 	offWaiting  = 3 * line // the producer waits for space: ring it
 )
@@ -51,7 +50,6 @@ func segmentSize(ringSize int) int { return headerSize + 2*ringSize }
 // ring is one direction of a segment as one side sees it: the control
 // words and the bytes, in shared memory.
 type ring struct {
-	tail     *atomic.Uint64
 	head     *atomic.Uint64
 	sleeping *atomic.Uint32
 	waiting  *atomic.Uint32
@@ -65,7 +63,6 @@ func ringAt(mem []byte, i, size int) ring {
 	ctl := ctrlBase + i*ctrlSize
 	off := headerSize + i*size
 	return ring{
-		tail:     (*atomic.Uint64)(unsafe.Pointer(&mem[ctl+offTail])),
 		head:     (*atomic.Uint64)(unsafe.Pointer(&mem[ctl+offHead])),
 		sleeping: (*atomic.Uint32)(unsafe.Pointer(&mem[ctl+offSleeping])),
 		waiting:  (*atomic.Uint32)(unsafe.Pointer(&mem[ctl+offWaiting])),
@@ -73,6 +70,20 @@ func ringAt(mem []byte, i, size int) ring {
 		mask:     uint64(size - 1),
 	}
 }
+
+// Records. Every write publishes a record at the producer's position: a
+// header of two words — the record's position plus one, then its length —
+// and the bytes, padded to recAlign. The consumer polls the header at its
+// own position, so a small message costs it one cache line (header and
+// bytes together) where a separate tail would cost two; a header whose
+// position is not the consumer's is older than the record awaited (or not
+// yet written), so nothing needs clearing.
+const (
+	recAlign  = 64
+	recHeader = 16
+)
+
+func recSize(n uint64) uint64 { return (recHeader + n + recAlign - 1) &^ (recAlign - 1) }
 
 // producer writes a ring. tail is its own count of bytes published, never
 // read back from shared memory; head is the last consumer index it saw.
@@ -82,82 +93,100 @@ type producer struct {
 	head uint64
 }
 
-// write copies as much of p as fits and publishes it; it never blocks.
-// It returns ErrCorrupt when the consumer's index is impossible.
+// write copies as much of p as fits in one record and publishes it; it
+// never blocks. It returns ErrCorrupt when the consumer's index is
+// impossible.
 func (w *producer) write(p []byte) (int, error) {
 	size := uint64(len(w.r.data))
-	if w.tail-w.head >= size {
+	if size-(w.tail-w.head) < recAlign {
 		h := w.r.head.Load()
 		if h-w.head > w.tail-w.head {
 			return 0, fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
 		}
 		w.head = h
 	}
-	free := size - (w.tail - w.head)
-	n := min(uint64(len(p)), free)
-	if n == 0 {
+	free := (size - (w.tail - w.head)) &^ (recAlign - 1)
+	if free < recAlign || len(p) == 0 {
 		return 0, nil
 	}
+	n := min(uint64(len(p)), free-recHeader)
 	at := w.tail & w.r.mask
-	k := copy(w.r.data[at:], p[:n])
+	binary.LittleEndian.PutUint64(w.r.data[at+8:], n)
+	from := (at + recHeader) & w.r.mask
+	k := copy(w.r.data[from:], p[:n])
 	copy(w.r.data, p[k:n])
-	w.tail += n
-	w.r.tail.Store(w.tail)
+	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Store(w.tail + 1)
+	w.tail += recSize(n)
 	return int(n), nil
 }
 
-// room reports whether n bytes fit in the ring now, so that a write of
+// room reports whether n bytes fit in one record now, so that a write of
 // them returns without waiting.
 func (w *producer) room(n int) bool {
 	size := uint64(len(w.r.data))
-	if uint64(n) <= size-(w.tail-w.head) {
+	need := recSize(uint64(n))
+	if need <= size-(w.tail-w.head) {
 		// Enough by the last index seen: the consumer's line stays in its
 		// cache.
 		return true
 	}
 	h := w.r.head.Load()
 	used := w.tail - h
-	return used <= size && uint64(n) <= size-used
+	return used <= size && need <= size-used
 }
 
-// full reports whether the ring has no room, as last seen: for the wait
-// for space, after which write looks again.
+// full reports whether the ring has no room for a record, as last seen:
+// for the wait for space, after which write looks again.
 func (w *producer) full() bool {
 	h := w.r.head.Load()
-	return w.tail-h >= uint64(len(w.r.data)) && h-w.head <= w.tail-w.head
+	return w.tail-h > uint64(len(w.r.data))-recAlign && h-w.head <= w.tail-w.head
 }
 
 // consumer reads a ring. head is its own count of bytes consumed, never
-// read back from shared memory.
+// read back from shared memory; left and off describe the record being
+// read.
 type consumer struct {
 	r    ring
 	head uint64
+	left uint64 // bytes of the current record not yet read; 0: none
+	off  uint64 // bytes of it read
+	size uint64 // its size in the ring
 }
 
-// avail returns the bytes published and not yet read, checking the
-// producer's index.
-func (rd *consumer) avail() (uint64, error) {
-	t := rd.r.tail.Load()
-	n := t - rd.head
-	if n > uint64(len(rd.r.data)) {
-		return 0, fmt.Errorf("%w: producer index %d outside [%d, %d]", ErrCorrupt, t, rd.head, rd.head+uint64(len(rd.r.data)))
+// ready reports whether a record is there to read, checking its length.
+func (rd *consumer) ready() (bool, error) {
+	if rd.left > 0 {
+		return true, nil
 	}
-	return n, nil
+	at := rd.head & rd.r.mask
+	if (*atomic.Uint64)(unsafe.Pointer(&rd.r.data[at])).Load() != rd.head+1 {
+		return false, nil
+	}
+	n := binary.LittleEndian.Uint64(rd.r.data[at+8:])
+	if n == 0 || n > uint64(len(rd.r.data))-recHeader {
+		return false, fmt.Errorf("%w: record of %d bytes at %d in a ring of %d", ErrCorrupt, n, rd.head, len(rd.r.data))
+	}
+	rd.left, rd.off, rd.size = n, 0, recSize(n)
+	return true, nil
 }
 
-// read copies up to len(p) published bytes into p and frees their room; it
-// never blocks.
+// read copies up to len(p) published bytes into p, frees the room of a
+// record read to its end; it never blocks.
 func (rd *consumer) read(p []byte) (int, error) {
-	n, err := rd.avail()
-	if err != nil || n == 0 {
+	ok, err := rd.ready()
+	if !ok || len(p) == 0 {
 		return 0, err
 	}
-	n = min(n, uint64(len(p)))
-	at := rd.head & rd.r.mask
-	k := copy(p[:n], rd.r.data[at:])
+	n := min(rd.left, uint64(len(p)))
+	from := (rd.head + recHeader + rd.off) & rd.r.mask
+	k := copy(p[:n], rd.r.data[from:])
 	copy(p[k:n], rd.r.data)
-	rd.head += n
-	rd.r.head.Store(rd.head)
+	rd.off += n
+	rd.left -= n
+	if rd.left == 0 {
+		rd.head += rd.size
+		rd.r.head.Store(rd.head)
+	}
 	return int(n), nil
 }
 

@@ -4,6 +4,7 @@ package shm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -123,10 +124,11 @@ func TestPeerGone(t *testing.T) {
 	if err != nil || string(got) != "last words" {
 		t.Fatalf("read %q, %v; want the last words, then EOF", got, err)
 	}
-	// The ring toward a has room for MinRing bytes, then b must wait.
+	// The ring toward a has room for one record of MinRing bytes, header
+	// included, then b must wait.
 	n, err := b.Write(make([]byte, 2*MinRing))
-	if err == nil || n != MinRing {
-		t.Fatalf("write to a gone peer: %d bytes, %v; want %d, an error", n, err, MinRing)
+	if err == nil || n != MinRing-recHeader {
+		t.Fatalf("write to a gone peer: %d bytes, %v; want %d, an error", n, err, MinRing-recHeader)
 	}
 	if b.Peer() == nil {
 		t.Fatal("Peer reports a closed peer as up")
@@ -172,12 +174,12 @@ func TestDeadline(t *testing.T) {
 // bounds.
 func TestCorrupt(t *testing.T) {
 	a, b := pair(t, MinRing, -1)
-	b.CorruptInbound(1 << 40)
+	b.CorruptInbound()
 	if n, err := b.Read(make([]byte, 8)); n != 0 || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read of a corrupt ring: %d, %v", n, err)
 	}
 	// a's consumer index moved past what a published.
-	if _, err := a.Write(make([]byte, MinRing)); err != nil {
+	if _, err := a.Write(make([]byte, MinRing-recHeader)); err != nil {
 		t.Fatal(err)
 	}
 	a.out.r.head.Store(3 * MinRing)
@@ -251,28 +253,38 @@ func TestNothingLeft(t *testing.T) {
 	}
 }
 
-// FuzzConsumer reads a ring whose shared words and bytes are arbitrary:
-// it never panics, never reads more than the ring holds, and reports
-// ErrCorrupt for an impossible producer index.
+// FuzzConsumer reads a ring whose shared words and bytes are arbitrary: a
+// record header at the reader's place with any position and length, and
+// any bytes. It never panics, reads a record only when its position is the
+// reader's, never more than the ring holds, and reports ErrCorrupt for an
+// impossible length.
 func FuzzConsumer(f *testing.F) {
-	f.Add(uint64(0), uint64(0), []byte("abc"))
-	f.Add(uint64(5), uint64(3), []byte("abcdefgh"))
-	f.Add(uint64(1<<63), uint64(7), []byte{})
-	f.Add(uint64(MinRing+10), uint64(10), []byte{1, 2})
-	f.Fuzz(func(t *testing.T, tail, head uint64, data []byte) {
+	f.Add(uint64(0), uint64(1), uint64(3), []byte("abc"))
+	f.Add(uint64(64), uint64(65), uint64(8), []byte("abcdefgh"))
+	f.Add(uint64(1<<63), uint64(7), uint64(5), []byte{})
+	f.Add(uint64(128), uint64(129), uint64(MinRing), []byte{1, 2})
+	f.Add(uint64(4032), uint64(4033), uint64(100), []byte{1, 2})
+	f.Fuzz(func(t *testing.T, head, pos, n uint64, data []byte) {
+		head &^= recAlign - 1
 		mem := make([]byte, segmentSize(MinRing))
 		copy(mem[headerSize:], data)
 		rd := consumer{r: ringAt(mem, 0, MinRing), head: head}
-		rd.r.tail.Store(tail)
+		at := head & rd.r.mask
+		binary.LittleEndian.PutUint64(rd.r.data[at:], pos)
+		binary.LittleEndian.PutUint64(rd.r.data[at+8:], n)
 		buf := make([]byte, 2*MinRing)
-		n, err := rd.read(buf)
+		got, err := rd.read(buf)
 		switch {
-		case err != nil:
-			if !errors.Is(err, ErrCorrupt) || tail-head <= MinRing {
-				t.Fatalf("read: %v with %d bytes published", err, tail-head)
+		case pos != head+1:
+			if got != 0 || err != nil {
+				t.Fatalf("read %d, %v from a header of another place", got, err)
 			}
-		case uint64(n) != tail-head:
-			t.Fatalf("read %d bytes of %d published", n, tail-head)
+		case n == 0 || n > MinRing-recHeader:
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("record of %d bytes: %v", n, err)
+			}
+		case uint64(got) != n || err != nil:
+			t.Fatalf("read %d bytes, %v of a %d-byte record", got, err, n)
 		}
 	})
 }
