@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +68,16 @@ const (
 	tagNodeTable = tagRing + 3
 )
 
+// Kinds of step, written beside its length for the check of arguments
+// (with the root, the type and the operator in the higher bytes).
+const (
+	kindBarrier uint32 = 1 + iota
+	kindBcast
+	kindAllreduce
+	kindAllgather
+	kindAlltoall
+)
+
 // A rank's control line: the step published, per half of the slots the
 // step's length in bytes and its operation, type and root (for the check
 // of arguments), and per half a small vector inline — all in the first 64
@@ -98,6 +107,8 @@ type nodeColl struct {
 	leaderOf []int               // by rank: the lowest rank of its node (with leaders)
 	closed   bool                // close has run (mu)
 	slot     int                 // bytes of each half of a slot
+	slots    int                 // offset of the slots in mem
+	res      int                 // offset of the shared results in mem
 	step     uint64
 	known    uint64     // a step every rank of the node is known to have published
 	mu       sync.Mutex // one node collective at a time
@@ -134,15 +145,13 @@ func (n *nodeColl) inline(r int, h uint64) []byte {
 
 // half returns half h of rank r's slot.
 func (n *nodeColl) half(r int, h uint64) []byte {
-	_, _, slots, _, _ := nodeLayout(n.p, n.slot)
-	at := slots + (r*2+int(h))*n.slot
+	at := n.slots + (r*2+int(h))*n.slot
 	return n.mem[at : at+n.slot : at+n.slot]
 }
 
 // result returns half h of the shared result.
 func (n *nodeColl) result(h uint64) []byte {
-	_, _, _, res, _ := nodeLayout(n.p, n.slot)
-	at := res + int(h)*n.slot
+	at := n.res + int(h)*n.slot
 	return n.mem[at : at+n.slot : at+n.slot]
 }
 
@@ -244,51 +253,51 @@ func (c *Comm) setupNode(ctx context.Context) error {
 // the whole table to every rank: with a tag of its own, so that what a
 // setup cut short leaves behind never matches another collective.
 func (c *Comm) nodeTable(ctx context.Context, mine, all []int32) error {
-	wait := func(q *request, err error) error {
-		if err == nil {
-			_, err = q.Wait(ctx)
-		}
-		return err
-	}
 	bytes := func(v []int32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)) }
 	if c.rank != 0 {
-		if err := wait(c.isend(bytes(mine), 0, tagNodeTable)); err != nil {
+		if err := c.sendWait(ctx, bytes(mine), 0, tagNodeTable); err != nil {
 			return err
 		}
-		return wait(c.irecv(&request{c: c, kind: kindRecv, peer: 0, tag: tagNodeTable, buf: bytes(all)}))
+		return c.recvWait(ctx, bytes(all), 0, tagNodeTable)
 	}
 	copy(all, mine)
 	for j := 1; j < c.size; j++ {
-		if err := wait(c.irecv(&request{c: c, kind: kindRecv, peer: j, tag: tagNodeTable, buf: bytes(all[2*j : 2*j+2])})); err != nil {
+		if err := c.recvWait(ctx, bytes(all[2*j:2*j+2]), j, tagNodeTable); err != nil {
 			return err
 		}
 	}
 	for j := 1; j < c.size; j++ {
-		if err := wait(c.isend(bytes(all), j, tagNodeTable)); err != nil {
+		if err := c.sendWait(ctx, bytes(all), j, tagNodeTable); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// sendWait sends b to dest with a reserved tag and waits for the send.
+func (c *Comm) sendWait(ctx context.Context, b []byte, dest, tag int) error {
+	q, err := c.isend(b, dest, tag)
+	if err == nil {
+		_, err = q.Wait(ctx)
+	}
+	return err
+}
+
+// recvWait receives into b from src with a reserved tag.
+func (c *Comm) recvWait(ctx context.Context, b []byte, src, tag int) error {
+	q, err := c.irecv(&request{c: c, kind: kindRecv, peer: src, tag: tag, buf: b})
+	if err == nil {
+		_, err = q.Wait(ctx)
+	}
+	return err
+}
+
 // nodeRegion makes (on the node's lowest rank) or attaches the node's
 // region; nil when the node's verdict is off.
 func (c *Comm) nodeRegion(ctx context.Context, members []int) (*shm.Region, error) {
 	_, _, _, _, size := nodeLayout(len(members), nodeChunk)
-	send := func(j int, b []byte) error {
-		q, err := c.isend(b, j, tagNode)
-		if err == nil {
-			_, err = q.Wait(ctx)
-		}
-		return err
-	}
-	recv := func(j int, b []byte) error {
-		q, err := c.irecv(&request{c: c, kind: kindRecv, peer: j, tag: tagNode, buf: b})
-		if err == nil {
-			_, err = q.Wait(ctx)
-		}
-		return err
-	}
+	send := func(j int, b []byte) error { return c.sendWait(ctx, b, j, tagNode) }
+	recv := func(j int, b []byte) error { return c.recvWait(ctx, b, j, tagNode) }
 	list := make([]byte, 4*len(members))
 	for i, j := range members {
 		binary.LittleEndian.PutUint32(list[4*i:], uint32(j))
@@ -380,7 +389,8 @@ func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
 	}
 	n.mem = reg.Bytes()
 	n.blk = blockOf(n.mem)
-	_, bell, _, _, _ := nodeLayout(n.p, slot)
+	var bell int
+	_, bell, n.slots, n.res, _ = nodeLayout(n.p, slot)
 	for h := range 2 {
 		n.inl[h] = make([]memspace.Block, n.p)
 		for j := range n.p {
@@ -579,25 +589,8 @@ func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, o
 			}
 			return err
 		}
-		if spin > 0 {
-			// The clock is read every 64 polls: reading it costs more
-			// than a poll.
-			switch {
-			case polls == 64:
-				until = time.Now().Add(spin)
-				fallthrough
-			case polls < 64 || polls%64 != 0 || time.Now().Before(until):
-				// Oversubscribed, every poll gives the processor to
-				// another process, now and then to another goroutine (the
-				// peer may be either); else now and then to a goroutine.
-				if yield {
-					shm.Yield()
-				}
-				if polls%32 == 0 && (yield || polls%256 == 0) {
-					runtime.Gosched()
-				}
-				continue
-			}
+		if shm.Polling(spin, yield, polls, &until) {
+			continue
 		}
 		n.sleepers.Add(1)
 		b := n.bell.Load()
@@ -689,12 +682,12 @@ func (n *nodeColl) barrier(ctx context.Context, run *collRun) error {
 	if err != nil {
 		return err
 	}
-	n.describe(e, 0, 1)
+	n.describe(e, 0, kindBarrier)
 	n.publish(offSeq, e)
 	if err := n.awaitAll(ctx, run, e); err != nil {
 		return err
 	}
-	return n.agree(e, 0, 1, -1)
+	return n.agree(e, 0, kindBarrier, -1)
 }
 
 // bcast copies buf on the node's rank of index root to every rank of the
@@ -703,7 +696,7 @@ func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int
 	if n.p == 1 {
 		return nil
 	}
-	kind := 2 | uint32(root)<<8
+	kind := kindBcast | uint32(root)<<8
 	for off := 0; off < len(buf); off += n.slot {
 		k := min(n.slot, len(buf)-off)
 		e, err := n.begin(ctx, run)
@@ -732,11 +725,7 @@ func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int
 // allreduce reduces send over every rank into recv (host bytes of blocks
 // sendB and recvB).
 func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
-	sendB, err := hostBytes(send)
-	if err != nil {
-		return err
-	}
-	recvB, err := hostBytes(recv)
+	sendB, recvB, err := hostPair(send, recv)
 	if err != nil {
 		return err
 	}
@@ -746,7 +735,7 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		}
 		return nil
 	}
-	kind := 3 | uint32(dt)<<8 | uint32(op)<<16
+	kind := kindAllreduce | uint32(dt)<<8 | uint32(op)<<16
 	total := len(sendB)
 	es := dt.Size()
 	if total <= nodeSmall {
@@ -861,31 +850,33 @@ func (n *nodeColl) exchange(ctx context.Context, run *collRun, size int, kind ui
 
 // allgather concatenates send of every rank of a one-node job into recv.
 func (n *nodeColl) allgather(ctx context.Context, run *collRun, send, recv memspace.Block) error {
-	s, err := hostBytes(send)
-	if err != nil {
-		return err
-	}
-	r, err := hostBytes(recv)
+	s, r, err := hostPair(send, recv)
 	if err != nil {
 		return err
 	}
 	k := len(s)
-	return n.exchange(ctx, run, k, 4, true, func(int) []byte { return s }, func(j int) []byte { return r[j*k : (j+1)*k] })
+	return n.exchange(ctx, run, k, kindAllgather, true, func(int) []byte { return s }, func(j int) []byte { return r[j*k : (j+1)*k] })
 }
 
 // alltoall sends part j of send to rank j of a one-node job.
 func (n *nodeColl) alltoall(ctx context.Context, run *collRun, send, recv memspace.Block) error {
-	s, err := hostBytes(send)
-	if err != nil {
-		return err
-	}
-	r, err := hostBytes(recv)
+	s, r, err := hostPair(send, recv)
 	if err != nil {
 		return err
 	}
 	k := len(s) / n.p
-	return n.exchange(ctx, run, k, 5, false, func(j int) []byte { return s[j*k : (j+1)*k] },
+	return n.exchange(ctx, run, k, kindAlltoall, false, func(j int) []byte { return s[j*k : (j+1)*k] },
 		func(j int) []byte { return r[j*k : (j+1)*k] })
+}
+
+// hostPair returns the host views of a collective's two blocks.
+func hostPair(send, recv memspace.Block) ([]byte, []byte, error) {
+	s, err := hostBytes(send)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := hostBytes(recv)
+	return s, r, err
 }
 
 // fold reduces bytes [lo, hi) of half h of every slot, in rank order, into
@@ -894,9 +885,8 @@ func (n *nodeColl) fold(dst memspace.Block, lo, hi int, h uint64, dt comm.DType,
 	if hi <= lo {
 		return nil
 	}
-	_, _, slots, _, _ := nodeLayout(n.p, n.slot)
 	return n.foldFrom(dst, dt, op, func(j int) memspace.Block {
-		b, _ := n.blk.Slice(slots+(j*2+int(h))*n.slot+lo, hi-lo)
+		b, _ := n.blk.Slice(n.slots+(j*2+int(h))*n.slot+lo, hi-lo)
 		return b
 	})
 }
@@ -917,7 +907,6 @@ func (n *nodeColl) foldFrom(dst memspace.Block, dt comm.DType, op comm.Op, src f
 
 // resultBlock returns bytes [lo, hi) of half h of the shared result.
 func (n *nodeColl) resultBlock(h uint64, lo, hi int) memspace.Block {
-	_, _, _, res, _ := nodeLayout(n.p, n.slot)
-	b, _ := n.blk.Slice(res+int(h)*n.slot+lo, hi-lo)
+	b, _ := n.blk.Slice(n.res+int(h)*n.slot+lo, hi-lo)
 	return b
 }

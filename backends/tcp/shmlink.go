@@ -173,7 +173,7 @@ func chooseShm(rank, peer int, mine, theirs nego) (bool, error) {
 // with conn as its doorbell.
 func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer bool) (net.Conn, error) {
 	stop := c.bound(ctx, conn)
-	seg, pid, err := c.negotiate(conn, peer, dialer)
+	seg, theirs, err := c.negotiate(conn, peer, dialer)
 	stop()
 	if err != nil {
 		return conn, err
@@ -182,7 +182,7 @@ func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer boo
 		c.logger().Debug("tcp: link through TCP", "rank", c.rank, "peer", peer)
 		return conn, nil
 	}
-	sc, err := shm.NewConn(seg, shm.Options{Bell: conn, Spin: c.cfg.ShmSpin, PeerPID: pid})
+	sc, err := shm.NewConn(seg, shm.Options{Bell: conn, Spin: c.cfg.ShmSpin, PeerPID: int(theirs.pid)})
 	if err != nil {
 		seg.Close()
 		return nil, err
@@ -192,13 +192,8 @@ func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer boo
 }
 
 // negotiate runs the negotiation on conn and returns the segment of a
-// shared-memory link, nil for TCP, and the peer's process ID.
-func (c *Comm) negotiate(conn net.Conn, peer int, dialer bool) (*shm.Segment, int, error) {
-	seg, theirs, err := c.negotiateSeg(conn, peer, dialer)
-	return seg, int(theirs.pid), err
-}
-
-func (c *Comm) negotiateSeg(conn net.Conn, peer int, dialer bool) (*shm.Segment, nego, error) {
+// shared-memory link, nil for TCP, and what the peer said (its process ID).
+func (c *Comm) negotiate(conn net.Conn, peer int, dialer bool) (*shm.Segment, nego, error) {
 	var theirs nego
 	mine := nego{mode: c.cfg.Links, ring: uint32(c.cfg.ShmRing), pid: uint32(os.Getpid()), node: c.node}
 	var in [negoSize]byte

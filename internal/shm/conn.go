@@ -240,19 +240,23 @@ func (c *Conn) blocked(d *deadline) error {
 }
 
 // polling reports whether a read or write that has polled polls times
-// should poll again: within the spin budget, which starts at the first
-// poll. The clock is read only from the 64th poll on, every 32 polls (a
-// read of it costs more than a poll, and most waits end sooner): the
-// budget runs from there, a few hundred nanoseconds late.
+// should poll again (Polling, with this Conn's budget and yield).
 func (c *Conn) polling(until *time.Time, polls int) bool {
-	spin := time.Duration(c.spin.Load())
+	return Polling(time.Duration(c.spin.Load()), c.yield.Load(), polls, until)
+}
+
+// Polling reports whether a wait that has polled polls times (counted
+// from 0) should poll again within the spin budget spin, which starts at
+// the first poll. The clock is read only from the 64th poll on, every 32
+// polls (a read of it costs more than a poll, and most waits end sooner):
+// the budget runs from there, kept in until, a few hundred nanoseconds
+// late. With yield (an oversubscribed node), every poll gives the
+// processor to another process and every 32nd to another goroutine (the
+// peer may be either); else every 256th to a goroutine.
+func Polling(spin time.Duration, yield bool, polls int, until *time.Time) bool {
 	if spin <= 0 {
 		return false
 	}
-	// Oversubscribed, every poll gives the processor to another process,
-	// now and then to another goroutine (the peer may be either); else now
-	// and then to a goroutine.
-	yield := c.yield.Load()
 	if yield {
 		Yield()
 	}

@@ -37,14 +37,10 @@ const (
 // whoever shares them.
 func (r *Region) Bytes() []byte { return r.mem[regionHeader:] }
 
-// Encode returns o as OfferSize bytes.
+// Encode returns o as OfferSize bytes: a segment's Offer with the size in
+// place of the ring size.
 func (o RegionOffer) Encode() []byte {
-	b := make([]byte, OfferSize)
-	binary.LittleEndian.PutUint32(b[0:], uint32(o.PID))
-	binary.LittleEndian.PutUint32(b[4:], uint32(o.FD))
-	binary.LittleEndian.PutUint32(b[8:], uint32(o.Size))
-	copy(b[16:], o.Nonce[:])
-	return b
+	return Offer{PID: o.PID, FD: o.FD, RingSize: o.Size, Nonce: o.Nonce}.Encode()
 }
 
 // DecodeRegionOffer parses an encoded RegionOffer.
