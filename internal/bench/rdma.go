@@ -160,7 +160,7 @@ func PingPongGroup(b *testing.B, g []comm.Comm, size int) {
 	b.SetBytes(int64(size))
 	b.ResetTimer()
 	onGroup(b, g[:2], func(r int, c comm.Comm) error {
-		buf := block(bufs[r])
+		buf := Block(bufs[r])
 		t0 := time.Now()
 		for i := range rounds {
 			if r == 0 {
@@ -223,16 +223,16 @@ func StreamGroup(b *testing.B, g []comm.Comm, size, window int) {
 	b.ResetTimer()
 	onGroup(b, g[:2], func(r int, c comm.Comm) error {
 		reqs := make([]comm.Request, window)
-		ack := block(make([]byte, 8))
+		ack := Block(make([]byte, 8))
 		for done := 0; done < b.N; done += window {
 			w := min(window, b.N-done)
 			var err error
 			for k := range w {
 				if r == 0 {
 					stamp(send[k], done+k)
-					reqs[k], err = c.Isend(block(send[k]), 1, 0)
+					reqs[k], err = c.Isend(Block(send[k]), 1, 0)
 				} else {
-					reqs[k], err = c.Irecv(block(recv[k]), 0, 0)
+					reqs[k], err = c.Irecv(Block(recv[k]), 0, 0)
 				}
 				if err != nil {
 					return err
@@ -287,7 +287,7 @@ func PutGroup(b *testing.B, g []comm.Comm, size, window int) {
 		pattern(send[k], k)
 	}
 	target := make([]byte, window*size)
-	reg, err := one[1].Expose(block(target))
+	reg, err := one[1].Expose(Block(target))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func PutGroup(b *testing.B, g []comm.Comm, size, window int) {
 	b.SetBytes(int64(size))
 	b.ResetTimer()
 	onGroup(b, g[:2], func(r int, c comm.Comm) error {
-		done := block(make([]byte, 8))
+		done := Block(make([]byte, 8))
 		if r == 1 {
 			_, err := comm.Recv(ctx, c, done, 0, 2)
 			return err
@@ -319,7 +319,7 @@ func PutGroup(b *testing.B, g []comm.Comm, size, window int) {
 			for k := range w {
 				stamp(send[k], n+k)
 				var err error
-				if reqs[k], err = one[0].Put(block(send[k]), key, k*size); err != nil {
+				if reqs[k], err = one[0].Put(Block(send[k]), key, k*size); err != nil {
 					return err
 				}
 			}

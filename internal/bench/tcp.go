@@ -122,7 +122,9 @@ func onRanks(b *testing.B, g []*tcp.Comm, body func(r int, c *tcp.Comm) error) {
 	}
 }
 
-func block[T any](s []T) memspace.Block {
+// Block returns a block over s, for the programs that measure with
+// slices; it panics on a type memspace refuses, a programming error.
+func Block[T any](s []T) memspace.Block {
 	v, err := memspace.FromSlice(s)
 	if err != nil {
 		panic(err)
@@ -146,7 +148,7 @@ func TCPPingPongConfig(size int, cfg tcp.Config) func(b *testing.B) {
 		b.SetBytes(int64(size))
 		b.ResetTimer()
 		onRanks(b, g, func(r int, c *tcp.Comm) error {
-			buf := block(bufs[r])
+			buf := Block(bufs[r])
 			// (b.N+1)/2 round trips: b.N half round trips, rounded up.
 			for range (b.N + 1) / 2 {
 				if r == 1 {
@@ -309,9 +311,9 @@ func TCPStream(size int) func(b *testing.B) {
 				}
 				var err error
 				if r == 0 {
-					reqs[k], err = c.Isend(block(bufs[k]), 1, 2)
+					reqs[k], err = c.Isend(Block(bufs[k]), 1, 2)
 				} else {
-					reqs[k], err = c.Irecv(block(rbufs[k]), 0, 2)
+					reqs[k], err = c.Irecv(Block(rbufs[k]), 0, 2)
 				}
 				if err != nil {
 					return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/bench"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -24,14 +25,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rdmabench:", err)
 		os.Exit(1)
 	}
-}
-
-func block[T any](s []T) memspace.Block {
-	b, err := memspace.FromSlice(s)
-	if err != nil {
-		panic(err)
-	}
-	return b.Block()
 }
 
 func run() error {
@@ -127,7 +120,7 @@ func run() error {
 // round trips, and the median, in ns: ib_send_lat's t_avg and t_typical.
 func pingPong(ctx context.Context, c comm.Comm, size, iters int) (mean, median float64, err error) {
 	buf := make([]byte, size)
-	b := block(buf)
+	b := bench.Block(buf)
 	other := 1 - c.Rank()
 	rtts := make([]time.Duration, 0, iters)
 	start := time.Now()
@@ -180,9 +173,9 @@ func stream(ctx context.Context, c comm.Comm, size, n int) (float64, error) {
 		var err error
 		if c.Rank() == 0 {
 			bufs[k][0], bufs[k][size-1] = byte(i), byte(i)
-			reqs[k], err = c.Isend(block(bufs[k]), 1, 2)
+			reqs[k], err = c.Isend(bench.Block(bufs[k]), 1, 2)
 		} else {
-			reqs[k], err = c.Irecv(block(bufs[k]), 0, 2)
+			reqs[k], err = c.Irecv(bench.Block(bufs[k]), 0, 2)
 		}
 		if err != nil {
 			return 0, err
@@ -194,10 +187,10 @@ func stream(ctx context.Context, c comm.Comm, size, n int) (float64, error) {
 	// The receiver's last message says the stream is in.
 	ack := make([]byte, 1)
 	if c.Rank() == 1 {
-		if err := comm.Send(ctx, c, block(ack), 0, 3); err != nil {
+		if err := comm.Send(ctx, c, bench.Block(ack), 0, 3); err != nil {
 			return 0, err
 		}
-	} else if _, err := comm.Recv(ctx, c, block(ack), 1, 3); err != nil {
+	} else if _, err := comm.Recv(ctx, c, bench.Block(ack), 1, 3); err != nil {
 		return 0, err
 	}
 	return float64(n*size) / (1 << 20) / time.Since(start).Seconds(), nil
@@ -207,7 +200,7 @@ func stream(ctx context.Context, c comm.Comm, size, n int) (float64, error) {
 // window in flight, and returns the bandwidth in MiB/s.
 func put(ctx context.Context, c *rdma.Comm, size, n int) (float64, error) {
 	region := make([]byte, size)
-	reg, err := c.Expose(block(region))
+	reg, err := c.Expose(bench.Block(region))
 	if err != nil {
 		return 0, err
 	}
@@ -228,7 +221,7 @@ func put(ctx context.Context, c *rdma.Comm, size, n int) (float64, error) {
 					return 0, err
 				}
 			}
-			if reqs[k], err = c.Put(block(src), keys[1], 0); err != nil {
+			if reqs[k], err = c.Put(bench.Block(src), keys[1], 0); err != nil {
 				return 0, err
 			}
 		}

@@ -27,14 +27,6 @@ func main() {
 	}
 }
 
-func block[T any](s []T) memspace.Block {
-	b, err := memspace.FromSlice(s)
-	if err != nil {
-		panic(err)
-	}
-	return b.Block()
-}
-
 func run() error {
 	outPath := flag.String("o", "", "append the figures to this file instead of printing them")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
@@ -143,7 +135,7 @@ func run() error {
 	}
 
 	if p == 2 {
-		buf, raw := block(make([]byte, 8)), make([]byte, 8)
+		buf, raw := bench.Block(make([]byte, 8)), make([]byte, 8)
 		pingpong := func() error {
 			if r == 0 {
 				if err := comm.Send(ctx, c, buf, 1, 1); err != nil {
@@ -225,14 +217,14 @@ func run() error {
 		size  int
 		iters int
 	}{{"8B", 8, 2000}, {"1MiB", 1 << 20, 50}} {
-		buf := block(make([]byte, k.size))
+		buf := bench.Block(make([]byte, k.size))
 		us, err := measure(k.iters, func() error { return comm.BcastBlock(ctx, c, buf, 0) })
 		if err != nil {
 			return err
 		}
 		report("bcast."+k.name, us, "ns/op")
 		// Alltoall: k.size bytes to each rank.
-		send, recv := block(make([]byte, k.size*p)), block(make([]byte, k.size*p))
+		send, recv := bench.Block(make([]byte, k.size*p)), bench.Block(make([]byte, k.size*p))
 		us, err = measure(k.iters, func() error { return comm.AlltoallBlock(ctx, c, send, recv) })
 		if err != nil {
 			return err
@@ -274,9 +266,9 @@ func bandwidth(ctx context.Context, c *tcp.Comm, measure func(int, func() error)
 	r := c.Rank()
 	bufs := make([]memspace.Block, window)
 	for i := range bufs {
-		bufs[i] = block(make([]byte, size))
+		bufs[i] = bench.Block(make([]byte, size))
 	}
-	ack := block(make([]byte, 1))
+	ack := bench.Block(make([]byte, 1))
 	ns, err := measure(4, func() error {
 		reqs := make([]comm.Request, window)
 		for i := range window {
@@ -323,14 +315,14 @@ func rawConn(ctx context.Context, c *tcp.Comm, host string) (net.Conn, error) {
 		}
 		defer ln.Close()
 		binary.LittleEndian.PutUint64(port[:], uint64(ln.Addr().(*net.TCPAddr).Port))
-		if err := comm.Send(ctx, c, block(port[:]), 1, 9); err != nil {
+		if err := comm.Send(ctx, c, bench.Block(port[:]), 1, 9); err != nil {
 			return nil, err
 		}
 		stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 		defer stop()
 		return ln.Accept()
 	}
-	if _, err := comm.Recv(ctx, c, block(port[:]), 0, 9); err != nil {
+	if _, err := comm.Recv(ctx, c, bench.Block(port[:]), 0, 9); err != nil {
 		return nil, err
 	}
 	var d net.Dialer
