@@ -50,18 +50,8 @@ func TestMultiProcessKill(t *testing.T) {
 			killed := time.Now()
 			require.NoError(t, procs[victim].cmd.Process.Kill())
 			for _, p := range procs {
-				if p.rank == victim {
-					continue
-				}
-				l := p.expect(t, "LOST", detectTimeout+detectSlack)
-				took := l.at.Sub(killed)
-				t.Logf("rank %d saw the loss %v after the kill", p.rank, took.Round(time.Millisecond))
-				require.LessOrEqual(t, took, detectTimeout+detectSlack)
-				select {
-				case <-p.exited:
-					require.NoError(t, p.wait(), "rank %d exit", p.rank)
-				case <-time.After(detectTimeout + detectSlack):
-					t.Fatalf("rank %d did not exit after reporting the loss (Close must return)", p.rank)
+				if p.rank != victim {
+					expectLoss(t, p, killed, "the kill")
 				}
 			}
 			_ = procs[victim].wait()
@@ -99,6 +89,23 @@ func TestMultiProcessTornMessage(t *testing.T) {
 	t.Logf("rank 0 saw the loss %v after the kill: %s", l.at.Sub(killed).Round(time.Millisecond), l.text)
 	require.NoError(t, procs[0].wait())
 	require.Equal(t, shmBefore, devShm(t), "entries in /dev/shm")
+}
+
+// expectLoss checks that rank process p reports a lost peer within the
+// bound after since (the moment of what), then exits cleanly: Close
+// returns.
+func expectLoss(t *testing.T, p *rankProc, since time.Time, what string) {
+	t.Helper()
+	l := p.expect(t, "LOST", detectTimeout+detectSlack)
+	took := l.at.Sub(since)
+	t.Logf("rank %d saw the loss %v after %s", p.rank, took.Round(time.Millisecond), what)
+	require.LessOrEqual(t, took, detectTimeout+detectSlack)
+	select {
+	case <-p.exited:
+		require.NoError(t, p.wait(), "rank %d exit", p.rank)
+	case <-time.After(detectTimeout + detectSlack):
+		t.Fatalf("rank %d did not exit after reporting the loss (Close must return)", p.rank)
+	}
 }
 
 // devShm lists /dev/shm (empty where there is none).

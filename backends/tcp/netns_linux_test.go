@@ -98,16 +98,7 @@ func TestNetnsLinkCut(t *testing.T) {
 	p.iptables(t, 1, "-A", "INPUT", "-s", p.addr[0], "-j", "DROP")
 	cut := time.Now()
 	for _, pr := range procs {
-		l := pr.expect(t, "LOST", detectTimeout+detectSlack)
-		took := l.at.Sub(cut)
-		t.Logf("rank %d saw the loss %v after the cut", pr.rank, took.Round(time.Millisecond))
-		require.LessOrEqual(t, took, detectTimeout+detectSlack)
-		select {
-		case <-pr.exited:
-			require.NoError(t, pr.wait(), "rank %d exit", pr.rank)
-		case <-time.After(detectTimeout + detectSlack):
-			t.Fatalf("rank %d did not exit after reporting the loss (Close must return)", pr.rank)
-		}
+		expectLoss(t, pr, cut, "the cut")
 	}
 }
 
