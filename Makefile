@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp refs-shm xpu fuzz chaos
+.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp refs-shm sweep xpu fuzz chaos
 
 all: test
 
@@ -32,6 +32,7 @@ test: setup
 	@bash scripts/setup-mpi.sh
 	$(GO) vet -tags mpi ./backends/mpi/...
 	$(GO) test -race -tags mpi -timeout 10m ./backends/mpi/...
+	$(GO) test -race -tags mpi -timeout 10m -run OpenMPI ./cmd/xpu/
 	@for m in $(EXAMPLES); do \
 		echo "== $$m (its own module)"; \
 		(cd $$m && $(GO) vet ./... && $(GO) test -race -timeout 5m ./...) || exit 1; \
@@ -59,6 +60,7 @@ refs-mpi: setup
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)
 	mpicc -O3 -o $(BENCHDIR)/mpi_tcp_ref internal/bench/ref/tcp_mpi_ref.c
+	mpicc -O3 -o $(BENCHDIR)/mpi_sweep_ref internal/bench/ref/sweep_mpi_ref.c
 	$(MPIRUN_TCP) -np 2 $(BENCHDIR)/mpi_tcp_ref >  $(BENCHDIR)/mpi_tcp_ref.out
 	$(MPIRUN_TCP) -np 4 $(BENCHDIR)/mpi_tcp_ref >> $(BENCHDIR)/mpi_tcp_ref.out
 
@@ -96,8 +98,20 @@ refs-shm: xpu
 	./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
 	./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
 
-bench: xpu refs refs-mpi refs-tcp refs-shm
+bench: xpu refs refs-mpi refs-tcp refs-shm sweep
 	./bin/xpu bench --ref $(BENCHDIR)
+
+# Size sweeps, OSU-style (docs/results/sweep.md): every communicator
+# available here at 2 and 4 ranks, and the host transfer path, from 8 B to
+# 64 MiB, beside Open MPI's curves measured in the same run. The tables,
+# the JSON document (for xpu bench compare) and the charts (PNG and SVG)
+# land in $(SWEEPDIR).
+SWEEPDIR ?= docs/results/sweep
+
+sweep: xpu refs-mpi
+	@mkdir -p $(SWEEPDIR)
+	./bin/xpu bench sweep --ref $(BENCHDIR) -n 2,4 -o $(SWEEPDIR)/sweep.json --plot $(SWEEPDIR) > $(SWEEPDIR)/tables.txt
+	@cat $(SWEEPDIR)/tables.txt
 
 # The MPI backend against the same operations in C on the same MPI, in one
 # mpirun (docs/results/mpi.md). --bind-to none: bound to one core (Open

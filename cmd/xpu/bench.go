@@ -25,7 +25,7 @@ import (
 // its cases are those of this repository's backends.
 var benchCommand = xpucmd.Command{
 	Name:    "bench",
-	Summary: "benchmark hot paths against their baselines (memmove, errgroup, OpenMP)",
+	Summary: "benchmark hot paths against their baselines (memmove, errgroup, OpenMP); sweep, compare, plot: size sweeps",
 	Run:     runBench,
 }
 
@@ -64,6 +64,11 @@ func allCases() []bench.Case {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		if sub, ok := benchSubcommands[args[0]]; ok {
+			return sub(ctx, args[1:], stdout, stderr)
+		}
+	}
 	fs := xpucmd.NewFlagSet("bench", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	filter := fs.String("filter", "", "run only cases whose name matches this regular expression (their baselines run too)")
