@@ -8,8 +8,8 @@
 //   mpirun --allow-run-as-root --oversubscribe --mca pml ob1
 //          --mca btl self,vader -np 2 ./sweep_mpi_ref -sizes 8,1024,1048576
 //   (one command line; or --mca btl self,tcp --mca btl_tcp_if_include lo;
-//   any -np: the point-to-point operations need 2 ranks and use ranks 0
-//   and 1, the others wait)
+//   any -np: the point-to-point operations, as OSU's, run with exactly 2
+//   ranks)
 //
 // Options (as -name value or -name=value):
 //   -ops L        comma-separated operations among latency, bw, bibw,
@@ -40,9 +40,9 @@
 // The protocol (sweep.RunRank follows it too):
 //
 // Points: for each operation selected, in the order above, for each size
-// it applies to: latency, bw and bibw need 2 ranks (none with 1) and run
-// between ranks 0 and 1, the other ranks joining only the barriers and
-// the control allreduce; reduce and allreduce need a multiple of 8 bytes
+// it applies to: latency, bw and bibw run with exactly 2 ranks (as OSU's
+// osu_latency, osu_bw and osu_bibw; no point at another rank count);
+// reduce and allreduce need a multiple of 8 bytes
 // (float64 elements); barrier has one point, size 0; the others any size
 // above 0. The seed of a point is its index among the points measured.
 //
@@ -504,7 +504,7 @@ static void sweep(void) {
 	for (int op = 0; op < NOPS && !stopped; op++) {
 		if (!selected[op])
 			continue;
-		if ((op == LATENCY || op == BW || op == BIBW) && nranks < 2)
+		if ((op == LATENCY || op == BW || op == BIBW) && nranks != 2)
 			continue;
 		if (op == BARRIER) {
 			stopped = measure(op, 0, seed++, ns);

@@ -19,7 +19,8 @@ type Op struct {
 	Name string
 	// Doc says what one operation is and what its size counts, in one line.
 	Doc string
-	// P2P operations run between ranks 0 and 1; other ranks wait.
+	// P2P operations run between two ranks, as OSU's do: a sweep has
+	// their points at 2 ranks only.
 	P2P bool
 	// Reduction operations reduce float64 elements: their sizes are
 	// multiples of 8 bytes.

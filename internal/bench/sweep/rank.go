@@ -79,7 +79,7 @@ func (p Plan) Check() error {
 func (p Plan) Points(ranks int) []Point {
 	var out []Point
 	for _, op := range Ops {
-		if !slices.Contains(p.Ops, op.Name) || op.Transfer || (op.P2P && ranks < 2) {
+		if !slices.Contains(p.Ops, op.Name) || op.Transfer || (op.P2P && ranks != 2) {
 			continue
 		}
 		if op.NoSize {
@@ -261,21 +261,17 @@ func blk[T any](s []T) memspace.Block {
 	return v.Block()
 }
 
-func noop()                      {}
-func always() bool               { return true }
-func idle(context.Context) error { return nil }
+func noop()        {}
+func always() bool { return true }
 
 // body builds op's buffers at size s for this rank, as the protocol
 // says: send buffers filled once, expected results computed once.
 func (r *ranker) body(op Op, s int64, seed int) (*body, error) {
 	c, rank, n := r.c, r.rank, r.n
-	b := &body{run: idle, poison: noop, check: always, per: 1}
+	b := &body{poison: noop, check: always, per: 1}
 	switch op.Name {
 	case "latency":
 		b.per = 2
-		if rank > 1 {
-			return b, nil
-		}
 		sbuf, rbuf, want := pattern(s, seed), make([]byte, s), pattern(s, seed)
 		sb, rb := blk(sbuf), blk(rbuf)
 		b.poison = func() { poisonBytes(rbuf) }
@@ -299,9 +295,6 @@ func (r *ranker) body(op Op, s int64, seed int) (*body, error) {
 	case "bw", "bibw":
 		w := Window(s)
 		b.per = w
-		if rank > 1 {
-			return b, nil
-		}
 		peer := 1 - rank
 		sendSeed, recvSeed := seed, seed
 		if op.Name == "bibw" {

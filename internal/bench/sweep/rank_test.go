@@ -83,9 +83,9 @@ func TestRunRankMeasuresAndChecksEveryPoint(t *testing.T) {
 				t.Errorf("np%d %s: invalid %q, %d samples, %d iters, median %v", n, p.Key(), p.Invalid, len(p.Samples), p.Iters, p.Median)
 			}
 		}
-		// 1 rank: no point-to-point operation; reductions skip 4 bytes.
-		if n == 1 && slices.ContainsFunc(points, func(p Point) bool { return p.Op == "latency" }) {
-			t.Errorf("np1 measured latency")
+		// Point-to-point operations at 2 ranks only; reductions skip 4 bytes.
+		if hasLatency := slices.ContainsFunc(points, func(p Point) bool { return p.Op == "latency" }); hasLatency != (n == 2) {
+			t.Errorf("np%d: latency measured: %v", n, hasLatency)
 		}
 		if slices.ContainsFunc(points, func(p Point) bool { return p.Op == "allreduce" && p.Size == 4 }) {
 			t.Errorf("np%d measured an allreduce of 4 bytes", n)
