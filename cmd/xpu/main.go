@@ -7,6 +7,9 @@
 //	xpu conformance [--backend NAME] [--run REGEXP] [-o KEY=VALUE] [-v]
 //	xpu run -n N [--] prog [args...]
 //	xpu bench [--json] [--filter REGEXP] [--count N] [--ref DIR]
+//	xpu bench sweep [--filter REGEX] [--min-size SIZE] [--max-size SIZE] [--json] [--plot DIR] [--budget DURATION]
+//	xpu bench compare old.json new.json
+//	xpu bench plot [-o DIR] run.json
 //
 // Exit status: 0 on success, 1 when a conformance case fails or a command
 // fails, 2 for bad usage.

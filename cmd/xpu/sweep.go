@@ -47,6 +47,7 @@ type sweepFlags struct {
 	sizes      []int64
 	ranks      []int
 	count      int
+	rounds     int
 	sampleTime time.Duration
 	budget     time.Duration
 	refDir     string
@@ -70,8 +71,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxSize := fs.String("max-size", "64MiB", "largest message size")
 	sizeList := fs.String("sizes", "", "the message sizes, comma-separated, instead of the powers of two from --min-size to --max-size")
 	ranks := fs.String("n", "2", "rank counts of the communicators, comma-separated (\"2,4\")")
-	count := fs.Int("count", 6, "samples per point (compare needs at least 4 on each side to call a change significant)")
-	sampleTime := fs.Duration("sample-time", 20*time.Millisecond, "time one sample aims at")
+	count := fs.Int("count", 2, "samples per point in each round")
+	rounds := fs.Int("rounds", 5, "rounds: the whole sweep runs this many times, interleaved, each in fresh processes, and a point gets --count samples from each (compare needs 4 samples a side to call a change significant)")
+	sampleTime := fs.Duration("sample-time", 10*time.Millisecond, "time one sample aims at")
 	budget := fs.Duration("budget", 0, "stop after this long, keeping what was measured (0: no limit)")
 	asJSON := fs.Bool("json", false, "print the run as a JSON document instead of tables")
 	asBench := fs.Bool("benchfmt", false, "print the points in the `go test -bench` format (for benchstat) instead of tables")
@@ -87,7 +89,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *asJSON && *asBench {
 		return fmt.Errorf("%w: --json and --benchfmt both print the run: choose one (and -o FILE for the JSON beside)", xpucmd.ErrUsage)
 	}
-	sf := sweepFlags{count: *count, sampleTime: *sampleTime, budget: *budget, refDir: *refDir}
+	sf := sweepFlags{count: *count, rounds: *rounds, sampleTime: *sampleTime, budget: *budget, refDir: *refDir}
 	var err error
 	if sf.sizes, err = parseSweepSizes(*sizeList, *minSize, *maxSize); err != nil {
 		return fmt.Errorf("%w: %v", xpucmd.ErrUsage, err)
@@ -98,6 +100,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case sf.count < 1:
 		return fmt.Errorf("%w: --count %d: want at least 1 sample", xpucmd.ErrUsage, sf.count)
+	case sf.rounds < 1:
+		return fmt.Errorf("%w: --rounds %d: want at least 1 round", xpucmd.ErrUsage, sf.rounds)
 	case sf.sampleTime <= 0:
 		return fmt.Errorf("%w: --sample-time %v: want a positive duration", xpucmd.ErrUsage, sf.sampleTime)
 	case sf.budget < 0:
@@ -396,7 +400,7 @@ func copySeries(ctx context.Context, infos []xpu.Info) (jobs []sweepJob, errs []
 func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.Writer) (*sweep.Document, error) {
 	start := time.Now()
 	doc := &sweep.Document{Schema: sweep.Schema, Started: start, Machine: sweep.DescribeMachine(),
-		Config: sweep.Config{Sizes: sf.sizes, Ranks: sf.ranks, Count: sf.count,
+		Config: sweep.Config{Sizes: sf.sizes, Ranks: sf.ranks, Count: sf.count, Rounds: sf.rounds,
 			SampleTime: sweep.Duration(sf.sampleTime), Budget: sweep.Duration(sf.budget)}}
 	if sf.filter != nil {
 		doc.Config.Filter = sf.filter.String()
@@ -419,11 +423,20 @@ func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.W
 	jobs := planJobs(sf, commSeries(infos), copies, deadline)
 
 	refBin, refErr := findRef(ctx, sf.refDir, doc)
-	pr := newProgress(stderr, jobs, start, deadline)
+	pr := newProgress(stderr, jobs, sf.rounds, start, deadline)
 	defer pr.finish()
 	var mu sync.Mutex
 	listed := map[string]bool{}
-	for _, j := range jobs {
+	at := map[sweep.Key]int{} // where doc.Points holds a point measured in an earlier round
+	failed := map[int]bool{}  // jobs that failed, not run again
+	// The rounds run every job in turn, so that a point's samples come from
+	// several processes and moments, as its reference's do.
+	for round := range sf.rounds * len(jobs) {
+		ji := round % len(jobs)
+		j := jobs[ji]
+		if failed[ji] {
+			continue // said in its first round
+		}
 		if ctx.Err() != nil {
 			doc.Stopped = sweep.StopInterrupted
 			break
@@ -439,11 +452,21 @@ func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.W
 			doc.Series = append(doc.Series, j.series)
 			listed[j.series.Name] = true
 		}
-		pr.begin(j)
+		pr.begin(j, round/len(jobs)+1)
 		emit := func(p sweep.Point) {
 			p.Series = j.series.Name
 			mu.Lock()
-			doc.Points = append(doc.Points, p)
+			if i, ok := at[p.Key()]; ok {
+				q := &doc.Points[i]
+				q.Samples = append(q.Samples, p.Samples...)
+				if q.Invalid == "" {
+					q.Invalid = p.Invalid
+				}
+				q.Fill()
+			} else {
+				at[p.Key()] = len(doc.Points)
+				doc.Points = append(doc.Points, p)
+			}
 			mu.Unlock()
 			pr.point(p)
 		}
@@ -463,6 +486,7 @@ func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.W
 		case ctx.Err() != nil:
 			doc.Stopped = sweep.StopInterrupted
 		case err != nil:
+			failed[ji] = true
 			doc.Errors = append(doc.Errors, fmt.Sprintf("%s np%d: %v", j.series.Name, j.ranks, err))
 			pr.say("%s np%d failed: %v", j.series.Name, j.ranks, err)
 		case end == sweep.EndBudget:

@@ -22,13 +22,14 @@ type progress struct {
 	total    int // points planned
 	done     int // points measured
 	job      string
+	rounds   int
 	dirty    bool // a rewritable line is on the terminal
 }
 
-func newProgress(w io.Writer, jobs []sweepJob, start, deadline time.Time) *progress {
-	p := &progress{w: w, tty: isTerminal(w), start: start, deadline: deadline}
+func newProgress(w io.Writer, jobs []sweepJob, rounds int, start, deadline time.Time) *progress {
+	p := &progress{w: w, tty: isTerminal(w), start: start, deadline: deadline, rounds: rounds}
 	for _, j := range jobs {
-		p.total += j.points()
+		p.total += rounds * j.points()
 	}
 	return p
 }
@@ -46,13 +47,16 @@ func (p *progress) left() time.Duration {
 	return left.Round(time.Second)
 }
 
-// begin says that job j starts.
-func (p *progress) begin(j sweepJob) {
+// begin says that job j starts its round.
+func (p *progress) begin(j sweepJob, round int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.job = fmt.Sprintf("%s np%d", j.series.Name, j.ranks)
 	if j.how == inCopy {
 		p.job = j.series.Name
+	}
+	if p.rounds > 1 {
+		p.job += fmt.Sprintf(" (round %d/%d)", round, p.rounds)
 	}
 	if p.tty {
 		p.line("")

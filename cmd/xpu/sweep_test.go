@@ -41,7 +41,7 @@ func rankProg(t *testing.T) []string {
 // quickSweep is a sweep of tiny sizes and short samples.
 func quickSweep(filter string) sweepFlags {
 	return sweepFlags{filter: regexp.MustCompile(filter), sizes: []int64{8, 1024}, ranks: []int{2},
-		count: 2, sampleTime: time.Millisecond}
+		count: 1, rounds: 2, sampleTime: time.Millisecond}
 }
 
 // TestSweepEveryKindOfSeries sweeps a communicator in this process
@@ -64,7 +64,7 @@ func TestSweepEveryKindOfSeries(t *testing.T) {
 	got := map[sweep.Key]sweep.Point{}
 	for _, p := range doc.Points {
 		require.Empty(t, p.Invalid, "%s", p.Key())
-		require.Len(t, p.Samples, 2, "%s", p.Key())
+		require.Len(t, p.Samples, 2, "%s: a sample from each round", p.Key())
 		got[p.Key()] = p
 	}
 	for _, series := range []string{"local", "tcp", "shm"} {
@@ -161,6 +161,7 @@ func TestSweepUsage(t *testing.T) {
 		{"-n", "0"},
 		{"-n", "2,x"},
 		{"--count", "0"},
+		{"--rounds", "0"},
 		{"--sample-time", "0s"},
 		{"--budget", "-1s"},
 		{"--json", "--benchfmt"},

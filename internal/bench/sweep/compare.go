@@ -361,6 +361,11 @@ func PrintCompare(w io.Writer, deltas []Delta) error {
 		}
 	}
 	fmt.Fprintln(ew)
+	if n := faster + slower + same; n > 0 {
+		// Each point is its own test: some come out significant by chance.
+		fmt.Fprintf(ew, "at α = %v, about %.0f of %d points differ by chance alone where nothing changed: "+
+			"judge a handful of scattered changes as noise, a run of neighbouring sizes as a change\n", alpha, alpha*float64(n), n)
+	}
 	return ew.err
 }
 

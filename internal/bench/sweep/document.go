@@ -75,7 +75,8 @@ type Config struct {
 	Sizes      []int64  `json:"sizes"`           // bytes, in increasing order
 	Ranks      []int    `json:"ranks"`           // rank counts of the communicator series
 	Ops        []string `json:"ops"`             // operations, in the order measured
-	Count      int      `json:"count"`           // samples per point
+	Count      int      `json:"count"`           // samples per point in each round
+	Rounds     int      `json:"rounds"`          // rounds: each point has Count samples of each
 	SampleTime Duration `json:"sample_time"`     // target duration of one sample
 	Budget     Duration `json:"budget,omitzero"` // time budget of the whole sweep; 0 means none
 	Filter     string   `json:"filter,omitempty"`
@@ -118,13 +119,13 @@ type Series struct {
 }
 
 // Point is one operation at one size and rank count, measured Count
-// times.
+// times in each of Rounds rounds.
 type Point struct {
 	Series string `json:"series"`
 	Op     string `json:"op"`    // an Op's Name
 	Ranks  int    `json:"ranks"` // ranks of the communicator; 1 for a transfer
 	Size   int64  `json:"size"`  // bytes, as the Op defines its size
-	Iters  int    `json:"iters"` // operations timed per sample
+	Iters  int    `json:"iters"` // operations timed per sample (in the first round; each round calibrates its own)
 	// Samples are the time of one operation in each sample, in
 	// nanoseconds: total time over Iters (and over what the Op counts as
 	// one operation: half a round trip for latency, one message of the
