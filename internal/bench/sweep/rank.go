@@ -124,7 +124,7 @@ func RunRank(ctx context.Context, c comm.Comm, plan Plan, emit func(Point)) (str
 			p, stopped, err = r.point(op, pt.Size, seed)
 		}
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", Key{Op: pt.Op, Ranks: r.n, Size: pt.Size}, err)
+			return "", fmt.Errorf("%s at %s on %d ranks: %w", pt.Op, FormatSize(pt.Size), r.n, err)
 		}
 		if stopped {
 			return EndBudget, nil
