@@ -192,6 +192,9 @@ type Config struct {
 	// nodeOf, when set, gives each rank of a loopback group its Node, so
 	// that tests make mixed groups in one process.
 	nodeOf func(rank int) string
+	// idleCheck, when set, replaces the reader goroutines' idleCheck, so
+	// that tests can make any progress that waits for it hang.
+	idleCheck time.Duration
 }
 
 // normalize validates cfg and fills in defaults. It is the one check of a

@@ -1,5 +1,7 @@
 package tcp
 
+import "time"
+
 // SetRing sets the native ring's threshold and chunk for a test and
 // returns a function that restores them.
 func SetRing(min, chunk int) (restore func()) {
@@ -59,3 +61,10 @@ func CorruptShm(c *Comm, peer int) bool {
 // NodeCollectives reports whether c runs Barrier, Bcast and Allreduce in
 // the node's shared region.
 func NodeCollectives(c *Comm) bool { return c.nodeColl != nil }
+
+// WithoutIdleCheck returns tmpl with the reader goroutines' idle check
+// put off by an hour: progress that waits for it hangs.
+func WithoutIdleCheck(tmpl Config) Config {
+	tmpl.idleCheck = time.Hour
+	return tmpl
+}

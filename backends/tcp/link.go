@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"io"
 	"net"
@@ -80,7 +81,8 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 	if sc, ok := conn.(syscall.Conn); ok && c.cfg.Spin > 0 {
 		l.rd.raw, _ = sc.SyscallConn()
 	}
-	l.role = readRole{conn: conn, parked: &c.parked, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	l.role = readRole{conn: conn, parked: &c.parked, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		idle: cmp.Or(c.cfg.idleCheck, idleCheck)}
 	l.credit = credit{peerLimit: int(h.eager), peerBudget: int(min(h.budget, MaxEagerBudget)), budget: c.lim.budget}
 	if l.credit.peerLimit > l.credit.peerBudget {
 		l.credit.peerLimit = l.credit.peerBudget
@@ -188,6 +190,9 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 		if err := l.w.writeInline(hdr[:], payload); err != nil {
 			return false, err
 		}
+		if !eager {
+			l.role.wakeReader()
+		}
 		return eager, nil
 	}
 	f := &outFrame{hdr: hdr, payload: payload}
@@ -203,6 +208,14 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 	l.w.queue = append(l.w.queue, f)
 	l.w.mu.Unlock()
 	l.w.kick()
+	if !eager {
+		// The answer to the announcement (clear-to-send, or pulled) must
+		// be read while the sender's goroutine may wait on another link:
+		// a ring's rank waits for its left neighbour while its sends to
+		// the right await their answers. Unread, they waited for the
+		// reader goroutine's idle check (50 ms a message).
+		l.role.wakeReader()
+	}
 	return done, nil
 }
 

@@ -50,10 +50,11 @@ const idleCheck = 50 * time.Millisecond
 // wantFlag mirrors want and atBoundary says that the holder waits for a
 // frame header: both are read without mu, by the holder and by a goroutine
 // that completes a waiter's request. grant, wake, holders and taken need
-// no lock; conn and parked are set before the link starts.
+// no lock; conn, parked and idle are set before the link starts.
 type readRole struct {
 	conn   net.Conn      // a read deadline in the past on it is a kick
 	parked *atomic.Int32 // Comm.parked: goroutines blocked in Wait without reading
+	idle   time.Duration // idleCheck, or a test's
 
 	mu     sync.Mutex
 	owner  int  // roleFree, roleReader or roleWaiter
@@ -164,7 +165,7 @@ func (ro *readRole) takeForReader(idle *time.Timer) bool {
 			return false
 		}
 		ro.mu.Unlock()
-		idle.Reset(idleCheck)
+		idle.Reset(ro.idle)
 		select {
 		case <-ro.wake:
 		case <-idle.C:

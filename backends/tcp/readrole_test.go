@@ -343,3 +343,54 @@ func testDirectWaitMany(t *testing.T, tmpl tcp.Config) {
 	}
 	require.Greater(t, tcp.DirectReads(cs[0], 1), before, "no waiter read the socket itself")
 }
+
+// TestNothingWaitsForTheIdleCheck runs the collectives of large messages
+// (rendezvous, the native ring) on 4 ranks over TCP links with the reader
+// goroutines' idle check put off by an hour: every frame a rank needs
+// must be read because some goroutine was woken to read it, never because
+// the idle check came round. A missed wake-up hangs here until the
+// context's deadline; before the links woke their readers for
+// announcements and blocked waits woke every link's, a 1 MiB reduce on 4
+// ranks took 50 ms, the idle check's period, instead of 2.
+func TestNothingWaitsForTheIdleCheck(t *testing.T) {
+	cs := group(t, 4, tcp.WithoutIdleCheck(tcp.Config{Links: tcp.LinkTCP}))
+	const n = 1 << 17 // 1 MiB of float64
+	each(t, cs, func(ctx context.Context, c *tcp.Comm) error {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		send, recv := make([]float64, n), make([]float64, n)
+		for i := range send {
+			send[i] = float64(c.Rank() + i%7)
+		}
+		s, _ := memspace.FromSlice(send)
+		r, _ := memspace.FromSlice(recv)
+		all := make([]float64, 4*n)
+		a, _ := memspace.FromSlice(all)
+		big := make([]float64, 4*n)
+		b, _ := memspace.FromSlice(big)
+		for range 3 {
+			for _, step := range []struct {
+				name string
+				run  func() error
+			}{
+				{"allreduce", func() error { return comm.Allreduce(ctx, c, s, r, comm.Sum) }},
+				{"reduce", func() error { return comm.Reduce(ctx, c, s, r, comm.Sum, 0) }},
+				{"bcast", func() error { return comm.Bcast(ctx, c, r, 0) }},
+				{"allgather", func() error { return comm.Allgather(ctx, c, s, a) }},
+				{"alltoall", func() error { return comm.Alltoall(ctx, c, b, a) }},
+			} {
+				if err := step.run(); err != nil {
+					return fmt.Errorf("rank %d: %s: %w", c.Rank(), step.name, err)
+				}
+			}
+		}
+		for i, v := range recv {
+			if want := float64(6 + 4*(i%7)); v != want && c.Rank() != 0 {
+				// After the bcast every rank holds rank 0's allreduce/reduce
+				// result: the sum over ranks.
+				return fmt.Errorf("rank %d: element %d = %v, want %v", c.Rank(), i, v, want)
+			}
+		}
+		return nil
+	})
+}

@@ -136,6 +136,17 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	c.parked.Add(1)
 	defer c.parked.Add(-1)
 	r.wakeReaders()
+	// Every link is read while this goroutine sleeps, not only r's: r may
+	// complete only once a peer progresses, and the peer only once its
+	// data is read from here — in a ring each rank waits for its send to
+	// the right while its left neighbour, doing the same, needs it to read
+	// the left link. A link whose role a waiter freed before this wait
+	// began would otherwise wait for its reader's idle check.
+	for _, l := range c.links {
+		if l != nil {
+			l.role.wakeReader()
+		}
+	}
 	if err := impl.WaitDone(ctx, r.done); err != nil {
 		return comm.Status{}, err
 	}
