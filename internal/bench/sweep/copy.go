@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/xpu-go/xpu/memspace"
@@ -66,8 +65,8 @@ func RunCopy(ctx context.Context, dst, src memspace.Space, cp Copier, plan Plan,
 	return EndComplete, nil
 }
 
-// copyPoint measures the copy of size bytes: warm-up, calibration and
-// Count samples, as a communicator's point (see ranker.point).
+// copyPoint measures the copy of size bytes as a communicator's point is
+// measured (measure).
 func copyPoint(ctx context.Context, dst, src memspace.Space, cp Copier, plan Plan, size int64, seed int) (p Point, stopped bool, err error) {
 	sb, err := src.Allocate(int(size), 0)
 	if err != nil {
@@ -107,35 +106,9 @@ func copyPoint(ctx context.Context, dst, src memspace.Space, cp Copier, plan Pla
 		stop = !plan.Deadline.IsZero() && time.Now().After(plan.Deadline)
 		return ns, stop, !bytes.Equal(got, want), ctx.Err()
 	}
-	if _, stop, _, err := sample(1); err != nil || stop {
-		return Point{}, stop, err
-	}
-	target := float64(plan.SampleTime.Nanoseconds())
-	iters := 1
-	for range 20 {
-		t, stop, _, err := sample(iters)
-		if err != nil || stop {
-			return Point{}, stop, err
-		}
-		if t >= target/2 || iters >= MaxIters {
-			break
-		}
-		next := math.Ceil(float64(iters) * target / math.Max(t, 1))
-		iters = int(math.Min(MaxIters, math.Max(2*float64(iters), next)))
-	}
-	p = Point{Op: "copy", Ranks: 1, Size: size, Iters: iters}
-	for range plan.Count {
-		t, stop, bad, err := sample(iters)
-		if err != nil || stop {
-			return Point{}, stop, err
-		}
-		if bad && p.Invalid == "" {
-			p.Invalid = "the destination did not hold the source's bytes"
-		}
-		p.Samples = append(p.Samples, t/float64(iters))
-	}
-	p.Fill()
-	return p, false, nil
+	p = Point{Op: "copy", Ranks: 1, Size: size}
+	stopped, err = measure(&p, sample, plan, 1, "the destination did not hold the source's bytes")
+	return p, stopped, err
 }
 
 // fill writes data into b, through its host view or a copy from the Go

@@ -155,15 +155,28 @@ func (r *ranker) point(op Op, size int64, seed int) (p Point, stopped bool, err 
 	if err != nil {
 		return Point{}, false, err
 	}
-	target := float64(r.plan.SampleTime.Nanoseconds())
-	if _, stop, _, err := r.sample(b, 1); err != nil || stop {
-		return Point{}, stop, err
+	sample := func(iters int) (float64, bool, bool, error) { return r.sample(b, iters) }
+	p = Point{Op: op.Name, Ranks: r.n, Size: size}
+	stopped, err = measure(&p, sample, r.plan, float64(b.per), "a rank's check of the results failed")
+	return p, stopped, err
+}
+
+// measure runs a point's protocol with sample, which times iters
+// operations and says whether to stop and whether the check failed: a
+// warm-up sample of one operation, the calibration of the iterations to
+// plan.SampleTime, both discarded, then plan.Count samples, each divided
+// by the iterations times per (what one operation counts, per iteration).
+// It fills p's Iters, Samples and Invalid (with bad, on a failed check).
+func measure(p *Point, sample func(iters int) (ns float64, stop, bad bool, err error), plan Plan, per float64, bad string) (stopped bool, err error) {
+	if _, stop, _, err := sample(1); err != nil || stop {
+		return stop, err
 	}
+	target := float64(plan.SampleTime.Nanoseconds())
 	iters := 1
 	for range 20 {
-		t, stop, _, err := r.sample(b, iters)
+		t, stop, _, err := sample(iters)
 		if err != nil || stop {
-			return Point{}, stop, err
+			return stop, err
 		}
 		if t >= target/2 || iters >= MaxIters {
 			break
@@ -171,19 +184,19 @@ func (r *ranker) point(op Op, size int64, seed int) (p Point, stopped bool, err 
 		next := math.Ceil(float64(iters) * target / math.Max(t, 1))
 		iters = int(math.Min(MaxIters, math.Max(2*float64(iters), next)))
 	}
-	p = Point{Op: op.Name, Ranks: r.n, Size: size, Iters: iters}
-	for range r.plan.Count {
-		t, stop, bad, err := r.sample(b, iters)
+	p.Iters = iters
+	for range plan.Count {
+		t, stop, failed, err := sample(iters)
 		if err != nil || stop {
-			return Point{}, stop, err
+			return stop, err
 		}
-		if bad && p.Invalid == "" {
-			p.Invalid = "a rank's check of the results failed"
+		if failed && p.Invalid == "" {
+			p.Invalid = bad
 		}
-		p.Samples = append(p.Samples, t/float64(iters*b.per))
+		p.Samples = append(p.Samples, t/(float64(iters)*per))
 	}
 	p.Fill()
-	return p, false, nil
+	return false, nil
 }
 
 // sample times iters operations of b after a barrier, checks the result
