@@ -347,8 +347,9 @@ func sortedOps(ops []string) []string {
 }
 
 // copySeries returns the transfer paths to sweep: host to host through
-// package transfer, beside memmove, and to and from every other space of
-// the available backends. close releases the backends opened.
+// package transfer, beside memmove, and the paths among the host and the
+// spaces of every other available backend (copyPairs). close releases the
+// backends opened.
 func copySeries(ctx context.Context, infos []xpu.Info) (jobs []sweepJob, errs []string, close func()) {
 	var opened []*xpu.Backend
 	close = func() {
@@ -377,21 +378,38 @@ func copySeries(ctx context.Context, infos []xpu.Info) (jobs []sweepJob, errs []
 			continue
 		}
 		opened = append(opened, b)
-		for _, s := range b.Spaces {
-			kind := s.Properties().Kind
-			if kind == "host" {
-				continue
-			}
-			jobs = append(jobs,
-				sweepJob{how: inCopy, series: sweep.Series{Name: in.Name + ".host-" + kind,
-					Doc: "transfer.Copy from the cpu backend's host space to " + s.Name()},
-					cp: copyJob{dst: s, src: h, copier: sweep.TransferCopier}},
-				sweepJob{how: inCopy, series: sweep.Series{Name: in.Name + "." + kind + "-host",
-					Doc: "transfer.Copy from " + s.Name() + " to the cpu backend's host space"},
-					cp: copyJob{dst: h, src: s, copier: sweep.TransferCopier}})
-		}
+		jobs = append(jobs, copyPairs(in.Name, h, b.Spaces)...)
 	}
 	return jobs, errs, close
+}
+
+// copyPairs returns the transfer paths of a backend named name whose
+// spaces are spaces: between each of them and the host space h, both
+// ways, and between any two of them, a space and itself included (device
+// to device), all through package transfer. A series is named
+// "<backend>.<from kind>-<to kind>": "cuda.host-cuda-device",
+// "cuda.cuda-pinned-cuda-device".
+func copyPairs(name string, h memspace.Space, spaces []memspace.Space) []sweepJob {
+	all := []memspace.Space{h}
+	for _, s := range spaces {
+		if s.Properties().Kind != "host" {
+			all = append(all, s)
+		}
+	}
+	var jobs []sweepJob
+	for i, src := range all {
+		for j, dst := range all {
+			if i == 0 && j == 0 {
+				continue // host to host is the cpu backend's series
+			}
+			from, to := src.Properties().Kind, dst.Properties().Kind
+			jobs = append(jobs, sweepJob{how: inCopy,
+				series: sweep.Series{Name: name + "." + from + "-" + to,
+					Doc: "transfer.Copy from " + src.Name() + " to " + dst.Name()},
+				cp: copyJob{dst: dst, src: src, copier: sweep.TransferCopier}})
+		}
+	}
+	return jobs
 }
 
 // sweepAll runs the sweep sf describes and returns what it measured, and

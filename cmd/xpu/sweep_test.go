@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/internal/bench/sweep"
+	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xpucmd"
 )
 
@@ -204,4 +206,45 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// kindSpace is a host space that says it is of another kind, as a
+// device's spaces do.
+type kindSpace struct {
+	memspace.Space
+	kind string
+}
+
+func (k kindSpace) Properties() memspace.Properties {
+	p := k.Space.Properties()
+	p.Kind = k.kind
+	return p
+}
+
+// TestCopyPairs lists a backend's transfer paths: to and from the host,
+// and among its own spaces (pinned to device, device to device), each
+// copying what it should.
+func TestCopyPairs(t *testing.T) {
+	h := cpu.NewSpace(cpu.SpaceOptions{})
+	defer h.Close()
+	dev, pin := kindSpace{h, "fake-device"}, kindSpace{h, "fake-pinned"}
+	jobs := copyPairs("fake", h, []memspace.Space{dev, h, pin})
+	var names []string
+	for _, j := range jobs {
+		names = append(names, j.series.Name)
+	}
+	require.ElementsMatch(t, []string{
+		"fake.host-fake-device", "fake.host-fake-pinned",
+		"fake.fake-device-host", "fake.fake-device-fake-device", "fake.fake-device-fake-pinned",
+		"fake.fake-pinned-host", "fake.fake-pinned-fake-device", "fake.fake-pinned-fake-pinned",
+	}, names)
+	plan := sweep.Plan{Sizes: []int64{64}, Count: 1, SampleTime: time.Millisecond}
+	for _, j := range jobs {
+		var points []sweep.Point
+		end, err := sweep.RunCopy(context.Background(), j.cp.dst, j.cp.src, j.cp.copier, plan, func(p sweep.Point) { points = append(points, p) })
+		require.NoError(t, err, j.series.Name)
+		require.Equal(t, sweep.EndComplete, end)
+		require.Len(t, points, 1)
+		require.Empty(t, points[0].Invalid, j.series.Name)
+	}
 }
