@@ -559,21 +559,7 @@ func sweepGroup(ctx context.Context, j sweepJob, emit func(sweep.Point)) (string
 	if err != nil {
 		return "", err
 	}
-	ends, errs := make([]string, len(comms)), make([]error, len(comms))
-	var wg sync.WaitGroup
-	for i, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ends[i], errs[i] = sweep.RunRank(ctx, c, j.plan, emit)
-			if errs[i] != nil {
-				// A rank that failed leaves the group, so that the others
-				// see it lost instead of waiting for it.
-				_ = c.Close()
-			}
-		}()
-	}
-	wg.Wait()
+	ends, errs := sweep.RunGroup(ctx, comms, j.plan, emit)
 	for _, c := range comms {
 		_ = c.Close()
 	}

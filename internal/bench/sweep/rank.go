@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
@@ -134,6 +135,26 @@ func RunRank(ctx context.Context, c comm.Comm, plan Plan, emit func(Point)) (str
 		}
 	}
 	return EndComplete, nil
+}
+
+// RunGroup runs RunRank on every rank of comms, a group of this process,
+// at once, and returns each rank's end and error. A rank that fails
+// closes its communicator, so that the others see it lost instead of
+// waiting for it.
+func RunGroup(ctx context.Context, comms []comm.Comm, plan Plan, emit func(Point)) (ends []string, errs []error) {
+	ends, errs = make([]string, len(comms)), make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ends[i], errs[i] = RunRank(ctx, c, plan, emit); errs[i] != nil {
+				_ = c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	return ends, errs
 }
 
 // ranker is one rank's state during a sweep.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,16 +34,7 @@ func runGroup(t *testing.T, comms []comm.Comm, plan Plan) ([]Point, []string, []
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var points []Point
-	ends, errs := make([]string, len(comms)), make([]error, len(comms))
-	var wg sync.WaitGroup
-	for i, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ends[i], errs[i] = RunRank(ctx, c, plan, func(p Point) { points = append(points, p) })
-		}()
-	}
-	wg.Wait()
+	ends, errs := RunGroup(ctx, comms, plan, func(p Point) { points = append(points, p) })
 	return points, ends, errs
 }
 
@@ -175,14 +165,7 @@ func TestRunRankCanceled(t *testing.T) {
 	comms := localGroup(t, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	plan := quickPlan(8)
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, c := range comms {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = RunRank(ctx, c, plan, nil) }()
-	}
-	wg.Wait()
+	_, errs := RunGroup(ctx, comms, quickPlan(8), nil)
 	for r, err := range errs {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("rank %d: %v, want context.Canceled", r, err)
