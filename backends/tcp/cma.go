@@ -256,14 +256,9 @@ func (l *link) pull(r *request, id, addr uint64, inline bool) (handled bool, err
 // onPulled completes the send id: the receiver has copied taken bytes of
 // it.
 func (l *link) onPulled(taken int, id uint64) error {
-	l.w.mu.Lock()
-	r := l.w.announced[id]
+	r, err := l.announcedLocked(id, "pulled")
 	if r == nil {
-		l.w.mu.Unlock()
-		if l.c.isClosed() {
-			return nil
-		}
-		return xerr.Detail(ErrProtocol, "message %d pulled, which waits for nothing", id)
+		return err
 	}
 	if r.addr == 0 {
 		l.w.mu.Unlock()

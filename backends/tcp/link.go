@@ -409,15 +409,26 @@ func (l *link) accept(r *request, tag int, id uint64, size int, addr uint64, inl
 	return nil
 }
 
-func (l *link) onCTS(accept int, id, token uint64) error {
+// announcedLocked returns the send id announced on l, which an answer of
+// the peer (what: "clear-to-send") names, with w.mu held. When there is
+// none it releases w.mu and returns nil and the error of the answer:
+// ErrProtocol, or nil once this rank is closing (its sends are settled).
+func (l *link) announcedLocked(id uint64, what string) (*request, error) {
 	l.w.mu.Lock()
-	r := l.w.announced[id]
+	if r := l.w.announced[id]; r != nil {
+		return r, nil
+	}
+	l.w.mu.Unlock()
+	if l.c.isClosed() {
+		return nil, nil
+	}
+	return nil, xerr.Detail(ErrProtocol, "%s for unknown message %d", what, id)
+}
+
+func (l *link) onCTS(accept int, id, token uint64) error {
+	r, err := l.announcedLocked(id, "clear-to-send")
 	if r == nil {
-		l.w.mu.Unlock()
-		if l.c.isClosed() {
-			return nil
-		}
-		return xerr.Detail(ErrProtocol, "clear-to-send for unknown message %d", id)
+		return err
 	}
 	if accept > len(r.buf) {
 		l.w.mu.Unlock()
