@@ -83,3 +83,27 @@ func BenchmarkValidation(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidationTyped times the typed collectives on the same
+// communicator: the Block-level checks plus those of the buffers.
+func BenchmarkValidationTyped(b *testing.B) {
+	ctx := context.Background()
+	var c comm.Comm = &nopColl{rank: 0, size: 2}
+	s, r := buf(b, make([]float64, 1)), buf(b, make([]float64, 1))
+	b.Run("allreduce", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := comm.Allreduce(ctx, c, s, r, comm.Sum); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bcast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := comm.Bcast(ctx, c, s, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

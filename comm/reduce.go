@@ -45,6 +45,39 @@ func ReduceLocal(dst, a, b memspace.Block, dt DType, op Op) error {
 	return nil
 }
 
+// ReduceBytes is ReduceLocal on host bytes: dst[i] = a[i] op b[i] over
+// elements of dt, for a backend that reduces in its own buffers (a ring's
+// slot, a shared segment) without making blocks of them. dst may be a or b
+// (the same bytes), but must not overlap them partially; the slices need
+// not be aligned for dt. It fails with ErrInvalidArgument for a bad type
+// or operation, slices of different lengths, or a length that is not a
+// whole number of elements.
+func ReduceBytes(dst, a, b []byte, dt DType, op Op) error {
+	n := len(dst)
+	if err := checkElems("reduce", dt, op, n); err != nil {
+		return err
+	}
+	if len(a) != n || len(b) != n {
+		return fmt.Errorf("comm: reduce of %d, %d and %d bytes: %w", n, len(a), len(b), ErrInvalidArgument)
+	}
+	if n == 0 {
+		return nil
+	}
+	if bytesOverlap(dst, a) || bytesOverlap(dst, b) {
+		return fmt.Errorf("comm: reduce into bytes partially overlapping an operand: %w", ErrInvalidArgument)
+	}
+	reduceBytes(dst, a, b, dt, op)
+	return nil
+}
+
+// bytesOverlap reports whether p and q, of equal nonzero length, share
+// bytes without being the same bytes.
+func bytesOverlap(p, q []byte) bool {
+	pa, qa := uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(unsafe.Pointer(unsafe.SliceData(q)))
+	n := uintptr(len(p))
+	return pa != qa && pa < qa+n && qa < pa+n
+}
+
 // sameBlock reports whether a and b are the same region (in place).
 func sameBlock(a, b memspace.Block) bool {
 	return a.Addr() == b.Addr() && a.Len() == b.Len() && a.HostPointer() == b.HostPointer() && memspace.Overlaps(a, b)

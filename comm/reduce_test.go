@@ -53,6 +53,12 @@ func testReduceLocal[T comm.Number](t *testing.T) {
 			// In place: dst is a.
 			require.NoError(t, comm.ReduceLocal(blk(pa), blk(pa), blk(pb), dt, op))
 			require.Equal(t, want, fromBytes[T](pa[off:]), "%v in place, offset %d", op, off)
+			// The same on bytes, into dst and in place (dst is b).
+			pa, pd = bytesOf(a, off), make([]byte, off+n*dt.Size())
+			require.NoError(t, comm.ReduceBytes(pd[off:], pa[off:], pb[off:], dt, op))
+			require.Equal(t, want, fromBytes[T](pd[off:]), "bytes: %v offset %d", op, off)
+			require.NoError(t, comm.ReduceBytes(pb[off:], pa[off:], pb[off:], dt, op))
+			require.Equal(t, want, fromBytes[T](pb[off:]), "bytes: %v in place, offset %d", op, off)
 		}
 	}
 }
@@ -119,4 +125,24 @@ func TestReduceLocalErrors(t *testing.T) {
 	for name, tc := range cases {
 		require.ErrorIs(t, comm.ReduceLocal(tc.dst, tc.a, tc.b, tc.dt, tc.op), tc.want, name)
 	}
+}
+
+func TestReduceBytesErrors(t *testing.T) {
+	x := make([]byte, 64)
+	cases := map[string]struct {
+		dst, a, b []byte
+		dt        comm.DType
+		op        comm.Op
+	}{
+		"lengths":         {x[:16], x[16:32], x[32:40], comm.Float64, comm.Sum},
+		"partial overlap": {x[8:24], x[:16], x[32:48], comm.Float64, comm.Sum},
+		"not whole":       {x[:12], x[16:28], x[32:44], comm.Float64, comm.Sum},
+		"bad op":          {x[:16], x[16:32], x[32:48], comm.Float64, comm.Op(9)},
+		"bad dtype":       {x[:16], x[16:32], x[32:48], comm.InvalidDType, comm.Sum},
+		"complex min":     {x[:16], x[16:32], x[32:48], comm.Complex64, comm.Min},
+	}
+	for name, tc := range cases {
+		require.ErrorIs(t, comm.ReduceBytes(tc.dst, tc.a, tc.b, tc.dt, tc.op), comm.ErrInvalidArgument, name)
+	}
+	require.NoError(t, comm.ReduceBytes(nil, nil, nil, comm.Float64, comm.Sum), "empty")
 }

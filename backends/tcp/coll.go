@@ -166,7 +166,20 @@ func (c *Comm) collective(ctx context.Context, name string, body func(ctx contex
 // of this and every later collective. cause reports the abort that ended
 // the run, if any.
 func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func() error, cause func() error) error {
+	if err := c.collBegin(name, run); err != nil {
+		return err
+	}
+	return c.collEnd(ctx, name, run, body(), cause)
+}
+
+// collBegin numbers the collective run and registers it for aborts, or
+// returns why it may not run: the group is broken (an earlier collective
+// was aborted, or a peer is lost) or this rank is closed. Every call
+// takes a number, run or not, so that the ranks number alike. A
+// collective that begins must end with collEnd.
+func (c *Comm) collBegin(name string, run *collRun) error {
 	s := &c.coll
+	closed, anyLost := c.shut.Load(), c.anyLost.Load()
 	s.mu.Lock()
 	s.seq++
 	seq := s.seq
@@ -175,10 +188,18 @@ func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func
 		s.mu.Unlock()
 		return xerr.Op(Name, name, err)
 	}
+	if !closed && !anyLost {
+		run.seq = seq
+		s.running = append(s.running, run)
+		s.mu.Unlock()
+		return nil
+	}
 	s.mu.Unlock()
-	c.mu.Lock()
-	closed := c.closed
+	if closed {
+		return xerr.Errorf(Name, name, comm.ErrClosed, "rank %d", c.rank)
+	}
 	var lost error
+	c.mu.Lock()
 	for _, e := range c.lost {
 		if e != nil {
 			lost = e
@@ -186,18 +207,16 @@ func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func
 		}
 	}
 	c.mu.Unlock()
-	if closed {
-		return xerr.Errorf(Name, name, comm.ErrClosed, "rank %d", c.rank)
-	}
-	if lost != nil {
-		c.abortColl(seq, c.rank, lost)
-		return xerr.Op(Name, name, fmt.Errorf("a rank of the group is lost: %w", detailOf(lost)))
-	}
-	run.seq = seq
-	s.mu.Lock()
-	s.running = append(s.running, run)
-	s.mu.Unlock()
-	err := body()
+	c.abortColl(seq, c.rank, lost)
+	return xerr.Op(Name, name, fmt.Errorf("a rank of the group is lost: %w", detailOf(lost)))
+}
+
+// collEnd ends the collective run, which collBegin began and which ended
+// with err: it unregisters it and makes a failure caused by a lost peer
+// an abort of this and every later collective. cause reports the abort
+// that ended the run, if any.
+func (c *Comm) collEnd(ctx context.Context, name string, run *collRun, err error, cause func() error) error {
+	s := &c.coll
 	s.mu.Lock()
 	for i, x := range s.running {
 		if x == run {
@@ -212,6 +231,7 @@ func (c *Comm) runColl(ctx context.Context, name string, run *collRun, body func
 	if err == nil {
 		return nil
 	}
+	seq := run.seq
 	if why := cause(); ctx.Err() == nil && why != nil && errors.Is(why, comm.ErrPeerLost) {
 		err = why
 	}

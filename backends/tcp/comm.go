@@ -37,8 +37,10 @@ type Comm struct {
 	tbl      match.Table[request, *request]
 	selfHeld int // bytes of eager messages to itself held
 
-	// anyLost mirrors nlost > 0, for waits that poll.
+	// anyLost mirrors nlost > 0, and shut mirrors closed: for waits that
+	// poll and collectives that start, without mu.
 	anyLost atomic.Bool
+	shut    atomic.Bool
 	// shmYield says that the node is oversubscribed (tuneShm).
 	shmYield atomic.Bool
 	// nodeColl runs Barrier, Bcast and Allreduce through the nodes'
@@ -366,6 +368,7 @@ func (c *Comm) Close() error {
 func (c *Comm) shutdown() {
 	c.mu.Lock()
 	c.closed = true
+	c.shut.Store(true)
 	closed := c.closedErr()
 	for r := range c.tbl.Posted() {
 		c.tbl.Unpost(r)

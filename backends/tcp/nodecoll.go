@@ -98,17 +98,17 @@ type nodeColl struct {
 	c        *Comm
 	region   *shm.Region
 	mem      []byte
-	blk      memspace.Block      // mem, for reductions
-	inl      [2][]memspace.Block // by half and rank: the inline vectors
-	p        int                 // ranks of the node
-	me       int                 // this rank's index among them
-	members  []int               // the node's ranks, in order (index: their place)
-	leaders  []int               // every node's lowest rank, in order; nil for a one-node job
-	leaderOf []int               // by rank: the lowest rank of its node (with leaders)
-	closed   bool                // close has run (mu)
-	slot     int                 // bytes of each half of a slot
-	slots    int                 // offset of the slots in mem
-	res      int                 // offset of the shared results in mem
+	blk      memspace.Block          // mem, for reductions
+	p        int                     // ranks of the node
+	me       int                     // this rank's index among them
+	members  []int                   // the node's ranks, in order (index: their place)
+	leaders  []int                   // every node's lowest rank, in order; nil for a one-node job
+	leaderOf []int                   // by rank: the lowest rank of its node (with leaders)
+	closed   bool                    // close has run (mu)
+	slot     int                     // bytes of each half of a slot
+	slots    int                     // offset of the slots in mem
+	res      int                     // offset of the shared results in mem
+	spare    atomic.Pointer[collRun] // a light run to reuse
 	step     uint64
 	known    uint64     // a step every rank of the node is known to have published
 	mu       sync.Mutex // one node collective at a time
@@ -141,6 +141,15 @@ func (n *nodeColl) word32(r, off int) *atomic.Uint32 {
 func (n *nodeColl) inline(r int, h uint64) []byte {
 	at := r*nodeLine + offInline + int(h)*nodeInline
 	return n.mem[at : at+nodeInline : at+nodeInline]
+}
+
+// small returns the first total bytes of a one-step allreduce's vector
+// of rank r in half h: inline in its control line, or in its slot.
+func (n *nodeColl) small(r int, h uint64, total int) []byte {
+	if total <= nodeInline {
+		return n.inline(r, h)[:total]
+	}
+	return n.half(r, h)[:total]
 }
 
 // half returns half h of rank r's slot.
@@ -391,12 +400,6 @@ func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
 	n.blk = blockOf(n.mem)
 	var bell int
 	_, bell, n.slots, n.res, _ = nodeLayout(n.p, slot)
-	for h := range 2 {
-		n.inl[h] = make([]memspace.Block, n.p)
-		for j := range n.p {
-			n.inl[h][j], _ = n.blk.Slice(j*nodeLine+offInline+h*nodeInline, nodeInline)
-		}
-	}
 	n.bell = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell]))
 	n.sleepers = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+4]))
 	n.broken = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+8]))
@@ -436,8 +439,20 @@ func (n *nodeColl) run(ctx context.Context, name string, body func(ctx context.C
 	if n.leaders != nil {
 		return n.c.collective(ctx, name, func(ctx context.Context) error { return locked(ctx, &collRun{}) })
 	}
-	run := &collRun{}
-	return n.c.runColl(ctx, name, run, func() error { return locked(ctx, run) }, run.aborted)
+	run := n.spare.Swap(nil)
+	if run == nil {
+		run = new(collRun)
+	}
+	err := n.c.collBegin(name, run)
+	if err == nil {
+		err = n.c.collEnd(ctx, name, run, locked(ctx, run), run.aborted)
+	}
+	// Ended: no abort refers to run any more (collEnd dropped it from the
+	// running under the lock that aborts take).
+	run.seq = 0
+	run.err.Store(nil)
+	n.spare.Store(run)
+	return err
 }
 
 // across is the job's leaders as a communicator of their own (rank i is
@@ -581,15 +596,21 @@ func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, o
 		if ready() {
 			return nil
 		}
-		if err := n.blocked(ctx, run); err != nil {
-			// A peer that published and then left (its close or death is
-			// what was seen) has published: look once more.
-			if ready() {
-				return nil
+		// The reasons to stop (the group's state, the run's abort, the
+		// context) cost several polls to check: they are checked every 16
+		// polls while polling, and before every sleep.
+		spinning := shm.Polling(spin, yield, polls, &until)
+		if !spinning || polls%16 == 1 {
+			if err := n.blocked(ctx, run); err != nil {
+				// A peer that published and then left (its close or death
+				// is what was seen) has published: look once more.
+				if ready() {
+					return nil
+				}
+				return err
 			}
-			return err
 		}
-		if shm.Polling(spin, yield, polls, &until) {
+		if spinning {
 			continue
 		}
 		n.sleepers.Add(1)
@@ -757,16 +778,16 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		if err := n.agree(e, total, kind, -1); err != nil {
 			return err
 		}
-		if total == nodeInline {
-			return n.foldFrom(recv, dt, op, func(j int) memspace.Block { return n.inl[h][j] })
+		// In rank order, as fold: the same bits on every rank.
+		if err := comm.ReduceBytes(recvB, n.small(1, h, total), n.small(0, h, total), dt, op); err != nil {
+			return err
 		}
-		if total < nodeInline {
-			return n.foldFrom(recv, dt, op, func(j int) memspace.Block {
-				b, _ := n.inl[h][j].Slice(0, total)
-				return b
-			})
+		for j := 2; j < n.p; j++ {
+			if err := comm.ReduceBytes(recvB, n.small(j, h, total), recvB, dt, op); err != nil {
+				return err
+			}
 		}
-		return n.fold(recv, 0, total, h, dt, op)
+		return nil
 	}
 	for off := 0; off < total; off += n.slot {
 		k := min(n.slot, total-off)
