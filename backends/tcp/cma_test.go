@@ -474,7 +474,7 @@ func TestPulledChecks(t *testing.T) {
 	l := fl.l
 	msg := make([]byte, 100<<10)
 	mk := func(addr uint64) *request {
-		r := &request{c: fl.c, kind: kindSend, peer: 1, buf: msg, done: make(chan struct{})}
+		r := &request{c: fl.c, kind: kindSend, peer: 1, buf: msg}
 		l.w.mu.Lock()
 		l.w.nextID++
 		r.id, r.addr = l.w.nextID, addr
@@ -488,7 +488,7 @@ func TestPulledChecks(t *testing.T) {
 	require.ErrorIs(t, l.onPulled(len(msg)+1, r.id), ErrProtocol, "more than the message")
 	require.ErrorIs(t, l.onPulled(1, r.id+1), ErrProtocol, "no such message")
 	require.NoError(t, l.onPulled(len(msg)-1, r.id))
-	require.True(t, r.fin.Load())
+	require.True(t, r.isDone())
 	require.NoError(t, r.err)
 	require.Equal(t, len(msg), r.st.Count)
 }

@@ -188,7 +188,7 @@ func settle(qs []*request) {
 	}
 	for _, q := range qs {
 		if q != nil {
-			<-q.done
+			<-q.doneChan()
 		}
 	}
 }

@@ -160,8 +160,8 @@ func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
 	}
 	if done {
 		// Written or copied: r was never shared.
-		r.done, r.st = closedCh, sendStatus(r)
-		r.fin.Store(true)
+		r.st = sendStatus(r)
+		r.completed()
 	}
 	return r, nil
 }
@@ -176,21 +176,18 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 	}
 	if rr := c.tbl.TakePosted(c.rank, r.tag); rr != nil {
 		rr.complete(deliverTo(c.rank, rr, r.buf, c.rank, r.tag))
-		r.done = closedCh
-		r.fin.Store(true)
 		r.st = sendStatus(r)
+		r.completed()
 		return r, nil
 	}
 	if n <= c.lim.eager && c.selfHeld+n <= c.lim.budget {
 		c.selfHeld += n
 		c.enqueue(&request{c: c, kind: kindEagerMsg, peer: c.rank, tag: r.tag, buf: append([]byte(nil), r.buf...)})
-		r.done = closedCh
-		r.fin.Store(true)
 		r.st = sendStatus(r)
+		r.completed()
 		return r, nil
 	}
 	r.kind = kindSelf
-	r.done = make(chan struct{})
 	c.enqueue(r)
 	return r, nil
 }
@@ -232,15 +229,13 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 		return comm.Status{}, err
 	}
 	st, err := comm.Await(ctx, r)
-	select {
-	case <-r.done:
+	if r.isDone() {
 		// Completed: no one else refers to r any more (complete touches
-		// nothing after it closes done; queues and maps drop r first).
+		// nothing after it marks it done; queues and maps drop r first).
 		*r = request{}
 		c.spare.Store(r)
-	default:
-		// Still pending past the grace: it stays with the link.
 	}
+	// Else still pending past the grace: it stays with the link.
 	return st, err
 }
 
@@ -263,19 +258,18 @@ func (c *Comm) irecv(r *request) (*request, error) {
 			c.mu.Unlock()
 			st, err := deliverMsg(r, m)
 			putBuf(m.pooled)
-			r.done, r.st, r.err = closedCh, st, err
-			r.fin.Store(true)
+			r.st, r.err = st, err
+			r.completed()
 			return r, nil
 		case kindSelf:
 			st, err := deliverTo(c.rank, r, m.buf, c.rank, m.tag)
 			c.mu.Unlock()
 			m.complete(sendStatus(m), nil)
-			r.done, r.st, r.err = closedCh, st, err
-			r.fin.Store(true)
+			r.st, r.err = st, err
+			r.completed()
 			return r, nil
 		case kindRTSMsg:
 			c.mu.Unlock()
-			r.done = make(chan struct{})
 			m.via.acceptRdv(r, m.tag, m.id, m.size, true)
 			return r, nil
 		}
@@ -289,7 +283,6 @@ func (c *Comm) irecv(r *request) (*request, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
-	r.done = make(chan struct{})
 	c.tbl.Post(r, r.peer, r.tag)
 	c.mu.Unlock()
 	return r, nil

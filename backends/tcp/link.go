@@ -182,7 +182,6 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 		r.id = l.w.nextID
 		r.via = l
 		r.addr = l.announceAddr(data)
-		r.done = make(chan struct{}) // r is shared from here
 		l.w.announced[r.id] = r
 		frame{typ: frameRTS, tag: uint32(tag), a: uint64(n), b: r.id, c: r.addr}.encode(hdr[:])
 	}
@@ -201,7 +200,6 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 			f.payload = append([]byte(nil), data...)
 			done = true
 		} else {
-			r.done = make(chan struct{})
 			f.req = r
 		}
 	}

@@ -203,14 +203,14 @@ func (ro *readRole) end() bool {
 	return true
 }
 
-// takeForWaiter takes the role for a goroutine that waits with ctx for a
-// request, whose done is given: at once when the role is free, else by
+// takeForWaiter takes the role for a goroutine that waits with ctx for the
+// request r: at once when the role is free, else by
 // asking the holder to yield. held reports that the caller holds the role,
 // which it gives back with release after it runs stop, if not nil (see
 // watchLocked). Else handled is false when the role is not to be had
 // (another waiter holds it or asked for it, or the read side has ended),
 // and true when the request completed or ctx ended while it asked.
-func (ro *readRole) takeForWaiter(ctx context.Context, done <-chan struct{}) (held, handled bool, stop func() bool) {
+func (ro *readRole) takeForWaiter(ctx context.Context, r *request) (held, handled bool, stop func() bool) {
 	ro.mu.Lock()
 	if ro.dead || ro.closed || ro.want || ro.owner == roleWaiter {
 		ro.mu.Unlock()
@@ -231,7 +231,7 @@ func (ro *readRole) takeForWaiter(ctx context.Context, done <-chan struct{}) (he
 	granted := true
 	select {
 	case <-ro.grant:
-	case <-done:
+	case <-r.doneChan():
 		granted = false
 	case <-ctx.Done():
 		granted = false
@@ -421,7 +421,7 @@ func (l *link) readLoop() {
 // was not to be had (another waiter holds it, or the read side has ended):
 // the caller then waits as usual.
 func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
-	held, handled, stop := l.role.takeForWaiter(ctx, r.done)
+	held, handled, stop := l.role.takeForWaiter(ctx, r)
 	if !held {
 		return handled
 	}

@@ -11,12 +11,15 @@ import (
 	"github.com/xpu-go/xpu/xerr"
 )
 
-// closedCh is the done channel of requests that complete when started.
+// closedCh is a closed channel: the done channel of a completed request.
 var closedCh = func() chan struct{} {
 	ch := make(chan struct{})
 	close(ch)
 	return ch
 }()
+
+// doneSig is request.sig once complete is done with the request.
+var doneSig = &closedCh
 
 // Kinds of request, and of entry in the unexpected queue.
 const (
@@ -76,10 +79,41 @@ type request struct {
 	other  int
 	direct atomic.Pointer[link]
 
-	done chan struct{}
-	fin  atomic.Bool
-	st   comm.Status
-	err  error
+	// fin is set by the one call of complete that takes effect, as it
+	// begins; sig says when it has finished with the request: nil while
+	// the request is pending and nobody has asked for a channel, the
+	// channel of a goroutine that blocks on it (doneChan), which complete
+	// closes, or doneSig once complete has recorded the outcome. A
+	// request whose waiters poll or read the link themselves (most
+	// receives) so costs no channel.
+	fin atomic.Bool
+	sig atomic.Pointer[chan struct{}]
+	st  comm.Status
+	err error
+}
+
+// isDone reports whether the request has completed: its outcome is
+// recorded and complete touches it no more.
+func (r *request) isDone() bool { return r.sig.Load() == doneSig }
+
+// doneChan returns a channel closed once the request has completed.
+func (r *request) doneChan() <-chan struct{} {
+	for {
+		if p := r.sig.Load(); p != nil {
+			return *p
+		}
+		ch := make(chan struct{})
+		if r.sig.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
+}
+
+// completed marks r, not yet shared, complete with the outcome already
+// recorded in st and err.
+func (r *request) completed() {
+	r.fin.Store(true)
+	r.sig.Store(doneSig)
 }
 
 // reduction describes how a receive folds incoming bytes into its buffer.
@@ -104,7 +138,9 @@ func (r *request) complete(st comm.Status, err error) bool {
 		l.role.kickWaiter()
 	}
 	// Nothing touches r after this: its owner may reuse it (Comm.Recv).
-	close(r.done)
+	if p := r.sig.Swap(doneSig); p != nil {
+		close(*p)
+	}
 	return true
 }
 
@@ -113,19 +149,15 @@ func (r *request) complete(st comm.Status, err error) bool {
 // tag and message length. On ctx done it returns ctx.Err() and the request
 // stays pending.
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
-	select {
-	case <-r.done:
+	if r.isDone() {
 		return r.st, r.err
-	default:
 	}
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
 	if l := r.readsFrom(); l != nil && l.waitDirect(ctx, r) {
-		select {
-		case <-r.done:
+		if r.isDone() {
 			return r.st, r.err
-		default:
 		}
 		if err := ctx.Err(); err != nil {
 			return comm.Status{}, err
@@ -147,7 +179,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 			l.role.wakeReader()
 		}
 	}
-	if err := impl.WaitDone(ctx, r.done); err != nil {
+	if err := impl.WaitDone(ctx, r.doneChan()); err != nil {
 		return comm.Status{}, err
 	}
 	return r.st, r.err
@@ -155,13 +187,11 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 
 // Test reports without blocking whether the request has completed.
 func (r *request) Test() (comm.Status, bool, error) {
-	select {
-	case <-r.done:
+	if r.isDone() {
 		return r.st, true, r.err
-	default:
-		r.wakeReaders()
-		return comm.Status{}, false, nil
 	}
+	r.wakeReaders()
+	return comm.Status{}, false, nil
 }
 
 // readsFrom returns the link a goroutine waiting for r may read itself: a
