@@ -326,6 +326,15 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
+	n, err := c.nodeColls(ctx)
+	if err != nil {
+		return err
+	}
+	if n != nil && n.leaders == nil {
+		return n.run(ctx, "reduce", func(ctx context.Context, run *collRun) error {
+			return n.reduce(ctx, run, send, recv, dt, op, n.index(root))
+		})
+	}
 	return c.collective(ctx, "reduce", func(ctx context.Context) error {
 		return comm.ReduceBlock(ctx, p2p{c}, send, recv, dt, op, root)
 	})

@@ -43,7 +43,7 @@ type Comm struct {
 	shut    atomic.Bool
 	// shmYield says that the node is oversubscribed (tuneShm).
 	shmYield atomic.Bool
-	// nodeColl runs Barrier, Bcast and Allreduce through the nodes'
+	// nodeColl runs Barrier, Bcast, Reduce and Allreduce through the nodes'
 	// shared regions (setupNode, at the first of them: nodeDone); nil
 	// when they run over the links. nodeMu guards both; nodeReady is set
 	// once nodeColl is final, for the calls after the first.

@@ -58,7 +58,7 @@ func CorruptShm(c *Comm, peer int) bool {
 	return true
 }
 
-// NodeCollectives reports whether c runs Barrier, Bcast and Allreduce in
+// NodeCollectives reports whether c runs Barrier, Bcast, Reduce and Allreduce in
 // the node's shared region.
 func NodeCollectives(c *Comm) bool { return c.nodeColl != nil }
 
@@ -68,3 +68,10 @@ func WithoutIdleCheck(tmpl Config) Config {
 	tmpl.idleCheck = time.Hour
 	return tmpl
 }
+
+// NodeRing and NodeTiny are the entries of a rank's ring of small node
+// steps and the largest step through it.
+const (
+	NodeRing = nodeRing
+	NodeTiny = nodeTiny
+)

@@ -18,9 +18,10 @@ import (
 // Collectives of a node in shared memory.
 //
 // Dial maps one more region into the ranks of each node (the ranks linked
-// through shared memory): a control line per rank of the node and a data
-// slot per rank, in two halves used by turns. Within a node, Barrier,
-// Bcast and Allreduce then run in it, with no message at all: each rank
+// through shared memory): a control line per rank of the node, a ring of
+// nodeRing small entries per rank, and a data slot per rank, in two halves
+// used by turns. Within a node, Barrier, Bcast, Reduce and Allreduce then
+// run in it, with no message at all: each rank
 // publishes its step in its control line (seq), copies its data into its
 // slot, and reads the others' slots directly. A job that spans nodes runs
 // them hierarchically: within each node in its region, across nodes
@@ -32,6 +33,13 @@ import (
 //     same sizes). At step e a rank first waits until every rank has
 //     published e-1 — so nobody still reads what this rank last wrote in
 //     the half e%2 of its slot — then writes that half, then publishes e.
+//   - A step that moves at most nodeTiny bytes from some ranks to others
+//     (a small Bcast or Reduce) goes through the ring instead: entry
+//     e%nodeRing holds its bytes and its arguments, and a rank waits only
+//     until every rank has published e-nodeRing+1 before it writes it. A
+//     root that broadcasts, and the ranks that contribute to a reduction,
+//     so run up to nodeRing-1 steps ahead of their slowest reader instead
+//     of waiting for it at every step.
 //   - Allreduce up to nodeSmall bytes: every rank copies its vector into
 //     its slot, publishes, waits for every rank, and reduces every slot in
 //     rank order into its result: one step, and the bitwise-same result on
@@ -44,6 +52,9 @@ import (
 //     once, so every rank ends with the same bits.
 //   - Bcast: the root copies a chunk into its slot and publishes; the
 //     others wait for it, copy it out, and publish.
+//   - Reduce (one-node jobs): as Allreduce, but the ranks other than the
+//     root leave as soon as they have published their part, and only the
+//     root copies the result out.
 //   - Barrier: publish, and wait for every rank.
 //   - Allgather and Alltoall (one-node jobs): every rank copies what it
 //     sends into its slot, a part per rank, publishes, waits for every
@@ -62,6 +73,16 @@ const (
 	nodeSmall = 16 << 10 // largest one-step allreduce
 	nodeChunk = 256 << 10
 	nodeNap   = 10 * time.Millisecond
+	// A rank's ring of small steps: nodeRing entries of nodeEntry bytes,
+	// each the step's length (8 bytes) and kind (4 bytes), then its data
+	// from byte 16 on: a small broadcast's bytes and arguments share one
+	// cache line.
+	nodeRing  = 16
+	nodeEntry = 1024
+	entryLen  = 0
+	entryKind = 8
+	entryData = 16
+	nodeTiny  = nodeEntry - entryData // largest step through the ring
 	// tagNode and tagNodeTable are the reserved tags of the setup's
 	// messages.
 	tagNode      = tagRing + 2
@@ -76,6 +97,7 @@ const (
 	kindAllreduce
 	kindAllgather
 	kindAlltoall
+	kindReduce
 )
 
 // A rank's control line: the step published, per half of the slots the
@@ -106,6 +128,7 @@ type nodeColl struct {
 	leaderOf []int                   // by rank: the lowest rank of its node (with leaders)
 	closed   bool                    // close has run (mu)
 	slot     int                     // bytes of each half of a slot
+	rings    int                     // offset of the rings in mem
 	slots    int                     // offset of the slots in mem
 	res      int                     // offset of the shared results in mem
 	spare    atomic.Pointer[collRun] // a light run to reuse
@@ -119,11 +142,13 @@ type nodeColl struct {
 }
 
 // nodeLayout returns the offsets of a region for p ranks with slot halves
-// of slot bytes: control lines, the bell and flags, slots, shared results.
-func nodeLayout(p, slot int) (ctl, bell, slots, res, size int) {
+// of slot bytes: control lines, the bell and flags, rings, slots, shared
+// results.
+func nodeLayout(p, slot int) (ctl, bell, rings, slots, res, size int) {
 	ctl = 0
 	bell = p * nodeLine
-	slots = bell + nodeLine
+	rings = bell + nodeLine
+	slots = rings + p*nodeRing*nodeEntry
 	res = slots + p*2*slot
 	size = res + 2*slot
 	return
@@ -141,6 +166,12 @@ func (n *nodeColl) word32(r, off int) *atomic.Uint32 {
 func (n *nodeColl) inline(r int, h uint64) []byte {
 	at := r*nodeLine + offInline + int(h)*nodeInline
 	return n.mem[at : at+nodeInline : at+nodeInline]
+}
+
+// entry returns entry e%nodeRing of rank r's ring.
+func (n *nodeColl) entry(r int, e uint64) []byte {
+	at := n.rings + (r*nodeRing+int(e%nodeRing))*nodeEntry
+	return n.mem[at : at+nodeEntry : at+nodeEntry]
 }
 
 // small returns the first total bytes of a one-step allreduce's vector
@@ -304,7 +335,7 @@ func (c *Comm) recvWait(ctx context.Context, b []byte, src, tag int) error {
 // nodeRegion makes (on the node's lowest rank) or attaches the node's
 // region; nil when the node's verdict is off.
 func (c *Comm) nodeRegion(ctx context.Context, members []int) (*shm.Region, error) {
-	_, _, _, _, size := nodeLayout(len(members), nodeChunk)
+	_, _, _, _, _, size := nodeLayout(len(members), nodeChunk)
 	send := func(j int, b []byte) error { return c.sendWait(ctx, b, j, tagNode) }
 	recv := func(j int, b []byte) error { return c.recvWait(ctx, b, j, tagNode) }
 	list := make([]byte, 4*len(members))
@@ -399,7 +430,7 @@ func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
 	n.mem = reg.Bytes()
 	n.blk = blockOf(n.mem)
 	var bell int
-	_, bell, n.slots, n.res, _ = nodeLayout(n.p, slot)
+	_, bell, n.rings, n.slots, n.res, _ = nodeLayout(n.p, slot)
 	n.bell = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell]))
 	n.sleepers = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+4]))
 	n.broken = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell+8]))
@@ -489,7 +520,7 @@ func (n *nodeColl) leaderIndex(rank int) int {
 	return -1
 }
 
-// Barrier, Bcast and Allreduce of the job: within the node, then across
+// Barrier, Bcast and Allreduce of the job (Reduce of a one-node job only): within the node, then across
 // the leaders when the job spans nodes, then within the node again.
 
 func (n *nodeColl) jobBarrier(ctx context.Context, run *collRun) error {
@@ -659,6 +690,40 @@ func (n *nodeColl) begin(ctx context.Context, run *collRun) (uint64, error) {
 	return e, n.awaitAll(ctx, run, e-1)
 }
 
+// beginTiny starts step e through the ring: it waits until every rank has
+// published e-nodeRing+1, so that nobody still reads what this rank last
+// wrote in entry e%nodeRing.
+func (n *nodeColl) beginTiny(ctx context.Context, run *collRun) (uint64, error) {
+	n.step++
+	e := n.step
+	if e < nodeRing || n.known >= e-nodeRing+1 {
+		return e, nil
+	}
+	return e, n.awaitAll(ctx, run, e-nodeRing+1)
+}
+
+// describeTiny records the arguments of step e in this rank's entry.
+func (n *nodeColl) describeTiny(ent []byte, length int, kind uint32) {
+	(*atomic.Uint64)(unsafe.Pointer(&ent[entryLen])).Store(uint64(length))
+	(*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Store(kind)
+}
+
+// agreeTiny checks that the ranks of only (every rank when -1) described
+// step e alike in their entries, as agree does.
+func (n *nodeColl) agreeTiny(e uint64, length int, kind uint32, only int) error {
+	for j := range n.p {
+		if only >= 0 && j != only {
+			continue
+		}
+		ent := n.entry(j, e)
+		if (*atomic.Uint64)(unsafe.Pointer(&ent[entryLen])).Load() != uint64(length) ||
+			(*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Load() != kind {
+			return n.disagree()
+		}
+	}
+	return nil
+}
+
 // awaitAll waits until every rank has published step v, and remembers it.
 func (n *nodeColl) awaitAll(ctx context.Context, run *collRun, v uint64) error {
 	if err := n.await(ctx, run, offSeq, v, -1); err != nil {
@@ -685,13 +750,19 @@ func (n *nodeColl) agree(e uint64, length int, kind uint32, only int) error {
 			continue
 		}
 		if n.word(j, offLen+8*h).Load() != uint64(length) || n.word32(j, offKind+4*h).Load() != kind {
-			n.broken.Store(1)
-			n.bell.Add(1)
-			shm.Wake(n.bell)
-			return n.errDisagree()
+			return n.disagree()
 		}
 	}
 	return nil
+}
+
+// disagree breaks the node's collectives, on every rank, and returns the
+// error of arguments that differ.
+func (n *nodeColl) disagree() error {
+	n.broken.Store(1)
+	n.bell.Add(1)
+	shm.Wake(n.bell)
+	return n.errDisagree()
 }
 
 // barrier: publish, and wait for every rank.
@@ -718,6 +789,28 @@ func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int
 		return nil
 	}
 	kind := kindBcast | uint32(root)<<8
+	if len(buf) <= nodeTiny {
+		e, err := n.beginTiny(ctx, run)
+		if err != nil {
+			return err
+		}
+		if n.me == root {
+			ent := n.entry(root, e)
+			copy(ent[entryData:], buf)
+			n.describeTiny(ent, len(buf), kind)
+			n.publish(offSeq, e)
+			return nil
+		}
+		if err := n.await(ctx, run, offSeq, e, root); err != nil {
+			return err
+		}
+		if err := n.agreeTiny(e, len(buf), kind, root); err != nil {
+			return err
+		}
+		copy(buf, n.entry(root, e)[entryData:])
+		n.publish(offSeq, e)
+		return nil
+	}
 	for off := 0; off < len(buf); off += n.slot {
 		k := min(n.slot, len(buf)-off)
 		e, err := n.begin(ctx, run)
@@ -819,6 +912,92 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		}
 		copy(recvB[off:off+lo], res[:lo])
 		copy(recvB[off+hi:off+k], res[hi:k])
+	}
+	return nil
+}
+
+// reduce reduces send over every rank of a one-node job into recv on the
+// rank of index root.
+func (n *nodeColl) reduce(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
+	sendB, err := hostBytes(send)
+	if err != nil {
+		return err
+	}
+	var recvB []byte
+	if n.me == root {
+		if recvB, err = hostBytes(recv); err != nil {
+			return err
+		}
+	}
+	if n.p == 1 {
+		copy(recvB, sendB)
+		return nil
+	}
+	kind := kindReduce | uint32(dt)<<8 | uint32(op)<<12 | uint32(root)<<16
+	total := len(sendB)
+	if total <= nodeTiny {
+		e, err := n.beginTiny(ctx, run)
+		if err != nil {
+			return err
+		}
+		ent := n.entry(n.me, e)
+		copy(ent[entryData:], sendB)
+		n.describeTiny(ent, total, kind)
+		n.publish(offSeq, e)
+		if n.me != root {
+			return nil
+		}
+		if err := n.awaitAll(ctx, run, e); err != nil {
+			return err
+		}
+		if err := n.agreeTiny(e, total, kind, -1); err != nil {
+			return err
+		}
+		vec := func(j int) []byte { return n.entry(j, e)[entryData : entryData+total] }
+		// In rank order, as Allreduce folds.
+		if err := comm.ReduceBytes(recvB, vec(1), vec(0), dt, op); err != nil {
+			return err
+		}
+		for j := 2; j < n.p; j++ {
+			if err := comm.ReduceBytes(recvB, vec(j), recvB, dt, op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	es := dt.Size()
+	for off := 0; off < total; off += n.slot {
+		k := min(n.slot, total-off)
+		e, err := n.begin(ctx, run)
+		if err != nil {
+			return err
+		}
+		h := e % 2
+		copy(n.half(n.me, h), sendB[off:off+k])
+		n.describe(e, total, kind)
+		n.publish(offSeq, e)
+		if err := n.awaitAll(ctx, run, e); err != nil {
+			return err
+		}
+		if err := n.agree(e, total, kind, -1); err != nil {
+			return err
+		}
+		// Part me of the chunk into the shared result, as Allreduce.
+		lo := (k / es * n.me / n.p) * es
+		hi := (k / es * (n.me + 1) / n.p) * es
+		if err := n.fold(n.resultBlock(h, lo, hi), lo, hi, h, dt, op); err != nil {
+			return err
+		}
+		n.publish(offDone, e)
+		if n.me != root {
+			// The shared result of this half is rewritten two steps on,
+			// once every rank has begun the next: the root has copied it.
+			continue
+		}
+		if err := n.await(ctx, run, offDone, e, -1); err != nil {
+			return err
+		}
+		copy(recvB[off:off+k], n.result(h)[:k])
 	}
 	return nil
 }

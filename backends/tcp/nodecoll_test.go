@@ -221,3 +221,138 @@ func TestNodeCollectivesPeerLost(t *testing.T) {
 	require.ErrorIs(t, errs[1], comm.ErrPeerLost)
 	require.Less(t, time.Since(start), 10*time.Second)
 }
+
+// TestNodeReduce checks Reduce in a one-node job's region to every root,
+// through the ring (up to 1008 bytes) and through the slots (one step up
+// to 256 KiB, then chunks), in place and not, for a float and an integer
+// type, against the results computed here.
+func TestNodeReduce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const p = 3
+	cs := group(t, p, tcp.Config{})
+	for _, n := range []int{1, 7, 126, 127, 32768, 32769, 100_003} {
+		for root := range p {
+			for _, inPlace := range []bool{false, true} {
+				errs := onEach(cs, func(c *tcp.Comm) error {
+					r := c.Rank()
+					f := make([]float64, n)
+					u := make([]int32, n)
+					for i := range f {
+						f[i] = float64(r*1000 + i%977)
+						u[i] = int32(r - i%13)
+					}
+					fo, uo := make([]float64, n), make([]int32, n)
+					if inPlace && r == root {
+						fo, uo = f, u
+					}
+					if err := comm.ReduceBlock(ctx, c, blk(f), blk(fo), comm.Float64, comm.Sum, root); err != nil {
+						return err
+					}
+					if err := comm.ReduceBlock(ctx, c, blk(u), blk(uo), comm.Int32, comm.Max, root); err != nil {
+						return err
+					}
+					for i := range n {
+						if r != root {
+							if fo[i] != 0 || uo[i] != 0 {
+								return errors.New("a rank other than the root received at " + strconv.Itoa(i))
+							}
+							continue
+						}
+						if want := float64(1000*p*(p-1)/2 + p*(i%977)); fo[i] != want {
+							return errors.New("sum at " + strconv.Itoa(i) + ": " + strconv.FormatFloat(fo[i], 'g', -1, 64))
+						}
+						if want := int32(p - 1 - i%13); uo[i] != want {
+							return errors.New("max at " + strconv.Itoa(i))
+						}
+					}
+					return nil
+				})
+				require.NoError(t, errors.Join(errs...), "%d elements to root %d, in place %v", n, root, inPlace)
+			}
+		}
+	}
+	require.True(t, tcp.NodeCollectives(cs[0]))
+}
+
+// TestNodeRingRunsAhead: small broadcasts and reductions go through each
+// rank's ring, so a root finishes nodeRing-1 of them while a rank has not
+// even begun the first — then that rank catches up, the ring wraps around
+// many times under a mix of roots, sizes and collectives, and every value
+// arrives.
+func TestNodeRingRunsAhead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const p = 3
+	cs := group(t, p, tcp.Config{})
+	require.NoError(t, errors.Join(onEach(cs, func(c *tcp.Comm) error { return comm.Barrier(ctx, c) })...))
+	require.True(t, tcp.NodeCollectives(cs[0]))
+	ahead := tcp.NodeRing - 1
+	late := make(chan struct{})
+	bcast := func(c *tcp.Comm, i, root, size int) error {
+		b := make([]byte, size)
+		if c.Rank() == root {
+			for k := range b {
+				b[k] = byte(i + k)
+			}
+		}
+		if err := comm.BcastBlock(ctx, c, blk(b), root); err != nil {
+			return err
+		}
+		for k := range b {
+			if b[k] != byte(i+k) {
+				return errors.New("bcast " + strconv.Itoa(i) + ": byte " + strconv.Itoa(k))
+			}
+		}
+		return nil
+	}
+	errs := onEach(cs, func(c *tcp.Comm) error {
+		if c.Rank() == 2 {
+			select {
+			case <-late:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		for i := range ahead {
+			if err := bcast(c, i, 0, 8); err != nil {
+				return err
+			}
+		}
+		if c.Rank() == 0 {
+			// Every broadcast of the root is out, with rank 2 not started.
+			close(late)
+		}
+		for i := range 300 {
+			root := i % p
+			var err error
+			switch i % 5 {
+			case 0, 1:
+				err = bcast(c, i, root, 1+i%tcp.NodeTiny)
+			case 2:
+				v := []int64{int64(c.Rank() + i), int64(i)}
+				out := make([]int64, 2)
+				if err = comm.ReduceBlock(ctx, c, blk(v), blk(out), comm.Int64, comm.Sum, root); err == nil && c.Rank() == root &&
+					(out[0] != int64(p*(p-1)/2+p*i) || out[1] != int64(p*i)) {
+					err = errors.New("reduce " + strconv.Itoa(i))
+				}
+			case 3:
+				v := []float64{float64(c.Rank())}
+				if err = comm.AllreduceBlock(ctx, c, blk(v), blk(v), comm.Float64, comm.Max); err == nil && v[0] != p-1 {
+					err = errors.New("allreduce " + strconv.Itoa(i))
+				}
+			case 4:
+				if i%20 == 4 {
+					err = comm.Barrier(ctx, c)
+				} else {
+					err = bcast(c, i, root, 4000)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, errors.Join(errs...))
+}
