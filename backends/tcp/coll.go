@@ -279,15 +279,12 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 	}
 }
 
-// hostBlocks reports whether every nonempty block is host-accessible.
-func hostBlocks(bs ...memspace.Block) bool {
-	for _, b := range bs {
-		if b.Len() > 0 && !b.HostAccessible() {
-			return false
-		}
-	}
-	return true
-}
+// hostBlock reports whether b is empty or host-accessible; hostBlocks,
+// whether both are (not variadic: a slice of blocks costs a small
+// collective more than its checks).
+func hostBlock(b memspace.Block) bool { return b.Len() == 0 || b.HostAccessible() }
+
+func hostBlocks(a, b memspace.Block) bool { return hostBlock(a) && hostBlock(b) }
 
 // Barrier returns once every rank has called it.
 func (c *Comm) Barrier(ctx context.Context) error {
@@ -306,7 +303,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 
 // Bcast copies buf on root to every rank.
 func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
-	if c.size == 1 || !hostBlocks(buf) {
+	if c.size == 1 || !hostBlock(buf) {
 		return comm.ErrFallback
 	}
 	n, err := c.nodeColls(ctx)

@@ -120,18 +120,18 @@ type nodeColl struct {
 	c        *Comm
 	region   *shm.Region
 	mem      []byte
-	blk      memspace.Block          // mem, for reductions
-	p        int                     // ranks of the node
-	me       int                     // this rank's index among them
-	members  []int                   // the node's ranks, in order (index: their place)
-	leaders  []int                   // every node's lowest rank, in order; nil for a one-node job
-	leaderOf []int                   // by rank: the lowest rank of its node (with leaders)
-	closed   bool                    // close has run (mu)
-	slot     int                     // bytes of each half of a slot
-	rings    int                     // offset of the rings in mem
-	slots    int                     // offset of the slots in mem
-	res      int                     // offset of the shared results in mem
-	spare    atomic.Pointer[collRun] // a light run to reuse
+	blk      memspace.Block // mem, for reductions
+	p        int            // ranks of the node
+	me       int            // this rank's index among them
+	members  []int          // the node's ranks, in order (index: their place)
+	leaders  []int          // every node's lowest rank, in order; nil for a one-node job
+	leaderOf []int          // by rank: the lowest rank of its node (with leaders)
+	closed   bool           // close has run (mu)
+	slot     int            // bytes of each half of a slot
+	rings    int            // offset of the rings in mem
+	slots    int            // offset of the slots in mem
+	res      int            // offset of the shared results in mem
+	light    collRun        // the run of a one-node job's collective (mu)
 	step     uint64
 	known    uint64     // a step every rank of the node is known to have published
 	mu       sync.Mutex // one node collective at a time
@@ -470,20 +470,25 @@ func (n *nodeColl) run(ctx context.Context, name string, body func(ctx context.C
 	if n.leaders != nil {
 		return n.c.collective(ctx, name, func(ctx context.Context) error { return locked(ctx, &collRun{}) })
 	}
-	run := n.spare.Swap(nil)
-	if run == nil {
-		run = new(collRun)
+	// One node collective runs at a time (mu), so one light run serves
+	// them all: once a collective has ended no abort refers to its run
+	// (collEnd drops it from the running under the lock aborts take).
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	run := &n.light
+	if run.err.Load() != nil {
+		run.err.Store(nil)
 	}
-	err := n.c.collBegin(name, run)
-	if err == nil {
-		err = n.c.collEnd(ctx, name, run, locked(ctx, run), run.aborted)
+	if err := n.c.collBegin(name, run); err != nil {
+		return err
 	}
-	// Ended: no abort refers to run any more (collEnd dropped it from the
-	// running under the lock that aborts take).
-	run.seq = 0
-	run.err.Store(nil)
-	n.spare.Store(run)
-	return err
+	var err error
+	if n.closed {
+		err = n.c.closedErr()
+	} else {
+		err = body(ctx, run)
+	}
+	return n.c.collEnd(ctx, name, run, err, run.aborted)
 }
 
 // across is the job's leaders as a communicator of their own (rank i is
