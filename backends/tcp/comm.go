@@ -506,9 +506,7 @@ func (c *Comm) monitor() {
 	defer c.bg.Done()
 	tick := time.NewTicker(max(c.cfg.Heartbeat/2, time.Millisecond))
 	defer tick.Stop()
-	// Per rank: the link's read count at the last tick, and when it was
-	// last seen to change.
-	seen := make([]uint64, c.size)
+	// Per rank: the link last seen, and when it was last heard from.
 	since := make([]time.Time, c.size)
 	known := make([]*link, c.size)
 	for {
@@ -525,8 +523,8 @@ func (c *Comm) monitor() {
 			if l == nil || l.failed() != nil {
 				continue
 			}
-			if n := l.rd.reads.Load(); known[i] != l || n != seen[i] {
-				known[i], seen[i], since[i] = l, n, now
+			if heard := l.rd.heard.Swap(false); known[i] != l || heard {
+				known[i], since[i] = l, now
 				continue
 			}
 			if idle := now.Sub(since[i]); idle > c.cfg.Timeout {

@@ -28,13 +28,14 @@ const readAhead = 4 << 10
 // holder of the link's read role (readrole.go) reads, and br, spin, stage
 // and stageBlk are its. mu guards inbound, nextToken and down, which the
 // goroutines that match an announcement share with the holder (the holder
-// alone completes the receives in inbound). reads is atomic; raw is set
+// alone completes the receives in inbound). heard is atomic; raw is set
 // before the link starts.
 type reader struct {
 	br *bufio.Reader // over the link's liveReader
-	// reads counts reads that returned bytes (cheaper than reading the
-	// clock per message): the monitor compares it between its ticks.
-	reads    atomic.Uint64
+	// heard is set by a read that returns bytes, when it finds it clear
+	// (a load per read, where a count cost a locked add), and cleared by
+	// the monitor at each tick: cheaper than reading the clock per message.
+	heard    atomic.Bool
 	raw      syscall.RawConn // the socket, to poll; nil unless Config.Spin is set
 	spin     bool            // the holder polls the socket before it blocks (Config.Spin)
 	stage    []byte          // staging buffer of reducing receives
@@ -150,8 +151,8 @@ func (lr liveReader) Read(p []byte) (int, error) {
 		} else {
 			n, err = l.conn.Read(p)
 		}
-		if n > 0 {
-			l.rd.reads.Add(1)
+		if n > 0 && !l.rd.heard.Load() {
+			l.rd.heard.Store(true)
 		}
 		if n == 0 && err != nil && isKicked(err) && !l.role.atBoundary.Load() {
 			l.role.unkick()

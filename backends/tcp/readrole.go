@@ -438,7 +438,10 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 		}
 	}
 	l.rd.spin = false
-	r.direct.Store(nil)
+	if !r.isDone() {
+		// Once complete is done with r it looks at direct no more.
+		r.direct.Store(nil)
+	}
 	if stop != nil {
 		stop()
 	}
