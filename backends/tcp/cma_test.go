@@ -34,6 +34,9 @@ func needSingleCopy(t *testing.T) {
 func cmaGroup(t *testing.T, n int, tmpl Config) []*Comm {
 	t.Helper()
 	tmpl.Links = LinkShm
+	if tmpl.singleCopyMin == 0 {
+		tmpl.singleCopyMin = 1 // every rendezvous message
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := NewLoopbackGroupConfig(ctx, n, tmpl)

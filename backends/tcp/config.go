@@ -195,6 +195,9 @@ type Config struct {
 	// idleCheck, when set, replaces the reader goroutines' idleCheck, so
 	// that tests can make any progress that waits for it hang.
 	idleCheck time.Duration
+	// singleCopyMin, when set, replaces cmaMin, so that tests make single
+	// copies of smaller messages.
+	singleCopyMin int
 }
 
 // normalize validates cfg and fills in defaults. It is the one check of a
