@@ -120,18 +120,17 @@ type nodeColl struct {
 	c        *Comm
 	region   *shm.Region
 	mem      []byte
-	blk      memspace.Block // mem, for reductions
-	p        int            // ranks of the node
-	me       int            // this rank's index among them
-	members  []int          // the node's ranks, in order (index: their place)
-	leaders  []int          // every node's lowest rank, in order; nil for a one-node job
-	leaderOf []int          // by rank: the lowest rank of its node (with leaders)
-	closed   bool           // close has run (mu)
-	slot     int            // bytes of each half of a slot
-	rings    int            // offset of the rings in mem
-	slots    int            // offset of the slots in mem
-	res      int            // offset of the shared results in mem
-	light    collRun        // the run of a one-node job's collective (mu)
+	p        int     // ranks of the node
+	me       int     // this rank's index among them
+	members  []int   // the node's ranks, in order (index: their place)
+	leaders  []int   // every node's lowest rank, in order; nil for a one-node job
+	leaderOf []int   // by rank: the lowest rank of its node (with leaders)
+	closed   bool    // close has run (mu)
+	slot     int     // bytes of each half of a slot
+	rings    int     // offset of the rings in mem
+	slots    int     // offset of the slots in mem
+	res      int     // offset of the shared results in mem
+	light    collRun // the run of a one-node job's collective (mu)
 	step     uint64
 	known    uint64     // a step every rank of the node is known to have published
 	mu       sync.Mutex // one node collective at a time
@@ -428,7 +427,6 @@ func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
 		return n // a node of one
 	}
 	n.mem = reg.Bytes()
-	n.blk = blockOf(n.mem)
 	var bell int
 	_, bell, n.rings, n.slots, n.res, _ = nodeLayout(n.p, slot)
 	n.bell = (*atomic.Uint32)(unsafe.Pointer(&n.mem[bell]))
@@ -446,11 +444,6 @@ func (n *nodeColl) close() {
 		n.region.Close()
 		n.region, n.mem = nil, nil
 	}
-}
-
-func blockOf(b []byte) memspace.Block {
-	s, _ := memspace.FromSlice(b)
-	return s.Block()
 }
 
 // run runs body as a collective of c: a light one (no derived context: an
@@ -856,7 +849,6 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 	}
 	kind := kindAllreduce | uint32(dt)<<8 | uint32(op)<<16
 	total := len(sendB)
-	es := dt.Size()
 	if total <= nodeSmall {
 		e, err := n.begin(ctx, run)
 		if err != nil {
@@ -876,42 +868,18 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		if err := n.agree(e, total, kind, -1); err != nil {
 			return err
 		}
-		// In rank order, as fold: the same bits on every rank.
-		if err := comm.ReduceBytes(recvB, n.small(1, h, total), n.small(0, h, total), dt, op); err != nil {
-			return err
-		}
-		for j := 2; j < n.p; j++ {
-			if err := comm.ReduceBytes(recvB, n.small(j, h, total), recvB, dt, op); err != nil {
-				return err
-			}
-		}
-		return nil
+		return foldBytes(recvB, n.p, func(j int) []byte { return n.small(j, h, total) }, dt, op)
 	}
 	for off := 0; off < total; off += n.slot {
 		k := min(n.slot, total-off)
-		e, err := n.begin(ctx, run)
+		e, lo, hi, err := n.reduceStep(ctx, run, sendB[off:off+k], total, kind, dt, op)
 		if err != nil {
 			return err
 		}
-		h := e % 2
-		copy(n.half(n.me, h), sendB[off:off+k])
-		n.describe(e, total, kind)
-		n.publish(offSeq, e)
-		if err := n.awaitAll(ctx, run, e); err != nil {
-			return err
-		}
-		if err := n.agree(e, total, kind, -1); err != nil {
-			return err
-		}
-		// Part r of the chunk, in whole elements.
-		lo := (k / es * n.me / n.p) * es
-		hi := (k / es * (n.me + 1) / n.p) * es
-		res := n.result(h)
-		if err := n.fold(n.resultBlock(h, lo, hi), lo, hi, h, dt, op); err != nil {
-			return err
-		}
+		// The shared result of this half is rewritten two steps on, once
+		// every rank has begun the next: this rank has copied it out.
+		res := n.result(e % 2)
 		copy(recvB[off+lo:off+hi], res[lo:hi])
-		n.publish(offDone, e)
 		if err := n.await(ctx, run, offDone, e, -1); err != nil {
 			return err
 		}
@@ -919,6 +887,51 @@ func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memsp
 		copy(recvB[off+hi:off+k], res[hi:k])
 	}
 	return nil
+}
+
+// foldBytes reduces vec(j) of every rank j of p, in rank order, into dst:
+// dst = vec(1) op vec(0), then dst = vec(j) op dst — the same bits on
+// every rank that folds the same vectors.
+func foldBytes(dst []byte, p int, vec func(j int) []byte, dt comm.DType, op comm.Op) error {
+	if err := comm.ReduceBytes(dst, vec(1), vec(0), dt, op); err != nil {
+		return err
+	}
+	for j := 2; j < p; j++ {
+		if err := comm.ReduceBytes(dst, vec(j), dst, dt, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reduceStep runs the first phase of a chunk of a reduction through the
+// slots (Allreduce, Reduce): every rank copies its piece of the chunk,
+// chunk, into its slot, publishes, waits for every rank and checks their
+// arguments (total bytes, kind), then reduces part me of the chunk (whole
+// elements) over every slot into the step's shared result, and publishes
+// it done. It returns the step and the bounds of this rank's part.
+func (n *nodeColl) reduceStep(ctx context.Context, run *collRun, chunk []byte, total int, kind uint32, dt comm.DType, op comm.Op) (e uint64, lo, hi int, err error) {
+	if e, err = n.begin(ctx, run); err != nil {
+		return e, 0, 0, err
+	}
+	h := e % 2
+	copy(n.half(n.me, h), chunk)
+	n.describe(e, total, kind)
+	n.publish(offSeq, e)
+	if err := n.awaitAll(ctx, run, e); err != nil {
+		return e, 0, 0, err
+	}
+	if err := n.agree(e, total, kind, -1); err != nil {
+		return e, 0, 0, err
+	}
+	k, es := len(chunk), dt.Size()
+	lo = (k / es * n.me / n.p) * es
+	hi = (k / es * (n.me + 1) / n.p) * es
+	if err := n.fold(lo, hi, h, dt, op); err != nil {
+		return e, 0, 0, err
+	}
+	n.publish(offDone, e)
+	return e, lo, hi, nil
 }
 
 // reduce reduces send over every rank of a one-node job into recv on the
@@ -958,42 +971,14 @@ func (n *nodeColl) reduce(ctx context.Context, run *collRun, send, recv memspace
 		if err := n.agreeTiny(e, total, kind, -1); err != nil {
 			return err
 		}
-		vec := func(j int) []byte { return n.entry(j, e)[entryData : entryData+total] }
-		// In rank order, as Allreduce folds.
-		if err := comm.ReduceBytes(recvB, vec(1), vec(0), dt, op); err != nil {
-			return err
-		}
-		for j := 2; j < n.p; j++ {
-			if err := comm.ReduceBytes(recvB, vec(j), recvB, dt, op); err != nil {
-				return err
-			}
-		}
-		return nil
+		return foldBytes(recvB, n.p, func(j int) []byte { return n.entry(j, e)[entryData : entryData+total] }, dt, op)
 	}
-	es := dt.Size()
 	for off := 0; off < total; off += n.slot {
 		k := min(n.slot, total-off)
-		e, err := n.begin(ctx, run)
+		e, _, _, err := n.reduceStep(ctx, run, sendB[off:off+k], total, kind, dt, op)
 		if err != nil {
 			return err
 		}
-		h := e % 2
-		copy(n.half(n.me, h), sendB[off:off+k])
-		n.describe(e, total, kind)
-		n.publish(offSeq, e)
-		if err := n.awaitAll(ctx, run, e); err != nil {
-			return err
-		}
-		if err := n.agree(e, total, kind, -1); err != nil {
-			return err
-		}
-		// Part me of the chunk into the shared result, as Allreduce.
-		lo := (k / es * n.me / n.p) * es
-		hi := (k / es * (n.me + 1) / n.p) * es
-		if err := n.fold(n.resultBlock(h, lo, hi), lo, hi, h, dt, op); err != nil {
-			return err
-		}
-		n.publish(offDone, e)
 		if n.me != root {
 			// The shared result of this half is rewritten two steps on,
 			// once every rank has begun the next: the root has copied it.
@@ -1002,7 +987,7 @@ func (n *nodeColl) reduce(ctx context.Context, run *collRun, send, recv memspace
 		if err := n.await(ctx, run, offDone, e, -1); err != nil {
 			return err
 		}
-		copy(recvB[off:off+k], n.result(h)[:k])
+		copy(recvB[off:off+k], n.result(e % 2)[:k])
 	}
 	return nil
 }
@@ -1085,33 +1070,10 @@ func hostPair(send, recv memspace.Block) ([]byte, []byte, error) {
 }
 
 // fold reduces bytes [lo, hi) of half h of every slot, in rank order, into
-// dst, which holds hi-lo bytes.
-func (n *nodeColl) fold(dst memspace.Block, lo, hi int, h uint64, dt comm.DType, op comm.Op) error {
+// bytes [lo, hi) of half h of the shared result.
+func (n *nodeColl) fold(lo, hi int, h uint64, dt comm.DType, op comm.Op) error {
 	if hi <= lo {
 		return nil
 	}
-	return n.foldFrom(dst, dt, op, func(j int) memspace.Block {
-		b, _ := n.blk.Slice(n.slots+(j*2+int(h))*n.slot+lo, hi-lo)
-		return b
-	})
-}
-
-// foldFrom reduces src(j) of every rank j of the node, in rank order, into
-// dst: dst = src(1) op src(0), then dst = src(j) op dst.
-func (n *nodeColl) foldFrom(dst memspace.Block, dt comm.DType, op comm.Op, src func(j int) memspace.Block) error {
-	if err := comm.ReduceLocal(dst, src(1), src(0), dt, op); err != nil {
-		return err
-	}
-	for j := 2; j < n.p; j++ {
-		if err := comm.ReduceLocal(dst, src(j), dst, dt, op); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// resultBlock returns bytes [lo, hi) of half h of the shared result.
-func (n *nodeColl) resultBlock(h uint64, lo, hi int) memspace.Block {
-	b, _ := n.blk.Slice(n.res+int(h)*n.slot+lo, hi-lo)
-	return b
+	return foldBytes(n.result(h)[lo:hi], n.p, func(j int) []byte { return n.half(j, h)[lo:hi] }, dt, op)
 }

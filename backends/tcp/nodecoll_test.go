@@ -76,13 +76,7 @@ func testNodeAllreduceChunks(t *testing.T, cfg tcp.Config, p int) {
 	for _, n := range []int{1, 7, 2048, 2049, 32768, 32769, 100_003} {
 		for _, inPlace := range []bool{false, true} {
 			errs := onEach(cs, func(c *tcp.Comm) error {
-				r := c.Rank()
-				f := make([]float64, n)
-				u := make([]int32, n)
-				for i := range f {
-					f[i] = float64(r*1000 + i%977)
-					u[i] = int32(r - i%13)
-				}
+				f, u := reductionInputs(c.Rank(), n)
 				fo, uo := f, u
 				if !inPlace {
 					fo, uo = make([]float64, n), make([]int32, n)
@@ -93,15 +87,7 @@ func testNodeAllreduceChunks(t *testing.T, cfg tcp.Config, p int) {
 				if err := comm.AllreduceBlock(ctx, c, blk(u), blk(uo), comm.Int32, comm.Max); err != nil {
 					return err
 				}
-				for i := range n {
-					if want := float64(1000*p*(p-1)/2 + p*(i%977)); fo[i] != want {
-						return errors.New("sum " + strconv.Itoa(n) + " at " + strconv.Itoa(i) + ": " + strconv.FormatFloat(fo[i], 'g', -1, 64))
-					}
-					if want := int32(p - 1 - i%13); uo[i] != want {
-						return errors.New("max " + strconv.Itoa(n) + " at " + strconv.Itoa(i))
-					}
-				}
-				return nil
+				return checkReductions(p, fo, uo)
 			})
 			require.NoError(t, errors.Join(errs...), "%d elements, in place %v", n, inPlace)
 		}
@@ -130,6 +116,32 @@ func testNodeAllreduceChunks(t *testing.T, cfg tcp.Config, p int) {
 		})
 		require.NoError(t, errors.Join(errs...), "root %d", root)
 	}
+}
+
+// reductionInputs returns rank r's operands of the reductions the node
+// tests check: n float64s to sum and n int32s to take the maximum of.
+func reductionInputs(r, n int) ([]float64, []int32) {
+	f := make([]float64, n)
+	u := make([]int32, n)
+	for i := range f {
+		f[i] = float64(r*1000 + i%977)
+		u[i] = int32(r - i%13)
+	}
+	return f, u
+}
+
+// checkReductions checks the sum and the maximum over p ranks of their
+// reductionInputs.
+func checkReductions(p int, sum []float64, maxes []int32) error {
+	for i := range sum {
+		if want := float64(1000*p*(p-1)/2 + p*(i%977)); sum[i] != want {
+			return errors.New("sum of " + strconv.Itoa(len(sum)) + " at " + strconv.Itoa(i) + ": " + strconv.FormatFloat(sum[i], 'g', -1, 64))
+		}
+		if want := int32(p - 1 - i%13); maxes[i] != want {
+			return errors.New("max of " + strconv.Itoa(len(maxes)) + " at " + strconv.Itoa(i))
+		}
+	}
+	return nil
 }
 
 func blk[T any](s []T) memspace.Block {
@@ -236,12 +248,7 @@ func TestNodeReduce(t *testing.T) {
 			for _, inPlace := range []bool{false, true} {
 				errs := onEach(cs, func(c *tcp.Comm) error {
 					r := c.Rank()
-					f := make([]float64, n)
-					u := make([]int32, n)
-					for i := range f {
-						f[i] = float64(r*1000 + i%977)
-						u[i] = int32(r - i%13)
-					}
+					f, u := reductionInputs(r, n)
 					fo, uo := make([]float64, n), make([]int32, n)
 					if inPlace && r == root {
 						fo, uo = f, u
@@ -252,18 +259,12 @@ func TestNodeReduce(t *testing.T) {
 					if err := comm.ReduceBlock(ctx, c, blk(u), blk(uo), comm.Int32, comm.Max, root); err != nil {
 						return err
 					}
+					if r == root {
+						return checkReductions(p, fo, uo)
+					}
 					for i := range n {
-						if r != root {
-							if fo[i] != 0 || uo[i] != 0 {
-								return errors.New("a rank other than the root received at " + strconv.Itoa(i))
-							}
-							continue
-						}
-						if want := float64(1000*p*(p-1)/2 + p*(i%977)); fo[i] != want {
-							return errors.New("sum at " + strconv.Itoa(i) + ": " + strconv.FormatFloat(fo[i], 'g', -1, 64))
-						}
-						if want := int32(p - 1 - i%13); uo[i] != want {
-							return errors.New("max at " + strconv.Itoa(i))
+						if fo[i] != 0 || uo[i] != 0 {
+							return errors.New("a rank other than the root received at " + strconv.Itoa(i))
 						}
 					}
 					return nil
