@@ -56,11 +56,13 @@
 // bytes then go from the sender's buffer straight into the receiver's,
 // with no copy in between, in data frames of Config.Chunk (1 MiB) so
 // that small messages are never stuck behind a large one. Over a
-// shared-memory link the announcement carries the address of the sender's
-// buffer, and the receiver copies the bytes itself from the sender's
-// memory (process_vm_readv: one copy, by two goroutines from 1 MiB) and
-// says so, where the kernel allows it (xpu info says whether); elsewhere
-// the data frames go through the ring. Matching follows
+// shared-memory link data frames are a quarter of the ring, so that the
+// sender copies one in while the receiver copies the one before out; from
+// 4 MiB the announcement carries the address of the sender's buffer, and
+// the receiver copies the bytes itself from the sender's memory
+// (process_vm_readv: one copy, by two goroutines) and says so, where the
+// kernel allows it (xpu info says which path large messages take;
+// docs/adr/0027-shared-memory-hot-paths.md). Matching follows
 // MPI: by source and tag, AnySource and AnyTag (which never matches the
 // reserved tags of the collectives), messages from one sender with one
 // tag never overtake each other, and a message longer than its receive
@@ -69,11 +71,12 @@
 // writes its frame itself when the link is idle, and a goroutine waiting
 // for a receive from one peer reads that link's socket itself, so the
 // message it waits for costs no handoff between goroutines
-// (docs/adr/0010-tcp-waiter-reads-its-socket.md). The blocking calls
-// (comm.Send and comm.Recv) make no request for a message the link takes
-// at once and reuse their receive's request: a small message costs one
-// allocation (the receive's completion channel), where Isend and Irecv
-// cost three. Config.Spin (or
+// (docs/adr/0010-tcp-waiter-reads-its-socket.md). A request makes a
+// completion channel only for a goroutine that blocks on one. The
+// blocking calls (comm.Send and comm.Recv) make no request for a message
+// the link takes at once and reuse their receive's request: a round trip
+// of small messages allocates nothing; an Isend the link takes at once
+// returns its status alone, and Irecv makes one request. Config.Spin (or
 // XPU_TCP_SPIN) makes such a waiter poll the socket before it blocks, as
 // MPI libraries do: lower latency where every rank has a core of its own,
 // much higher where ranks share cores; off by default.
@@ -99,8 +102,13 @@
 // Allreduce runs natively: above 64 KiB a pipelined ring, up to it
 // recursive doubling; both fold each incoming piece into the result as it
 // is read from the socket. The other collectives run the shared algorithms
-// of package comm over this communicator's point-to-point calls. All of
-// them run inside the abort protocol that propagates a lost peer.
+// of package comm over this communicator's point-to-point calls. Between
+// the ranks of one node, Barrier, Bcast and Allreduce (and, in a one-node
+// job, Reduce, Allgather and Alltoall) run instead in a region the node's
+// ranks map, with no message at all; small broadcasts and reductions run
+// ahead of their slowest reader there (docs/adr/0025-shared-memory-links.md,
+// docs/adr/0027-shared-memory-hot-paths.md). All of them run inside the
+// abort protocol that propagates a lost peer.
 //
 // A Comm is safe for concurrent use by many goroutines.
 package tcp
