@@ -727,7 +727,15 @@ func (n *nodeColl) awaitAll(ctx context.Context, run *collRun, v uint64) error {
 	if err := n.await(ctx, run, offSeq, v, -1); err != nil {
 		return err
 	}
-	n.known = max(n.known, v)
+	// Remember the step every rank has reached, which may be past v: a
+	// root that runs ahead through the ring then waits (and polls its
+	// readers' lines) only when they have fallen behind again, not at
+	// every step once the ring is full.
+	low := n.word(0, offSeq).Load()
+	for j := 1; j < n.p; j++ {
+		low = min(low, n.word(j, offSeq).Load())
+	}
+	n.known = max(n.known, v, low)
 	return nil
 }
 
