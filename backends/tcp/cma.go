@@ -37,8 +37,8 @@ import (
 // a staging buffer and folds each into its result.
 //
 // Messages of cmaMin bytes and more travel so. Smaller rendezvous
-// messages cross the ring in data frames of half its size, which the
-// sender copies in while the receiver copies the one before out: two
+// messages cross the ring in data frames of a quarter of its size, which
+// the sender copies in while the receiver copies the one before out: two
 // processors copy at once there too, faster than one call's single copy.
 //
 // Where the kernel refuses (Yama's ptrace_scope, seccomp, a peer that is
@@ -123,7 +123,7 @@ func singleCopyInfo() string {
 // announceAddr returns the address an announcement of data carries: that
 // of data on a link that makes single copies, else 0.
 func (l *link) announceAddr(data []byte) uint64 {
-	if l.cma.pid == 0 || len(data) == 0 || len(data) < l.cma.min || !singleCopy() {
+	if l.cma.pid == 0 || len(data) < l.cma.min || !singleCopy() {
 		return 0
 	}
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))))

@@ -122,18 +122,24 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dest != c.rank {
-		// An eager message the link takes at once is written here, and its
-		// request is its status alone.
-		done, err := c.links[dest].sendMsg(nil, data, tag)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return &sent{Source: dest, Tag: tag, Count: len(data)}, nil
-		}
+	// An eager message the link takes at once is written here, and its
+	// request is its status alone.
+	if done, err := c.sendAtOnce(data, dest, tag); err != nil {
+		return nil, err
+	} else if done {
+		return &sent{Source: dest, Tag: tag, Count: len(data)}, nil
 	}
 	return c.isend(data, dest, tag)
+}
+
+// sendAtOnce writes data to dest, another rank, from the calling goroutine
+// when it can go eagerly and its link is idle; done reports that it went,
+// and nothing is done otherwise.
+func (c *Comm) sendAtOnce(data []byte, dest, tag int) (done bool, err error) {
+	if dest == c.rank {
+		return false, nil
+	}
+	return c.links[dest].sendMsg(nil, data, tag)
 }
 
 // sent is the request of a send that completed as it started: its status,
@@ -154,10 +160,8 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 	if err != nil {
 		return err
 	}
-	if dest != c.rank {
-		if done, err := c.links[dest].sendMsg(nil, data, tag); done || err != nil {
-			return err
-		}
+	if done, err := c.sendAtOnce(data, dest, tag); done || err != nil {
+		return err
 	}
 	r, err := c.isend(data, dest, tag)
 	if err != nil {

@@ -452,22 +452,20 @@ func (n *nodeColl) close() {
 // links with the shared algorithms, a full one, whose abort cancels the
 // context those wait with.
 func (n *nodeColl) run(ctx context.Context, name string, body func(ctx context.Context, run *collRun) error) error {
-	locked := func(ctx context.Context, run *collRun) error {
-		n.mu.Lock()
-		defer n.mu.Unlock()
+	n.mu.Lock() // one node collective at a time
+	defer n.mu.Unlock()
+	open := func(ctx context.Context, run *collRun) error {
 		if n.closed {
 			return n.c.closedErr()
 		}
 		return body(ctx, run)
 	}
 	if n.leaders != nil {
-		return n.c.collective(ctx, name, func(ctx context.Context) error { return locked(ctx, &collRun{}) })
+		return n.c.collective(ctx, name, func(ctx context.Context) error { return open(ctx, &collRun{}) })
 	}
-	// One node collective runs at a time (mu), so one light run serves
-	// them all: once a collective has ended no abort refers to its run
-	// (collEnd drops it from the running under the lock aborts take).
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	// One light run serves them all: once a collective has ended no abort
+	// refers to its run (collEnd drops it from the running under the lock
+	// aborts take).
 	run := &n.light
 	if run.err.Load() != nil {
 		run.err.Store(nil)
@@ -475,13 +473,7 @@ func (n *nodeColl) run(ctx context.Context, name string, body func(ctx context.C
 	if err := n.c.collBegin(name, run); err != nil {
 		return err
 	}
-	var err error
-	if n.closed {
-		err = n.c.closedErr()
-	} else {
-		err = body(ctx, run)
-	}
-	return n.c.collEnd(ctx, name, run, err, run.aborted)
+	return n.c.collEnd(ctx, name, run, open(ctx, run), run.aborted)
 }
 
 // across is the job's leaders as a communicator of their own (rank i is
@@ -518,8 +510,9 @@ func (n *nodeColl) leaderIndex(rank int) int {
 	return -1
 }
 
-// Barrier, Bcast and Allreduce of the job (Reduce of a one-node job only): within the node, then across
-// the leaders when the job spans nodes, then within the node again.
+// Barrier, Bcast and Allreduce of the job (Reduce of a one-node job only):
+// within the node, then across the leaders when the job spans nodes, then
+// within the node again.
 
 func (n *nodeColl) jobBarrier(ctx context.Context, run *collRun) error {
 	if err := n.barrier(ctx, run); err != nil || n.leaders == nil {
@@ -700,10 +693,20 @@ func (n *nodeColl) beginTiny(ctx context.Context, run *collRun) (uint64, error) 
 	return e, n.awaitAll(ctx, run, e-nodeRing+1)
 }
 
-// describeTiny records the arguments of step e in this rank's entry.
-func (n *nodeColl) describeTiny(ent []byte, length int, kind uint32) {
-	(*atomic.Uint64)(unsafe.Pointer(&ent[entryLen])).Store(uint64(length))
+// postTiny begins a step through the ring and publishes data, with its
+// arguments (its length and kind), in this rank's entry; it returns the
+// step.
+func (n *nodeColl) postTiny(ctx context.Context, run *collRun, data []byte, kind uint32) (uint64, error) {
+	e, err := n.beginTiny(ctx, run)
+	if err != nil {
+		return e, err
+	}
+	ent := n.entry(n.me, e)
+	copy(ent[entryData:], data)
+	(*atomic.Uint64)(unsafe.Pointer(&ent[entryLen])).Store(uint64(len(data)))
 	(*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Store(kind)
+	n.publish(offSeq, e)
+	return e, nil
 }
 
 // agreeTiny checks that the ranks of only (every rank when -1) described
@@ -796,16 +799,13 @@ func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int
 	}
 	kind := kindBcast | uint32(root)<<8
 	if len(buf) <= nodeTiny {
+		if n.me == root {
+			_, err := n.postTiny(ctx, run, buf, kind)
+			return err
+		}
 		e, err := n.beginTiny(ctx, run)
 		if err != nil {
 			return err
-		}
-		if n.me == root {
-			ent := n.entry(root, e)
-			copy(ent[entryData:], buf)
-			n.describeTiny(ent, len(buf), kind)
-			n.publish(offSeq, e)
-			return nil
 		}
 		if err := n.await(ctx, run, offSeq, e, root); err != nil {
 			return err
@@ -962,16 +962,9 @@ func (n *nodeColl) reduce(ctx context.Context, run *collRun, send, recv memspace
 	kind := kindReduce | uint32(dt)<<8 | uint32(op)<<12 | uint32(root)<<16
 	total := len(sendB)
 	if total <= nodeTiny {
-		e, err := n.beginTiny(ctx, run)
-		if err != nil {
+		e, err := n.postTiny(ctx, run, sendB, kind)
+		if err != nil || n.me != root {
 			return err
-		}
-		ent := n.entry(n.me, e)
-		copy(ent[entryData:], sendB)
-		n.describeTiny(ent, total, kind)
-		n.publish(offSeq, e)
-		if n.me != root {
-			return nil
 		}
 		if err := n.awaitAll(ctx, run, e); err != nil {
 			return err
