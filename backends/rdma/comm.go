@@ -77,8 +77,13 @@ type Comm struct {
 	// polling is held by the goroutine polling the completion queue.
 	// spinners counts the goroutines polling for their own requests
 	// (spinWait).
-	polling     atomic.Bool
-	lossPending atomic.Bool // some peer's lostPending is set
+	polling atomic.Bool
+	// lossSeq counts the endpoint losses the watchers have recorded
+	// (each peer's lostSeq says which); lossDone is the highest the poller
+	// has applied. A poll applies only the losses recorded before it
+	// began: what the peer sent before it went was in the queue by then.
+	lossSeq  atomic.Uint64
+	lossDone atomic.Uint64
 	// clock is a coarse clock (Unix ns) the monitor advances every tick:
 	// what heartbeats and timeouts need, without a clock read per message.
 	clock atomic.Int64
@@ -110,9 +115,10 @@ type peer struct {
 	// lostPending is why the peer's endpoint went down, until the poller
 	// has drained what arrived before (applyLosses).
 	lostPending error
-	lastRecv    int64 // when something last arrived from the peer (Comm.clock)
-	lastSend    int64 // when something was last posted to it (Comm.clock)
-	lost        error // why the peer is lost; nil while it is up
+	lostSeq     uint64 // Comm.lossSeq when lostPending was recorded
+	lastRecv    int64  // when something last arrived from the peer (Comm.clock)
+	lastSend    int64  // when something was last posted to it (Comm.clock)
+	lost        error  // why the peer is lost; nil while it is up
 	byeSent     bool
 }
 
@@ -229,7 +235,7 @@ func (c *Comm) start() {
 				c.mu.Lock()
 				if p.lost == nil && p.lostPending == nil {
 					p.lostPending = fmt.Errorf("connection to rank %d lost: %w", p.rank, ep.Err())
-					c.lossPending.Store(true)
+					p.lostSeq = c.lossSeq.Add(1)
 				}
 				c.mu.Unlock()
 				c.fc.Wake()
@@ -621,3 +627,7 @@ func (c *Comm) lostOp(op string, tag int, cause error) error {
 
 // timeNow is replaced in tests.
 var timeNow = time.Now
+
+// pollHook, when set (tests), runs after every poll of the completion
+// queue with the number of completions it took.
+var pollHook atomic.Pointer[func(c *Comm, n int)]

@@ -139,3 +139,14 @@ func Freeze(c *Comm) {
 	defer c.mu.Unlock()
 	c.mute = true
 }
+
+// SetPollHook makes f run after every poll of a completion queue, with the
+// communicator and the number of completions taken (tests: to act in the
+// window between a poll and what follows it); restore removes it.
+func SetPollHook(f func(c *Comm, n int)) (restore func()) {
+	pollHook.Store(&f)
+	return func() { pollHook.Store(nil) }
+}
+
+// LossesRecorded is how many endpoint losses c's watchers have recorded.
+func LossesRecorded(c *Comm) uint64 { return c.lossSeq.Load() }

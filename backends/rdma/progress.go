@@ -106,9 +106,16 @@ func (c *Comm) poll(wcs []fabric.Completion) (int, error) {
 		return -1, nil
 	}
 	defer c.polling.Store(false)
+	// The losses recorded before the poll: an empty poll means the queue
+	// holds nothing their peers sent before they went. One recorded
+	// during the poll waits for the next, lest it fail what was delivered.
+	seen := c.lossSeq.Load()
 	n, err := c.fc.Poll(wcs)
-	if n == 0 && err == nil && c.lossPending.Load() {
-		c.applyLosses()
+	if h := pollHook.Load(); h != nil {
+		(*h)(c, n)
+	}
+	if n == 0 && err == nil && seen > c.lossDone.Load() {
+		c.applyLosses(seen)
 	}
 	if err != nil || n == 0 {
 		return n, err
@@ -144,15 +151,15 @@ func (c *Comm) needsProgress() bool {
 	return false
 }
 
-// applyLosses declares lost the peers whose endpoints went down, now that
-// the completion queue is empty: every message they sent before is
-// handled. The caller holds the poller's role.
-func (c *Comm) applyLosses() {
+// applyLosses declares lost the peers whose endpoints went down up to
+// loss upto, now that the completion queue is empty: every message they
+// sent before is handled. The caller holds the poller's role.
+func (c *Comm) applyLosses(upto uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lossPending.Store(false)
+	c.lossDone.Store(upto)
 	for _, p := range c.peers {
-		if p != nil && p.lostPending != nil {
+		if p != nil && p.lostPending != nil && p.lostSeq <= upto {
 			err := p.lostPending
 			p.lostPending = nil
 			c.linkFailed(p, err, false)

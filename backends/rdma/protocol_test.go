@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -454,4 +455,47 @@ func TestNoSpinWaiterIsWoken(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("20 round trips without spinning: %v", took)
 	require.Less(t, took, 150*time.Millisecond, "blocked waiters' completions waited for the engine's next unprompted look")
+}
+
+// TestLossDuringPoll has a peer send a message, say goodbye and close
+// between the moment a poll of the completion queue finds it empty and the
+// moment the poller looks for lost endpoints: the loss, recorded after
+// the poll began, must wait for the next poll, which takes the message
+// first — so the message is received, not dropped with the peer.
+func TestLossDuringPoll(t *testing.T) {
+	k, _ := simKit()
+	cs := k.group(t, 2, rdma.Config{})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var fired atomic.Bool
+	hookErr := make(chan error, 1)
+	restore := rdma.SetPollHook(func(c *rdma.Comm, n int) {
+		if c != cs[0] || n != 0 || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		hookErr <- func() error {
+			if err := comm.Send(ctx, cs[1], blk([]byte("last words")), 0, 9); err != nil {
+				return err
+			}
+			if err := cs[1].Close(); err != nil {
+				return err
+			}
+			// Hold the poll until rank 0's watcher has recorded the loss.
+			for rdma.LossesRecorded(cs[0]) == 0 {
+				if ctx.Err() != nil {
+					return fmt.Errorf("rank 0 recorded no loss after rank 1 closed: %w", ctx.Err())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		}()
+	})
+	defer restore()
+	buf := make([]byte, 32)
+	st, err := comm.Recv(ctx, cs[0], blk(buf), 1, 9)
+	require.NoError(t, <-hookErr)
+	require.NoError(t, err, "a message sent before the sender closed")
+	require.Equal(t, "last words", string(buf[:st.Count]))
+	_, err = comm.Recv(ctx, cs[0], blk(buf), 1, 9)
+	require.ErrorIs(t, err, comm.ErrPeerLost)
 }
