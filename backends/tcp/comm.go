@@ -427,7 +427,7 @@ func (c *Comm) shutdown() {
 		if l != nil {
 			l.fail(errPeerClosed)
 			l.wg.Wait()
-			l.role.holders.Wait()
+			l.role.awaitHolder()
 		}
 	}
 	c.bg.Wait()

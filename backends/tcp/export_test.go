@@ -19,7 +19,7 @@ func SetWindow(w int) (restore func()) {
 
 // DirectReads returns how many times a goroutine waiting for a receive
 // from peer took the read role of c's link to peer.
-func DirectReads(c *Comm, peer int) int64 { return c.links[peer].role.taken.Load() }
+func DirectReads(c *Comm, peer int) int64 { return c.links[peer].role.directReads() }
 
 // KickRead interrupts the read of whoever holds the read role of c's link
 // to peer, as a late completer of a former waiter's request does.

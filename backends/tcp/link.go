@@ -90,6 +90,7 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 	}
 	l.role = readRole{conn: conn, parked: &c.parked, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: cmp.Or(c.cfg.idleCheck, idleCheck)}
+	l.role.released.L = &l.role.mu
 	l.credit = credit{peerLimit: int(h.eager), peerBudget: int(min(h.budget, MaxEagerBudget)), budget: c.lim.budget}
 	if l.credit.peerLimit > l.credit.peerBudget {
 		l.credit.peerLimit = l.credit.peerBudget

@@ -45,12 +45,18 @@ const (
 const idleCheck = 50 * time.Millisecond
 
 // readRole is a link's read role: who holds it, who asked for it, and how
-// the holder is interrupted. mu guards owner, want, kicked, dead, closed
-// and the contexts of waits (holderDone, lastDone, watchDone, watchStop).
-// wantFlag mirrors want and atBoundary says that the holder waits for a
-// frame header: both are read without mu, by the holder and by a goroutine
-// that completes a waiter's request. grant, wake, holders and taken need
-// no lock; conn, parked and idle are set before the link starts.
+// the holder is interrupted. mu guards owner, want, kicked, dead, closed,
+// taken and the contexts of waits (holderDone, lastDone, watchDone,
+// watchStop). wantFlag mirrors want and atBoundary says that the holder
+// waits for a frame header: both are read without mu, by the holder and by
+// a goroutine that completes a waiter's request. grant and wake need no
+// lock; conn, parked and idle are set before the link starts, released
+// (on mu) when it is made.
+//
+// Whether a waiter holds the role is owner's business alone (roleWaiter):
+// a waiter's turn costs the lock once to take the role and once to give it
+// back, with no count beside them, on the path of every message a waiter
+// reads itself (ADR 27). Close waits for the holder through released.
 type readRole struct {
 	conn   net.Conn      // a read deadline in the past on it is a kick
 	parked *atomic.Int32 // Comm.parked: goroutines blocked in Wait without reading
@@ -70,10 +76,10 @@ type readRole struct {
 
 	wantFlag   atomic.Bool
 	atBoundary atomic.Bool
-	grant      chan struct{}  // the role, handed to the waiter that asked
-	wake       chan struct{}  // wakes the reader goroutine
-	holders    sync.WaitGroup // waiters holding the role
-	taken      atomic.Int64   // times a waiter took the role
+	grant      chan struct{} // the role, handed to the waiter that asked
+	wake       chan struct{} // wakes the reader goroutine
+	released   sync.Cond     // on mu: a waiter gave the role back after close
+	taken      int64         // times a waiter took the role
 }
 
 // kickLocked interrupts the holder's blocked read; mu is held.
@@ -118,7 +124,6 @@ func (ro *readRole) handOverLocked() {
 		ro.want = false
 		ro.wantFlag.Store(false)
 		ro.owner = roleWaiter
-		ro.holders.Add(1)
 		ro.grant <- struct{}{}
 	}
 }
@@ -218,10 +223,9 @@ func (ro *readRole) takeForWaiter(ctx context.Context, r *request) (held, handle
 	}
 	if ro.owner == roleFree {
 		ro.owner = roleWaiter
-		ro.holders.Add(1)
+		ro.taken++
 		stop = ro.watchLocked(ctx)
 		ro.mu.Unlock()
-		ro.taken.Add(1)
 		return true, true, stop
 	}
 	ro.want = true
@@ -243,9 +247,9 @@ func (ro *readRole) takeForWaiter(ctx context.Context, r *request) (held, handle
 		return false, true, nil
 	}
 	ro.mu.Lock()
+	ro.taken++
 	stop = ro.watchLocked(ctx)
 	ro.mu.Unlock()
-	ro.taken.Add(1)
 	return true, true, stop
 }
 
@@ -353,11 +357,31 @@ func (ro *readRole) release() {
 	ro.handOverLocked()
 	free := ro.owner == roleFree
 	wake := free && (ro.closed || ro.parked.Load() > 0)
+	if ro.closed {
+		ro.released.Broadcast()
+	}
 	ro.mu.Unlock()
-	ro.holders.Done()
 	if wake {
 		ro.wakeUp()
 	}
+}
+
+// awaitHolder waits until no waiter holds the role: once the role is
+// closed, no waiter takes it again (Comm.Close, before it unmaps what the
+// holder reads).
+func (ro *readRole) awaitHolder() {
+	ro.mu.Lock()
+	for ro.owner == roleWaiter {
+		ro.released.Wait()
+	}
+	ro.mu.Unlock()
+}
+
+// directReads is how many times a waiter took the role.
+func (ro *readRole) directReads() int64 {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	return ro.taken
 }
 
 // close stops waiters from taking the role and wakes the reader goroutine

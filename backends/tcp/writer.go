@@ -50,9 +50,10 @@ type writer struct {
 	// goroutine, so that Isend never blocks.
 	room func(n int) bool
 	wake chan struct{} // wakes the writer goroutine
-	// writes counts writes (cheaper than reading the clock per message):
-	// loop compares it between its ticks.
-	writes atomic.Uint64
+	// wrote is set by a write that finds it clear (a load per write, where
+	// a count cost a locked add) and taken by loop at each tick: cheaper
+	// than reading the clock per message.
+	wrote atomic.Bool
 
 	mu        sync.Mutex
 	queue     []*outFrame
@@ -129,7 +130,7 @@ func (w *writer) writeInline(hdr, payload []byte) error {
 		buf := append(append(w.buf[:0], hdr...), payload...)
 		w.buf = buf
 		_, err = w.conn.Write(buf)
-		w.writes.Add(1)
+		w.noteWrite()
 	} else {
 		f := outFrame{payload: payload}
 		copy(f.hdr[:], hdr)
@@ -182,8 +183,15 @@ func (w *writer) write(batch []*outFrame, chunk *request, off, n int, bye bool) 
 	}
 	clear(iov)
 	w.iov = iov[:0]
-	w.writes.Add(1)
+	w.noteWrite()
 	return err
+}
+
+// noteWrite marks the link written since loop's last tick.
+func (w *writer) noteWrite() {
+	if !w.wrote.Load() {
+		w.wrote.Store(true)
+	}
 }
 
 func iovLen(iov [][]byte) int {
@@ -203,7 +211,6 @@ func (w *writer) loop() {
 	half := max(w.heartbeat/2, time.Millisecond)
 	t := time.NewTimer(half)
 	defer t.Stop()
-	seen := w.writes.Load()
 	for {
 		if !w.flush() {
 			return
@@ -211,11 +218,8 @@ func (w *writer) loop() {
 		select {
 		case <-w.wake:
 		case <-t.C:
-			if n := w.writes.Load(); n == seen {
+			if !w.wrote.Swap(false) {
 				_ = w.sendCtl(frame{typ: frameHeartbeat}, false)
-				seen = w.writes.Load()
-			} else {
-				seen = n
 			}
 			t.Reset(half)
 		}
