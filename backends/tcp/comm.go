@@ -426,8 +426,7 @@ func (c *Comm) shutdown() {
 	for _, l := range links {
 		if l != nil {
 			l.fail(errPeerClosed)
-			l.wg.Wait()
-			l.role.awaitHolder()
+			l.release()
 		}
 	}
 	c.bg.Wait()

@@ -68,6 +68,7 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 		wake:      make(chan struct{}, 1),
 		announced: map[uint64]*request{},
 	}
+	l.w.quiet.L = &l.w.mu
 	if l.shm != nil {
 		l.w.room = l.shm.Room
 		l.cma.pid = l.shm.PeerPID()
@@ -141,6 +142,22 @@ func (l *link) fail(cause error) {
 			l.c.cfg.Logf("tcp: rank %d lost rank %d: %v", l.c.rank, l.peer, cause)
 		}
 	})
+}
+
+// release waits until nothing reads or writes a link that has failed —
+// its reader and writer goroutines have ended, no waiter holds its read
+// role (a failed link's role goes to none), no write is under way (none
+// starts on a failed link) — and then unmaps its segment if it goes
+// through shared memory. Close calls it; the segment of a link never
+// released goes with the link, once the collector finds its connection
+// unreachable.
+func (l *link) release() {
+	l.wg.Wait()
+	l.role.awaitHolder()
+	if l.shm != nil {
+		l.w.awaitQuiet()
+		_ = l.shm.Unmap()
+	}
 }
 
 // failed returns the link's error, nil while it is up.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,14 +117,20 @@ func TestShmCorruptRing(t *testing.T) {
 }
 
 // TestShmNothingLeft: groups linked through shared memory leave no
-// descriptor open and nothing in /dev/shm once closed.
+// descriptor open, no segment mapped and nothing in /dev/shm once closed.
 func TestShmNothingLeft(t *testing.T) {
 	fds := func() int {
 		d, err := os.ReadDir("/proc/self/fd")
 		require.NoError(t, err)
 		return len(d)
 	}
-	before, shmBefore := fds(), devShm(t)
+	// The mappings of the links' segments and of the node's region.
+	mapped := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		require.NoError(t, err)
+		return strings.Count(string(b), "memfd:xpu-shm")
+	}
+	before, shmBefore, mapsBefore := fds(), devShm(t), mapped()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for range 3 {
@@ -137,6 +144,7 @@ func TestShmNothingLeft(t *testing.T) {
 		}
 	}
 	require.Equal(t, shmBefore, devShm(t))
+	require.Equal(t, mapsBefore, mapped(), "segments still mapped after Close")
 	// Sockets closed by Close may take a moment to leave the table.
 	require.Eventually(t, func() bool { return fds() <= before }, 5*time.Second, 10*time.Millisecond)
 }

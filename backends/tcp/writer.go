@@ -50,6 +50,9 @@ type writer struct {
 	// goroutine, so that Isend never blocks.
 	room func(n int) bool
 	wake chan struct{} // wakes the writer goroutine
+	// quiet (on mu) is signalled when a write ends on a link that is
+	// down: for the wait of unmap.
+	quiet sync.Cond
 	// wrote is set by a write that finds it clear (a load per write, where
 	// a count cost a locked add) and taken by loop at each tick: cheaper
 	// than reading the clock per message.
@@ -139,6 +142,9 @@ func (w *writer) writeInline(hdr, payload []byte) error {
 	w.mu.Lock()
 	w.writing = false
 	more := len(w.queue) > 0 || len(w.bulk) > 0 || w.byeReq
+	if w.down != nil {
+		w.quiet.Broadcast()
+	}
 	w.mu.Unlock()
 	if more {
 		w.kick()
@@ -185,6 +191,16 @@ func (w *writer) write(batch []*outFrame, chunk *request, off, n int, bye bool) 
 	w.iov = iov[:0]
 	w.noteWrite()
 	return err
+}
+
+// awaitQuiet waits until no goroutine writes: once the link is down,
+// none starts.
+func (w *writer) awaitQuiet() {
+	w.mu.Lock()
+	for w.writing {
+		w.quiet.Wait()
+	}
+	w.mu.Unlock()
 }
 
 // noteWrite marks the link written since loop's last tick.
@@ -275,6 +291,9 @@ func (w *writer) flush() bool {
 		err := w.write(batch, chunk, off, n, bye)
 		w.mu.Lock()
 		w.writing = false
+		if w.down != nil {
+			w.quiet.Broadcast()
+		}
 		w.mu.Unlock()
 		if err != nil {
 			down := w.lost(err)

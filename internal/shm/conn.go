@@ -68,15 +68,14 @@ type Conn struct {
 	closed    atomic.Bool
 	closeCh   chan struct{}
 	closeOnce sync.Once
-	refs      atomic.Int32 // reads and writes under way
-	unmapOnce sync.Once
+	mapping   *mapping // the segment's memory: Unmap, or the collector, releases it
 
 	rdl, wdl deadline
 }
 
 var _ net.Conn = (*Conn)(nil)
 
-// NewConn returns a stream over seg, which it owns (Close unmaps it), with
+// NewConn returns a stream over seg, which it owns (Unmap releases it), with
 // the doorbell and the spin budget of opts. The creator's side writes ring
 // 0 and reads ring 1; the attacher's side the other way round.
 func NewConn(seg *Segment, opts Options) (*Conn, error) {
@@ -96,6 +95,10 @@ func NewConn(seg *Segment, opts Options) (*Conn, error) {
 		dead: make(chan struct{}), bellDone: make(chan struct{}), closeCh: make(chan struct{}),
 	}
 	c.spin.Store(int64(max(spin, 0)))
+	c.mapping = &mapping{seg: seg}
+	// A Conn its owner never unmaps lets go of the memory once nothing
+	// can reach it: no read or write can be under way then.
+	runtime.AddCleanup(c, (*mapping).release, c.mapping)
 	c.out, c.in = seg.rings()
 	c.rdl.init()
 	c.wdl.init()
@@ -103,24 +106,32 @@ func NewConn(seg *Segment, opts Options) (*Conn, error) {
 	return c, nil
 }
 
-// enter registers a read or a write; false once the Conn is closed.
-func (c *Conn) enter() bool {
-	c.refs.Add(1)
-	if c.closed.Load() {
-		c.exit()
-		return false
-	}
-	return true
+// enter begins a read or a write; false once the Conn is closed. It
+// counts nothing: the memory stays mapped while the Conn is reachable,
+// until its owner, who knows that no read or write is under way any more,
+// calls Unmap. A count of the calls under way, which let Close unmap
+// under them, cost two locked instructions a call on both sides of every
+// message (ADR 27).
+func (c *Conn) enter() bool { return !c.closed.Load() }
+
+// exit ends what enter began: it keeps c, and with it the mapping,
+// reachable until the read or write has returned.
+func (c *Conn) exit() { runtime.KeepAlive(c) }
+
+// mapping is a segment's memory, released once: by Unmap, or by the
+// collector's cleanup of a Conn its owner never unmapped.
+type mapping struct {
+	once sync.Once
+	seg  *Segment
+	gone atomic.Bool // released (tests)
 }
 
-// exit ends what enter began; the last one out after Close unmaps.
-func (c *Conn) exit() {
-	if c.refs.Add(-1) == 0 && c.closed.Load() {
-		c.unmap()
-	}
+func (m *mapping) release() {
+	m.once.Do(func() {
+		m.seg.Close()
+		m.gone.Store(true)
+	})
 }
-
-func (c *Conn) unmap() { c.unmapOnce.Do(c.seg.Close) }
 
 // Read reads published bytes into p, waiting for some when there are
 // none. Once the peer has gone and every byte it published is read, it
@@ -325,8 +336,9 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// Close closes the doorbell, wakes every read and write, and unmaps the
-// segment once none is under way. It is idempotent.
+// Close closes the doorbell and wakes every read and write, which then
+// return net.ErrClosed. It is idempotent. The segment stays mapped: see
+// Unmap.
 func (c *Conn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
@@ -336,10 +348,17 @@ func (c *Conn) Close() error {
 		<-c.bellDone
 		c.rdl.stop()
 		c.wdl.stop()
-		if c.refs.Load() == 0 {
-			c.unmap()
-		}
 	})
+	return err
+}
+
+// Unmap closes the Conn and releases the segment's memory at once. The
+// caller must know that no Read, Write or Room is under way and that none
+// will start: each would touch memory no longer mapped. A Conn never
+// unmapped releases it when the garbage collector finds it unreachable.
+func (c *Conn) Unmap() error {
+	err := c.Close()
+	c.mapping.release()
 	return err
 }
 

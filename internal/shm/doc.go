@@ -52,5 +52,8 @@
 //
 // A Conn is safe for one reader and one writer at a time, as a net.Conn
 // is for the reads and the writes of one stream; Close may be called at
-// any time from any goroutine.
+// any time from any goroutine. Close leaves the segment mapped, so that
+// reads and writes need not count themselves: the owner of the Conn calls
+// Unmap once none can be under way, or the memory goes with the Conn when
+// the garbage collector finds it unreachable.
 package shm

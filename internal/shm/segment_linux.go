@@ -123,7 +123,7 @@ func (s *Segment) closeFD() {
 
 // Close unmaps the segment (and closes the creator's descriptor if it is
 // still open). Nothing may touch the segment afterwards: a Conn over it
-// closes it when its last reader or writer has left.
+// unmaps it with Conn.Unmap, or once the Conn is unreachable.
 func (s *Segment) Close() {
 	s.closeFD()
 	if s.mem != nil {

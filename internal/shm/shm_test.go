@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -287,4 +288,71 @@ func FuzzConsumer(f *testing.F) {
 			t.Fatalf("read %d bytes, %v of a %d-byte record", got, err, n)
 		}
 	})
+}
+
+// TestUnmap: Close leaves the segment mapped (a read or write under way
+// still touches it), Unmap releases it, and calls after either fail with
+// net.ErrClosed without touching the memory.
+func TestUnmap(t *testing.T) {
+	a, b := pair(t, MinRing, 0)
+	if _, err := a.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(b, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a.mapping.gone.Load() {
+		t.Fatal("Close unmapped the segment")
+	}
+	if err := a.Unmap(); err != nil {
+		t.Fatal(err)
+	}
+	if !a.mapping.gone.Load() {
+		t.Fatal("Unmap left the segment mapped")
+	}
+	if _, err := a.Write(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write after Unmap: %v, want net.ErrClosed", err)
+	}
+	if _, err := a.Read(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read after Unmap: %v, want net.ErrClosed", err)
+	}
+	if !a.Room(1) {
+		t.Fatal("Room after Unmap: false, want true (the write fails at once)")
+	}
+	if err := a.Unmap(); err != nil {
+		t.Fatalf("second Unmap: %v", err)
+	}
+}
+
+// TestUnmappedByCollector: the segment of a closed Conn nobody unmaps is
+// released once the Conn is unreachable.
+func TestUnmappedByCollector(t *testing.T) {
+	m := func() *mapping {
+		seg, err := Create(MinRing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b1, b2 := net.Pipe()
+		defer b2.Close()
+		a, err := NewConn(seg, Options{Bell: b1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return a.mapping
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !m.gone.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the segment of an unreachable Conn was not released within 10s")
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
 }
