@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
@@ -490,6 +491,13 @@ func (c *Comm) takeUnexpected(source, tag int) *request {
 // destination, or the source where wildcard allows AnySource and AnyTag)
 // and returns the host view of buf.
 func (c *Comm) hostArgs(op string, buf memspace.Block, rank, tag int, wildcard bool) ([]byte, error) {
+	if p := buf.HostPointer(); p != nil && uint(rank) < uint(c.size) && uint(tag) <= comm.MaxReservedTag {
+		// The common case — a host buffer, a rank of the group, a tag
+		// in range — answered from the block's fields: the checks below
+		// and hostBytes pass the block by value from call to call, which
+		// cost ~8 ns of an 8-byte ping-pong's ~345 (ADR 27).
+		return unsafe.Slice((*byte)(p), buf.Len()), nil
+	}
 	if err := impl.CheckRank(rank, c.size, wildcard); err != nil {
 		return nil, xerr.Op(Name, op, err)
 	}

@@ -126,6 +126,20 @@ func (w *writer) sendCtl(fr frame, inline bool) error {
 // writeInline writes a frame (hdr and payload) from the calling
 // goroutine. mu is held on entry and released.
 func (w *writer) writeInline(hdr, payload []byte) error {
+	if w.room != nil && len(payload) <= smallWrite {
+		// A ring with room for the frame (inlineLocked asked) takes it
+		// without waiting: it is written under mu, which spares taking
+		// the writing role and giving it back under mu again.
+		buf := append(append(w.buf[:0], hdr...), payload...)
+		w.buf = buf
+		_, err := w.conn.Write(buf)
+		w.mu.Unlock()
+		w.noteWrite()
+		if err != nil {
+			return w.lost(err)
+		}
+		return nil
+	}
 	w.writing = true
 	w.mu.Unlock()
 	var err error
