@@ -251,7 +251,9 @@ func (l *link) step(r *request) (yield bool, err error) {
 	// A goroutine that completes r kicks the holder if it finds it at a
 	// boundary: with the check of r after the flag is set, either the
 	// holder sees r completed or the completer sees the flag.
-	l.role.atBoundary.Store(true)
+	// (Swap: a store then a load needs a full fence, which Store is not
+	// under the race detector.)
+	l.role.atBoundary.Swap(true)
 	if r != nil && r.fin.Load() {
 		l.role.atBoundary.Store(false)
 		return true, nil

@@ -599,7 +599,11 @@ func (n *nodeColl) errDisagree() error {
 
 // publish stores v in word off of this rank's line and wakes sleepers.
 func (n *nodeColl) publish(off int, v uint64) {
-	n.word(n.me, off).Store(v)
+	// Swap, not Store: sleepers is loaded next, and a waiter adds itself
+	// to them before it looks at this word (a store then a load on each
+	// side needs a full fence, which Store is not under the race
+	// detector; see the fence comment of internal/shm's conn.go).
+	n.word(n.me, off).Swap(v)
 	if n.sleepers.Load() > 0 {
 		n.bell.Add(1)
 		shm.Wake(n.bell)

@@ -168,7 +168,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.polling(&until, polls) {
 			continue
 		}
-		c.in.r.sleeping.Store(1)
+		c.in.r.sleeping.Swap(1) // then the record is looked at again (fence)
 		if ok, err := c.in.ready(); ok || err != nil {
 			c.in.r.sleeping.Store(0)
 			continue
@@ -214,7 +214,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if c.polling(&until, polls) {
 			continue
 		}
-		c.out.r.waiting.Store(1)
+		c.out.r.waiting.Swap(1) // then the reader's index is looked at again (fence)
 		if !c.out.full() {
 			c.out.r.waiting.Store(0)
 			continue
@@ -231,6 +231,15 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	return total, nil
 }
+
+// fence: the reader and the writer each store a word and then load the
+// other's — a record, then the sleeping flag; the sleeping flag, then the
+// record; the head, then the waiting flag; the waiting flag, then the head —
+// so that one of the two always sees the other's store and nobody sleeps
+// through a wake-up. That needs the store to be a full fence: Swap, an
+// exchange in every build, not Store, which is one in a normal build
+// (XCHG) but a plain release store under the race detector, where such
+// wake-ups were lost (TestStream hung within thirty runs of -race).
 
 // errDead is blocked's report that the doorbell has ended.
 var errDead = errors.New("shm: doorbell ended")

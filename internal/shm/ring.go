@@ -115,7 +115,9 @@ func (w *producer) write(p []byte) (int, error) {
 	from := (at + recHeader) & w.r.mask
 	k := copy(w.r.data[from:], p[:n])
 	copy(w.r.data, p[k:n])
-	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Store(w.tail + 1)
+	// Swap, not Store: the writer loads the reader's sleeping flag next
+	// (fence; see fence in conn.go).
+	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Swap(w.tail + 1)
 	w.tail += recSize(n)
 	return int(n), nil
 }
@@ -185,7 +187,7 @@ func (rd *consumer) read(p []byte) (int, error) {
 	rd.left -= n
 	if rd.left == 0 {
 		rd.head += rd.size
-		rd.r.head.Store(rd.head)
+		rd.r.head.Swap(rd.head) // the writer's waiting flag is loaded next (fence)
 	}
 	return int(n), nil
 }
