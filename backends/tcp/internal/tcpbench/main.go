@@ -86,8 +86,23 @@ func run() error {
 		}
 		return float64(time.Since(start).Nanoseconds()) / float64(iters), nil
 	}
-	// measure returns the median of runs timeRuns of body.
+	// warmUp runs body iters/10+1 times untimed, as the OSU benchmarks
+	// skip their first iterations (the C reference does the same): the
+	// first measurement after the job forms otherwise pays for what the
+	// start left behind (a collection, goroutines settling).
+	warmUp := func(iters int, body func() error) error {
+		for range iters/10 + 1 {
+			if err := body(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// measure returns the median of runs timeRuns of body, after a warm-up.
 	measure := func(iters int, body func() error) (float64, error) {
+		if err := warmUp(iters, body); err != nil {
+			return 0, err
+		}
 		var ts []float64
 		for range runs {
 			t, err := timeRun(iters, body)
@@ -119,6 +134,12 @@ func run() error {
 	// paired times ours and base in alternating runs, so both see the same
 	// machine, and returns the median time per iteration of each.
 	paired := func(iters int, ours, base func() error) (float64, float64, error) {
+		if err := warmUp(iters, base); err != nil {
+			return 0, 0, err
+		}
+		if err := warmUp(iters, ours); err != nil {
+			return 0, 0, err
+		}
 		var to, tb []float64
 		for range runs {
 			t, err := timeRun(iters, base)
