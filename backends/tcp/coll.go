@@ -107,7 +107,7 @@ func (run *collRun) aborted() error {
 // wait waits for q, a request of the light run, and checks that a
 // receive brought want bytes (want < 0: a send).
 func (run *collRun) wait(ctx context.Context, q *request, want int) error {
-	run.cur.Store(q)
+	run.cur.Swap(q) // then the abort is looked at: a fence (ADR 28)
 	if err := run.aborted(); err != nil {
 		run.cur.Store(nil)
 		return err

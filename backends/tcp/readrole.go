@@ -449,7 +449,7 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 	if !held {
 		return handled
 	}
-	r.direct.Store(l)
+	r.direct.Swap(l) // then r's completion is looked at: a fence (ADR 28)
 	l.rd.spin = l.rd.raw != nil
 	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
 		yield, err := l.step(r)
