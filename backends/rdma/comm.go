@@ -40,18 +40,15 @@ func wrID(kind uint64, peer, slot int) uint64 {
 // by RDMA READ straight into the receive buffer. It implements comm.Comm
 // and is safe for concurrent use by many goroutines.
 type Comm struct {
-	cfg  Config
-	rank int
-	size int
-	fc   fabric.Context
-	// spinner is fc when it can look at an empty queue again within one
-	// call (spinWait polls through it); nil otherwise.
-	spinner fabric.Spinner
-	arena   []byte // receive and send slots of every peer, registered as mr
-	mr      *fabric.MR
-	regs    *regCache
-	slot    int // slot size
-	peers   []*peer
+	cfg   Config
+	rank  int
+	size  int
+	fc    fabric.Context
+	arena []byte // receive and send slots of every peer, registered as mr
+	mr    *fabric.MR
+	regs  *regCache
+	slot  int // slot size
+	peers []*peer
 	// sendDepth is the send-queue depth of each endpoint.
 	sendDepth int
 
@@ -164,7 +161,6 @@ func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 		byesDone:  make(chan struct{}),
 		sendDepth: cfg.Slots + readDepth + 4,
 	}
-	c.spinner, _ = fc.(fabric.Spinner)
 	c.tbl.Init(size)
 	c.regs = newRegCache(fc)
 	per := 2 * cfg.Slots // receive slots, then send slots

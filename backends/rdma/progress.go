@@ -102,12 +102,6 @@ func (c *Comm) progress() {
 // once and handles what it finds: the number of completions, or -1 when
 // another goroutine polls.
 func (c *Comm) poll(wcs []fabric.Completion) (int, error) {
-	return c.pollSpin(wcs, 1)
-}
-
-// pollSpin is poll that looks at an empty queue up to spins times within
-// one call where the context can (fabric.Spinner).
-func (c *Comm) pollSpin(wcs []fabric.Completion, spins int) (int, error) {
 	if !c.polling.CompareAndSwap(false, true) {
 		return -1, nil
 	}
@@ -116,13 +110,7 @@ func (c *Comm) pollSpin(wcs []fabric.Completion, spins int) (int, error) {
 	// holds nothing their peers sent before they went. One recorded
 	// during the poll waits for the next, lest it fail what was delivered.
 	seen := c.lossSeq.Load()
-	var n int
-	var err error
-	if spins > 1 && c.spinner != nil {
-		n, err = c.spinner.PollSpin(wcs, spins)
-	} else {
-		n, err = c.fc.Poll(wcs)
-	}
+	n, err := c.fc.Poll(wcs)
 	if h := pollHook.Load(); h != nil {
 		(*h)(c, n)
 	}
@@ -189,12 +177,6 @@ func (c *Comm) armForWaiter() {
 	_, _ = c.poll(wcs[:])
 }
 
-// spinLooks is how many times a spinning waiter looks at an empty queue
-// in one call where the context spins within a call (fabric.Spinner): a
-// call from Go costs about a microsecond under emulation, a look from C a
-// read of the mapped queue.
-const spinLooks = 64
-
 // spinWait polls the completion queue from the goroutine waiting for r
 // until r completes or Config.Spin passes without a completion; it reports
 // whether r completed.
@@ -222,14 +204,9 @@ func (c *Comm) spinWait(r *request) bool {
 	}()
 	var wcs [8]fabric.Completion
 	// The clock is read once per 64 empty polls: it is no cheaper than a
-	// poll, and far dearer where the kernel has no fast clock source. A
-	// context that spins within a call looks spinLooks times a call.
+	// poll, and far dearer where the kernel has no fast clock source.
 	var last time.Time
 	progressed := false
-	looks, every := 1, 64
-	if c.spinner != nil {
-		looks, every = spinLooks, max(64/spinLooks, 1)
-	}
 	for i := 0; ; i++ {
 		select {
 		case <-r.done:
@@ -240,13 +217,13 @@ func (c *Comm) spinWait(r *request) bool {
 		if c.stopping.Load() {
 			return false
 		}
-		n, err := c.pollSpin(wcs[:], looks)
+		n, err := c.poll(wcs[:])
 		switch {
 		case err != nil:
 			return false
 		case n > 0:
 			progressed = true
-		case i%every == every-1:
+		case i%64 == 63:
 			now := timeNow()
 			if last.IsZero() || progressed {
 				last, progressed = now, false

@@ -176,13 +176,6 @@ type Provider interface {
 	Open(name string, cqDepth int) (Context, error)
 }
 
-// Spinner is a Context that can look at an empty completion queue again
-// within one call (PollSpin, spins looks in all), for providers where a
-// call costs far more than a look (a cgo crossing under emulation).
-type Spinner interface {
-	PollSpin(out []Completion, spins int) (int, error)
-}
-
 // Context is an opened device: a protection domain, one completion queue
 // for every endpoint's sends and receives, and the connection manager.
 // Its methods are safe for concurrent use; Poll is called by one goroutine

@@ -5,8 +5,6 @@ package verbs
 /*
 #cgo noescape xv_poll
 #cgo nocallback xv_poll
-#cgo noescape xv_poll_spin
-#cgo nocallback xv_poll_spin
 #cgo nocallback xv_wait
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -273,14 +271,6 @@ func (c *vcontext) Deregister(m *fabric.MR) error {
 // Poll takes up to len(out) completions without blocking: first those
 // that Wait found, then the queue's.
 func (c *vcontext) Poll(out []fabric.Completion) (int, error) {
-	return c.PollSpin(out, 1)
-}
-
-// PollSpin is Poll that looks at an empty queue again, up to spins times
-// in all, within one call into C: from Go every empty look costs a cgo
-// crossing (about a microsecond under emulation), from C a read of the
-// queue the provider maps.
-func (c *vcontext) PollSpin(out []fabric.Completion, spins int) (int, error) {
 	if len(out) == 0 {
 		return 0, nil
 	}
@@ -293,12 +283,7 @@ func (c *vcontext) PollSpin(out []fabric.Completion, spins int) (int, error) {
 	var buf [pollBatch]C.xv_wc
 	for n < len(out) {
 		want := min(len(out)-n, pollBatch)
-		var k int
-		if n == 0 && spins > 1 {
-			k = int(C.xv_poll_spin(c.cq, &buf[0], C.int(want), C.int(spins)))
-		} else {
-			k = int(C.xv_poll(c.cq, &buf[0], C.int(want)))
-		}
+		k := int(C.xv_poll(c.cq, &buf[0], C.int(want)))
 		if k < 0 {
 			return n, fmt.Errorf("verbs poll %s: ibv_poll_cq failed: %w", c.info.Name, xerr.ErrDeviceLost)
 		}

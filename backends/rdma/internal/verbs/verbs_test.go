@@ -889,16 +889,8 @@ func BenchmarkPingPong(b *testing.B) {
 	// await polls c until a message arrives, posts its receive again and,
 	// with answer, sends one back.
 	await := func(c fabric.Context, ep fabric.Endpoint, r *region, buf []fabric.Completion, answer bool, stop <-chan struct{}) error {
-		spinner, _ := c.(fabric.Spinner)
 		for {
-			var n int
-			var err error
-			if spinner != nil {
-				// As the communicator's spinning waiters poll.
-				n, err = spinner.PollSpin(buf, 64)
-			} else {
-				n, err = c.Poll(buf)
-			}
+			n, err := c.Poll(buf)
 			if err != nil {
 				return err
 			}

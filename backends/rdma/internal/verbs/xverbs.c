@@ -72,15 +72,6 @@ int xv_post_recv(struct ibv_qp *qp, uint64_t id, uint64_t addr, uint32_t len, ui
 	return ibv_post_recv(qp, &wr, &bad);
 }
 
-int xv_poll_spin(struct ibv_cq *cq, xv_wc *out, int n, int spins) {
-	for (int i = 0; i < spins; i++) {
-		int k = xv_poll(cq, out, n);
-		if (k != 0)
-			return k;
-	}
-	return 0;
-}
-
 int xv_poll(struct ibv_cq *cq, xv_wc *out, int n) {
 	struct ibv_wc wc[XV_CHUNK];
 	int got = 0;

@@ -77,9 +77,6 @@ typedef struct {
 int xv_post_send(struct ibv_qp *qp, const xv_wr *wrs, int n, int *bad);
 int xv_post_recv(struct ibv_qp *qp, uint64_t id, uint64_t addr, uint32_t len, uint32_t lkey);
 int xv_poll(struct ibv_cq *cq, xv_wc *out, int n);
-// xv_poll_spin is xv_poll repeated up to spins times while the queue is
-// empty: one call into C for many looks at the queue.
-int xv_poll_spin(struct ibv_cq *cq, xv_wc *out, int n, int spins);
 int xv_wait(struct ibv_comp_channel *ch, int wakefd, int timeout_ms);
 int xv_set_nonblock(int fd);
 

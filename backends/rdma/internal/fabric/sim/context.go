@@ -159,19 +159,6 @@ func (c *Context) signal() {
 	}
 }
 
-// PollSpin is Poll repeated up to spins times while it finds nothing, as
-// the kernel verbs' context does within one call (fabric.Spinner).
-func (c *Context) PollSpin(out []fabric.Completion, spins int) (int, error) {
-	for range max(spins-1, 0) {
-		if n, err := c.Poll(out); n != 0 || err != nil {
-			return n, err
-		}
-	}
-	return c.Poll(out)
-}
-
-var _ fabric.Spinner = (*Context)(nil)
-
 // Poll takes up to len(out) completions without blocking, oldest first.
 // It frees the queue slots of the requests it reports.
 func (c *Context) Poll(out []fabric.Completion) (int, error) {
