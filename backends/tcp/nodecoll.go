@@ -164,7 +164,7 @@ func (n *nodeColl) word(r, off int) *atomic.Uint64 {
 // and the others read them only once they have seen it published; nobody
 // writes them again before every rank has published the next step. Two
 // atomic stores (locked exchanges) on the line the other ranks poll made
-// an 8-byte allreduce of 2 ranks ~480 ns, plain ones ~350 (ADR 27). The
+// an 8-byte allreduce of 2 ranks ~480 ns, plain ones ~350 (ADR 28). The
 // ring's entries keep atomic ones: plain, they made small broadcasts
 // slower (~200 -> ~255 ns) as they made small reductions faster.
 

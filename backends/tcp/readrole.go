@@ -56,7 +56,7 @@ const idleCheck = 50 * time.Millisecond
 // Whether a waiter holds the role is owner's business alone (roleWaiter):
 // a waiter's turn costs the lock once to take the role and once to give it
 // back, with no count beside them, on the path of every message a waiter
-// reads itself (ADR 27). Close waits for the holder through released.
+// reads itself (ADR 28). Close waits for the holder through released.
 type readRole struct {
 	conn   net.Conn      // a read deadline in the past on it is a kick
 	parked *atomic.Int32 // Comm.parked: goroutines blocked in Wait without reading

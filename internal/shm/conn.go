@@ -111,7 +111,7 @@ func NewConn(seg *Segment, opts Options) (*Conn, error) {
 // until its owner, who knows that no read or write is under way any more,
 // calls Unmap. A count of the calls under way, which let Close unmap
 // under them, cost two locked instructions a call on both sides of every
-// message (ADR 27).
+// message (ADR 28).
 func (c *Conn) enter() bool { return !c.closed.Load() }
 
 // exit ends what enter began: it keeps c, and with it the mapping,
