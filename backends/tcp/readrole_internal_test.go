@@ -27,23 +27,30 @@ func TestAwaitHolder(t *testing.T) {
 	require.EqualValues(t, 1, ro.directReads())
 
 	ro.close()
+	waitsFor(t, "awaitHolder", ro.awaitHolder, "the holder's release", ro.release)
+	held, _, _ = ro.takeForWaiter(context.Background(), &request{})
+	require.False(t, held, "a closed role goes to no waiter")
+	ro.awaitHolder() // nobody holds it: returns at once
+}
+
+// waitsFor checks that wait, run in a goroutine, is still waiting 50 ms
+// on, and returns within 10 s once event has run.
+func waitsFor(t *testing.T, name string, wait func(), what string, event func()) {
+	t.Helper()
 	returned := make(chan struct{})
 	go func() {
-		ro.awaitHolder()
+		wait()
 		close(returned)
 	}()
 	select {
 	case <-returned:
-		t.Fatal("awaitHolder returned while a waiter held the role")
+		t.Fatalf("%s returned before %s", name, what)
 	case <-time.After(50 * time.Millisecond):
 	}
-	ro.release()
+	event()
 	select {
 	case <-returned:
 	case <-time.After(10 * time.Second):
-		t.Fatal("awaitHolder did not return within 10s of the holder's release")
+		t.Fatalf("%s did not return within 10s of %s", name, what)
 	}
-	held, _, _ = ro.takeForWaiter(context.Background(), &request{})
-	require.False(t, held, "a closed role goes to no waiter")
-	ro.awaitHolder() // nobody holds it: returns at once
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -39,22 +38,7 @@ func TestAwaitQuiet(t *testing.T) {
 	w.down = errors.New("link down")
 	w.mu.Unlock()
 
-	quiet := make(chan struct{})
-	go func() {
-		w.awaitQuiet()
-		close(quiet)
-	}()
-	select {
-	case <-quiet:
-		t.Fatal("awaitQuiet returned while a write was under way")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(bc.release)
-	select {
-	case <-quiet:
-	case <-time.After(10 * time.Second):
-		t.Fatal("awaitQuiet did not return within 10s of the write's end")
-	}
+	waitsFor(t, "awaitQuiet", w.awaitQuiet, "the write's end", func() { close(bc.release) })
 	require.NoError(t, <-wrote)
 	w.awaitQuiet() // nothing writes: returns at once
 }
