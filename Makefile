@@ -79,8 +79,10 @@ refs-tcp: xpu
 
 # The communicator's shared-memory links (ranks on one machine, default
 # links) against Open MPI's shared-memory transport (vader) and against a
-# C spin ring between two processes, the floor (internal/bench/ref/
-# shm_ring_ref.c): three .out files that xpu bench --ref reads. The ring
+# C spin ring between two processes, the floor, which also measures the
+# ceiling of single copies with process_vm_readv by one and two threads
+# (internal/bench/ref/shm_ring_ref.c): three .out files that xpu bench
+# --ref reads. The ring
 # and tcpbench go to $(BENCHDIR)/procs, which xpu bench does not run; the
 # MPI reference is named mpi_*, which it skips.
 MPIRUN_SHM := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader
@@ -88,7 +90,7 @@ MPIRUN_SHM := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl
 refs-shm: xpu
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)/procs
-	gcc -O3 -o $(BENCHDIR)/procs/shm_ring_ref internal/bench/ref/shm_ring_ref.c
+	gcc -O3 -pthread -o $(BENCHDIR)/procs/shm_ring_ref internal/bench/ref/shm_ring_ref.c
 	$(BENCHDIR)/procs/shm_ring_ref > $(BENCHDIR)/shm_ring_ref.out
 	mpicc -O3 -o $(BENCHDIR)/mpi_shm_ref internal/bench/ref/tcp_mpi_ref.c
 	$(MPIRUN_SHM) -np 2 $(BENCHDIR)/mpi_shm_ref vader >  $(BENCHDIR)/mpi_shm_ref.out

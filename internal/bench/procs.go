@@ -53,17 +53,29 @@ var Procs = []Pair{
 // tcp_mpi_ref.c under --mca btl self,vader), and against the floor, a C
 // ring between two processes that spin on C11 atomics in an anonymous
 // shared mapping ("ring.np2.<case>", shm_ring_ref.c), which Goal 1.2 asks
-// to come within 20% of. `make refs-shm` writes the three programs'
-// figures where xpu bench --ref reads them; the TCP links' ping-pong
-// (make refs-tcp) is shown beside them for information.
+// to come within 20% of. The same program measures the ceiling of any
+// single-copy transport on the machine ("ring.np2.cma1.bw.<size>",
+// "ring.np2.cma2.bw.<size>": one and two threads of a receiver copying
+// the sender's buffers with process_vm_readv, nothing else): shown beside
+// the streaming goal, which asks for twice vader's single copy, so that
+// a run says how far that goal is within the machine's reach. `make
+// refs-shm` writes the three programs' figures where xpu bench --ref
+// reads them; the TCP links' ping-pong (make refs-tcp) is shown beside
+// them for information.
 var ShmProcs = []Pair{
 	{"shm.np2.pingpong.8B", "vader.np2.pingpong.8B", 1.0},
 	{"shm.np2.pingpong.8B", "ring.np2.pingpong.8B", 1.2},
 	{"shm.np2.pingpong.8B", "tcp.np2.pingpong.8B", 0},
 	{"shm.np2.bw.1MiB", "vader.np2.bw.1MiB", 2.0},
 	{"shm.np2.bw.1MiB", "ring.np2.bw.1MiB", 0},
+	{"shm.np2.bw.1MiB", "ring.np2.cma2.bw.1MiB", 0},
+	{"ring.np2.cma2.bw.1MiB", "vader.np2.bw.1MiB", 0},
+	{"ring.np2.cma1.bw.1MiB", "vader.np2.bw.1MiB", 0},
 	{"shm.np2.bw.4MiB", "vader.np2.bw.4MiB", 2.0},
 	{"shm.np2.bw.4MiB", "ring.np2.bw.4MiB", 0},
+	{"shm.np2.bw.4MiB", "ring.np2.cma2.bw.4MiB", 0},
+	{"ring.np2.cma2.bw.4MiB", "vader.np2.bw.4MiB", 0},
+	{"ring.np2.cma1.bw.4MiB", "vader.np2.bw.4MiB", 0},
 	{"shm.np2.allreduce.8B", "vader.np2.allreduce.8B", 1.0},
 	{"shm.np2.allreduce.64KiB", "vader.np2.allreduce.64KiB", 0},
 	{"shm.np2.allreduce.64MiB", "vader.np2.allreduce.64MiB", 1 / 1.5},
