@@ -152,7 +152,7 @@ var guestRows = []guestRow{
 // with -tags rdma, boots the guest once and runs there, round after
 // round, perftest's references and the Go benchmarks on the kernel's
 // verbs; it prints the medians, the ratios and the goals, and writes
-// docs/results/rdma.md.
+// the first part of docs/results/rdma.md (keepTail).
 func TestGuestBench(t *testing.T) {
 	if os.Getenv(envBench) != "1" {
 		t.Skipf("measures the benchmarks against perftest in a qemu guest, for minutes: run by %s (%s=1), never by make test, which runs no benchmark", benchCommand, envBench)
@@ -206,7 +206,7 @@ func TestGuestBench(t *testing.T) {
 	rows := tableRows(runs)
 	page := guestBenchPage(figs, info, rows, rounds, started)
 	t.Log("\n" + page)
-	require.NoError(t, os.WriteFile(resultsPage, []byte(page), 0o644))
+	require.NoError(t, os.WriteFile(resultsPage, []byte(keepTail(readPage(t), page)), 0o644))
 	for _, r := range rows {
 		for _, f := range []string{r.ours, r.against} {
 			if len(figs[f]) < rounds {

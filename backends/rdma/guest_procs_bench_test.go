@@ -23,7 +23,8 @@ import (
 // backend's tcpbench, boots one soft-RoCE guest, and runs there perftest's
 // ib_send_lat and ib_write_bw, rdmabench on 2 ranks (ping-pong, streaming,
 // Put) and on 4 (allreduce of 64 MiB), and tcpbench on 4 (the same
-// allreduce over tcp), then logs each figure beside its reference. Like
+// allreduce over tcp), then writes each figure beside its reference in
+// its part of docs/results/rdma.md (spliceProcs). Like
 // TestGuestBench it runs only with XPU_RDMA_BENCH=1 (make bench-rdma).
 func TestGuestProcsBench(t *testing.T) {
 	if os.Getenv(envBench) != "1" {
@@ -67,19 +68,57 @@ launch 4 21002 tcpbench
 	require.NoError(t, err)
 	require.Zero(t, res.ExitCode)
 	figs := parseProcsBench(out.String())
-	row := func(ours, ref string, ratio func(a, b float64) float64, goal string) {
-		a, b := figs[ours], figs[ref]
-		t.Logf("%-28s %10.2f | %-24s %10.2f | ratio %.2f | goal %s", ours, a, ref, b, ratio(a, b), goal)
+	section := procsSection(figs, time.Now())
+	t.Log("\n" + section)
+	require.NoError(t, os.WriteFile(resultsPage, []byte(spliceProcs(readPage(t), section)), 0o644))
+	for _, r := range procsRows {
+		for _, f := range []string{r.ours, r.against} {
+			if figs[f] == 0 {
+				t.Errorf("figure %s: not in the guest's output", f)
+			}
+		}
 	}
-	slower := func(a, b float64) float64 { return a / b }
-	faster := func(a, b float64) float64 { return a / b }
-	row("rdma.np2.pingpong.8B", "ib_send_lat.8B.t_avg", slower, "<= 1.2")
-	row("rdma.np2.pingpong.8B.p50", "ib_send_lat.8B.t_typical", slower, "<= 1.2")
-	row("rdma.np2.bw.1MiB", "ib_write_bw.1MiB", faster, ">= 0.9")
-	row("rdma.np2.bw.4MiB", "ib_write_bw.4MiB", faster, ">= 0.9")
-	row("rdma.np2.put.1MiB", "ib_write_bw.1MiB", faster, ">= 0.9")
-	row("rdma.np2.put.4MiB", "ib_write_bw.4MiB", faster, ">= 0.9")
-	row("rdma.np4.allreduce.64MiB", "tcp.np4.allreduce.64MiB", slower, "<= 1")
+}
+
+// procsRow is a row of the one-process-per-rank table: a figure of
+// parseProcsBench against another, in unit.
+type procsRow struct {
+	what, ours, against, doc, unit string
+	rate                           bool    // higher is better
+	goal                           float64 // as guestRow's
+}
+
+var procsRows = []procsRow{
+	{"ping-pong 8 B, half round trip, median", "rdma.np2.pingpong.8B.p50", "ib_send_lat.8B.t_typical", "ib_send_lat -s 8, t_typical", "µs", false, 1.2},
+	{"ping-pong 8 B, half round trip, mean", "rdma.np2.pingpong.8B", "ib_send_lat.8B.t_avg", "ib_send_lat -s 8, t_avg", "µs", false, 0},
+	{"stream 1 MiB", "rdma.np2.bw.1MiB", "ib_write_bw.1MiB", "ib_write_bw -s 1048576", "MiB/s", true, 0.9},
+	{"stream 4 MiB", "rdma.np2.bw.4MiB", "ib_write_bw.4MiB", "ib_write_bw -s 4194304", "MiB/s", true, 0.9},
+	{"Put 1 MiB", "rdma.np2.put.1MiB", "ib_write_bw.1MiB", "ib_write_bw -s 1048576", "MiB/s", true, 0.9},
+	{"Put 4 MiB", "rdma.np2.put.4MiB", "ib_write_bw.4MiB", "ib_write_bw -s 4194304", "MiB/s", true, 0.9},
+	{"allreduce 64 MiB float64, 4 ranks", "rdma.np4.allreduce.64MiB", "tcp.np4.allreduce.64MiB", "tcpbench, 4 processes over tcp", "ms", false, 1},
+}
+
+// procsSection is the page's part that TestGuestProcsBench writes: what
+// it ran and the table of its figures.
+func procsSection(figs map[string]float64, when time.Time) string {
+	var p strings.Builder
+	p.WriteString("## One process per rank (rdmabench)\n\n")
+	p.WriteString("`make bench-rdma` also runs `TestGuestProcsBench`, in a second boot: perftest's references, then\n")
+	p.WriteString("`backends/rdma/internal/rdmabench` as 2 rank processes (ping-pong 5 × 5000 round trips, streaming and\n")
+	p.WriteString("Put with 16 in flight, every run checked) and as 4 (allreduce of 64 MiB float64), then the tcp backend's\n")
+	p.WriteString("`tcpbench` as 4 processes for the same allreduce over tcp — as perftest and the OSU benchmarks run. Figures\n")
+	fmt.Fprintf(&p, "of %s at %s, medians of 5 runs (perftest's: one run):\n\n", when.UTC().Format("2006-01-02"), codeVersion())
+	p.WriteString("| case | ours | against | ratio | goal |\n| --- | --- | --- | --- | --- |\n")
+	for _, r := range procsRows {
+		ours, against := figs[r.ours], figs[r.against]
+		ratio := 0.0
+		if against > 0 {
+			ratio = ours / against
+		}
+		fmt.Fprintf(&p, "| %s | %s | %s: %s | %.2f | %s |\n", r.what, fig(ours, r.unit), r.doc, fig(against, r.unit), ratio,
+			guestRow{rate: r.rate, goal: r.goal}.verdict(ratio))
+	}
+	return p.String()
 }
 
 var (
