@@ -58,7 +58,13 @@ const (
 	// cmaSplit is the smallest message two goroutines copy: with two,
 	// a 4 MiB message of real data (not fresh pages) arrives 1.3 times
 	// as fast on a 2-core machine, a 1 MiB one about as fast, a smaller
-	// one slower (waking the helper costs as much as it saves).
+	// one slower (waking the helper costs as much as it saves). The
+	// helper starts late: Go's scheduler leaves a goroutine just started
+	// in its processor's next slot, which an idle processor takes only
+	// after a back-off of one usleep(3) (26-75 µs on a virtual machine's
+	// timers), and the link's writer goroutine is often taken first; of
+	// a 4 MiB copy (~350 µs here) the helper does about 40%
+	// (docs/results/shm.md has the trace and what was tried).
 	cmaSplit = 1 << 20
 	// cmaPiece is the most one system call copies when two goroutines
 	// share a message: small enough that they share it evenly, large
