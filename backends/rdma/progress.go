@@ -168,13 +168,19 @@ func (c *Comm) applyLosses(upto uint64) {
 }
 
 // armForWaiter arms the completion queue for a goroutine about to block
-// on a request, and takes what completed before the arming.
+// on a request, and takes what completed before the arming. When another
+// goroutine holds the poller's role (a Test, a spinning waiter), its poll
+// may have looked before a completion that raised no event, the queue
+// being unarmed then: the engine is woken to look once more, lest that
+// completion wait for the engine's next timed look (up to calmWait).
 func (c *Comm) armForWaiter() {
 	if !c.progressStarted || c.fc.Arm() != nil {
 		return
 	}
 	var wcs [8]fabric.Completion
-	_, _ = c.poll(wcs[:])
+	if n, _ := c.poll(wcs[:]); n < 0 {
+		c.fc.Wake()
+	}
 }
 
 // spinWait polls the completion queue from the goroutine waiting for r
