@@ -96,11 +96,16 @@ func TestProcsSection(t *testing.T) {
 		"| ping-pong 8 B, half round trip, median | 38.9 µs | ib_send_lat -s 8, t_typical: 15.4 µs | 2.53 | ≤ 1.2: **not met** |",
 		"| stream 1 MiB | 52.5 MiB/s | ib_write_bw -s 1048576: 66.8 MiB/s | 0.79 | ≥ 0.9: **not met** |",
 		"| Put 4 MiB | 60.9 MiB/s | ib_write_bw -s 4194304: 67.1 MiB/s | 0.91 | ≥ 0.9: met |",
-		"| allreduce 64 MiB float64, 4 ranks | 6533 ms | tcpbench, 4 processes over tcp: 4202 ms | 1.55 | ≤ 1: **not met** |",
-		// A figure missing from the guest's output shows as one, with no ratio.
-		"| stream 4 MiB | – | ib_write_bw -s 4194304: 67.1 MiB/s | 0.00 | ≥ 0.9: **not met** |",
+		"| allreduce 64 MiB float64, 4 ranks | 6533 ms | tcpbench, 4 processes over TCP links: 4202 ms | 1.55 | ≤ 1: **not met** |",
+		// A figure missing from the guest's output shows as one, with no
+		// verdict: neither met nor not.
+		"| stream 4 MiB | – | ib_write_bw -s 4194304: 67.1 MiB/s | 0.00 | no figure |",
 	} {
 		require.Contains(t, s, row)
 	}
 	require.Contains(t, s, "of 2026-11-24 at ")
+	delete(figs, "tcp.np4.allreduce.64MiB")
+	require.Contains(t, procsSection(figs, time.Now()),
+		"| allreduce 64 MiB float64, 4 ranks | 6533 ms | tcpbench, 4 processes over TCP links: – | 0.00 | no figure |",
+		"a missing reference is no figure, not a goal met")
 }

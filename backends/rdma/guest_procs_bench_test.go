@@ -23,7 +23,7 @@ import (
 // backend's tcpbench, boots one soft-RoCE guest, and runs there perftest's
 // ib_send_lat and ib_write_bw, rdmabench on 2 ranks (ping-pong, streaming,
 // Put) and on 4 (allreduce of 64 MiB), and tcpbench on 4 (the same
-// allreduce over tcp), then writes each figure beside its reference in
+// allreduce over TCP links), then writes each figure beside its reference in
 // its part of docs/results/rdma.md (spliceProcs). Like
 // TestGuestBench it runs only with XPU_RDMA_BENCH=1 (make bench-rdma).
 func TestGuestProcsBench(t *testing.T) {
@@ -58,7 +58,7 @@ ref ib_write_bw -s 1048576 -n 300
 ref ib_write_bw -s 4194304 -n 100
 launch 2 21000 rdmabench -n 5000 -big 1048576
 launch 4 21001 rdmabench -only allreduce
-launch 4 21002 tcpbench
+launch 4 21002 env XPU_LINKS=tcp tcpbench
 `
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
 	defer cancel()
@@ -95,7 +95,7 @@ var procsRows = []procsRow{
 	{"stream 4 MiB", "rdma.np2.bw.4MiB", "ib_write_bw.4MiB", "ib_write_bw -s 4194304", "MiB/s", true, 0.9},
 	{"Put 1 MiB", "rdma.np2.put.1MiB", "ib_write_bw.1MiB", "ib_write_bw -s 1048576", "MiB/s", true, 0.9},
 	{"Put 4 MiB", "rdma.np2.put.4MiB", "ib_write_bw.4MiB", "ib_write_bw -s 4194304", "MiB/s", true, 0.9},
-	{"allreduce 64 MiB float64, 4 ranks", "rdma.np4.allreduce.64MiB", "tcp.np4.allreduce.64MiB", "tcpbench, 4 processes over tcp", "ms", false, 1},
+	{"allreduce 64 MiB float64, 4 ranks", "rdma.np4.allreduce.64MiB", "tcp.np4.allreduce.64MiB", "tcpbench, 4 processes over TCP links", "ms", false, 1},
 }
 
 // procsSection is the page's part that TestGuestProcsBench writes: what
@@ -106,7 +106,8 @@ func procsSection(figs map[string]float64, when time.Time) string {
 	p.WriteString("`make bench-rdma` also runs `TestGuestProcsBench`, in a second boot: perftest's references, then\n")
 	p.WriteString("`backends/rdma/internal/rdmabench` as 2 rank processes (ping-pong 5 × 5000 round trips, streaming and\n")
 	p.WriteString("Put with 16 in flight, every run checked) and as 4 (allreduce of 64 MiB float64), then the tcp backend's\n")
-	p.WriteString("`tcpbench` as 4 processes for the same allreduce over tcp — as perftest and the OSU benchmarks run. Figures\n")
+	p.WriteString("`tcpbench` as 4 processes for the same allreduce over TCP links (`XPU_LINKS=tcp`: by default ranks of one\n")
+	p.WriteString("machine link through shared memory) — as perftest and the OSU benchmarks run. Figures\n")
 	fmt.Fprintf(&p, "of %s at %s, medians of 5 runs (perftest's: one run):\n\n", when.UTC().Format("2006-01-02"), codeVersion())
 	p.WriteString("| case | ours | against | ratio | goal |\n| --- | --- | --- | --- | --- |\n")
 	for _, r := range procsRows {
