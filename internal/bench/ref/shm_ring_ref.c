@@ -286,6 +286,27 @@ static void bandwidth(void *arg) {
 	}
 }
 
+// pattern is byte j of message i as its sender writes it: which message
+// and offset it is.
+static unsigned char pattern(int i, size_t j) { return (unsigned char)(i * 31 + j * 7 + j / 4096); }
+
+// check_and_time checks the bytes that the untimed window just moved into
+// bufs, on the side that received them (rank receiver), then times body
+// over as many windows as move BW_RUN_BYTES and reports the rate as name.
+static void check_and_time(const char *name, size_t size, unsigned char *const *bufs, int receiver,
+                           void (*body)(void *), void *arg) {
+	if (rank == receiver)
+		for (int i = 0; i < BW_WINDOW; i++)
+			for (size_t j = 0; j < size; j++)
+				if (bufs[i][j] != pattern(i, j))
+					fail("wrong bytes arrived");
+	int iters = BW_RUN_BYTES / (BW_WINDOW * size);
+	if (iters < 1)
+		iters = 1;
+	double ns = measure(iters, body, arg);
+	report(name, (double)BW_WINDOW * size / ns, "GB/s", "%.2f");
+}
+
 static void bw_case(const char *name, size_t size) {
 	struct window w = {.size = size};
 	for (int i = 0; i < BW_WINDOW; i++) {
@@ -295,20 +316,11 @@ static void bw_case(const char *name, size_t size) {
 		// The producer's bytes say which message and offset they are;
 		// the consumer's buffers start as something else.
 		for (size_t j = 0; j < size; j++)
-			w.buf[i][j] = rank == 0 ? (unsigned char)(i * 31 + j * 7 + j / 4096) : 0xff;
+			w.buf[i][j] = rank == 0 ? pattern(i, j) : 0xff;
 	}
 	barrier();
 	bandwidth(&w); // untimed: touches every page, and the bytes are checked
-	if (rank == 1)
-		for (int i = 0; i < BW_WINDOW; i++)
-			for (size_t j = 0; j < size; j++)
-				if (w.buf[i][j] != (unsigned char)(i * 31 + j * 7 + j / 4096))
-					fail("wrong bytes arrived");
-	int iters = BW_RUN_BYTES / (BW_WINDOW * size);
-	if (iters < 1)
-		iters = 1;
-	double ns = measure(iters, bandwidth, &w);
-	report(name, (double)BW_WINDOW * size / ns, "GB/s", "%.2f");
+	check_and_time(name, size, w.buf, 1, bandwidth, &w);
 	for (int i = 0; i < BW_WINDOW; i++)
 		free(w.buf[i]);
 }
@@ -449,7 +461,7 @@ static void cma_case(const char *name, size_t size, int threads, cpu_set_t *allo
 		if (b == NULL)
 			fail("out of memory");
 		for (size_t j = 0; j < size; j++)
-			b[j] = rank == 1 ? (unsigned char)(i * 29 + j * 5 + j / 4096) : 0xff;
+			b[j] = rank == 1 ? pattern(i, j) : 0xff;
 		if (rank == 1) {
 			src[i] = b;
 			sh->addr[i] = (uint64_t)(uintptr_t)b;
@@ -463,16 +475,7 @@ static void cma_case(const char *name, size_t size, int threads, cpu_set_t *allo
 	if (rank == 0 && threads == 2 && pthread_create(&th, NULL, helper, &c) != 0)
 		fail("pthread_create");
 	cma_window(&c); // untimed: touches every page, and the bytes are checked
-	if (rank == 0)
-		for (int i = 0; i < BW_WINDOW; i++)
-			for (size_t j = 0; j < size; j++)
-				if (c.buf[i][j] != (unsigned char)(i * 29 + j * 5 + j / 4096))
-					fail("wrong bytes copied");
-	int iters = BW_RUN_BYTES / (BW_WINDOW * size);
-	if (iters < 1)
-		iters = 1;
-	double ns = measure(iters, cma_window, &c);
-	report(name, (double)BW_WINDOW * size / ns, "GB/s", "%.2f");
+	check_and_time(name, size, c.buf, 0, cma_window, &c);
 	if (rank == 0 && threads == 2) {
 		atomic_store_explicit(&c.quit, 1, memory_order_relaxed);
 		pthread_join(th, NULL);
