@@ -395,6 +395,25 @@ func (r guestRow) unit() string {
 	return "µs"
 }
 
+// line is the row's line of a results table: ours against against, both
+// in unit, their ratio and its verdict. A row without a name continues
+// the one above (same figure, another reference).
+func (r guestRow) line(ours, against float64, unit string) string {
+	ratio := 0.0
+	if against > 0 {
+		ratio = ours / against
+	}
+	o := fig(ours, unit)
+	if r.what == "" {
+		o = "〃"
+	}
+	rs := fmt.Sprintf("%.2f", ratio)
+	if ratio > 0 && ratio < 0.1 {
+		rs = fmt.Sprintf("%.2g", ratio)
+	}
+	return fmt.Sprintf("| %s | %s | %s: %s | %s | %s |\n", r.what, o, r.doc, fig(against, unit), rs, r.verdict(ratio))
+}
+
 // verdict says whether the ratio meets the goal.
 func (r guestRow) verdict(ratio float64) string {
 	switch {
@@ -444,20 +463,7 @@ func guestBenchPage(figs map[string][]float64, info map[string]string, rows []gu
 	p.WriteString("## Figures\n\n")
 	p.WriteString("| case | ours | against | ratio | goal |\n| --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
-		ours, against := median(figs[r.ours]), median(figs[r.against])
-		ratio := 0.0
-		if against > 0 {
-			ratio = ours / against
-		}
-		o := fig(ours, r.unit())
-		if r.what == "" {
-			o = "〃"
-		}
-		rs := fmt.Sprintf("%.2f", ratio)
-		if ratio > 0 && ratio < 0.1 {
-			rs = fmt.Sprintf("%.2g", ratio)
-		}
-		fmt.Fprintf(&p, "| %s | %s | %s: %s | %s | %s |\n", r.what, o, r.doc, fig(against, r.unit()), rs, r.verdict(ratio))
+		p.WriteString(r.line(median(figs[r.ours]), median(figs[r.against]), r.unit()))
 	}
 	p.WriteString(`
 - Times are µs per operation; rates are MiB/s (2^20 bytes a second, as perftest's "MB/sec").
