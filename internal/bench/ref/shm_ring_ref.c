@@ -103,6 +103,7 @@ struct shared {
 	alignas(LINE) _Atomic uint64_t ack;      // windows the consumer has taken
 	alignas(LINE) _Atomic int failed;        // set by a side that gives up
 	alignas(LINE) _Atomic uint32_t copied;   // cma: windows the parent has copied (a futex)
+	_Atomic int cma_ok;                      // cma: the parent may copy from the child
 	uint64_t addr[BW_WINDOW];                // cma: the child's buffers, in its memory
 	alignas(LINE) unsigned char ring[RING];
 };
@@ -443,12 +444,10 @@ static int cma_allowed(void) {
 		if (!ok)
 			fprintf(stderr, "shm_ring_ref: no cma figures: process_vm_readv from the child: %s\n",
 				errno ? strerror(errno) : "other bytes");
-		atomic_store_explicit(&sh->copied, ok ? 1 : 0, memory_order_release);
+		atomic_store_explicit(&sh->cma_ok, ok, memory_order_release);
 	}
 	barrier();
-	int ok = atomic_load_explicit(&sh->copied, memory_order_acquire) == 1;
-	barrier(); // both have read it
-	return ok;
+	return atomic_load_explicit(&sh->cma_ok, memory_order_acquire);
 }
 
 static void cma_case(const char *name, size_t size, int threads, cpu_set_t *allowed) {
