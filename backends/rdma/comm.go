@@ -51,6 +51,10 @@ type Comm struct {
 	peers []*peer
 	// sendDepth is the send-queue depth of each endpoint.
 	sendDepth int
+	// node is the tcp job this rank keeps for its collectives when every
+	// rank runs on this machine (nodecoll.go); nil otherwise. Set before
+	// the progress engine starts, never changed.
+	node *nodeJob
 
 	mu       sync.Mutex
 	closed   bool

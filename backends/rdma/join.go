@@ -19,7 +19,8 @@ import (
 // the job secret), as NCCL bootstraps over sockets: it authenticates every
 // rank, and carries each rank's connection-manager address to the others.
 // The ranks then connect their queue pairs (connect.go), and the tcp job
-// is closed.
+// is closed — unless every rank runs on this machine: then the ranks keep it
+// for their collectives (nodecoll.go).
 
 // addrLen is the fixed size of an address in the exchange.
 const addrLen = 64
@@ -40,7 +41,12 @@ func join(ctx context.Context, prov fabric.Provider, dev, host string, tcfg tcp.
 	if err != nil {
 		return nil, err
 	}
-	defer boot.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			_ = boot.Close()
+		}
+	}()
 	fc, err := prov.Open(dev, cqDepth(cfg, boot.Size()))
 	if err != nil {
 		return nil, xerr.Errorf(Name, "join", errUnavailable, "open device %q: %v", dev, err)
@@ -68,6 +74,12 @@ func join(ctx context.Context, prov fabric.Provider, dev, host string, tcfg tcp.
 	if err != nil {
 		c.abandon()
 		return nil, xerr.Errorf(Name, "join", comm.ErrPeerLost, "rank %d of %d: %v", boot.Rank(), boot.Size(), err)
+	}
+	// The barrier was the tcp job's first collective: it knows whether its
+	// collectives run in shared memory (nodecoll.go).
+	if boot.OneNode() {
+		keep = true
+		c.node = newNodeJob(boot)
 	}
 	c.start()
 	return c, nil

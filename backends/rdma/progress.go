@@ -485,6 +485,9 @@ func (c *Comm) revoke(culprit int, tell bool) {
 		return
 	}
 	c.revoked = c.revokedErr(culprit)
+	if c.node != nil {
+		c.node.cancel(c.revoked)
+	}
 	for r := range c.tbl.Posted() {
 		if r.tag > comm.MaxTag {
 			c.tbl.Unpost(r)
@@ -595,6 +598,10 @@ func (c *Comm) close() {
 	case <-t.C:
 	}
 	t.Stop()
+	if c.node != nil {
+		c.node.cancel(c.closedErr("close"))
+		_ = c.node.tc.Close()
+	}
 
 	for _, p := range c.peers {
 		if p != nil && p.ep != nil {

@@ -67,6 +67,10 @@ func TestRank(t *testing.T) {
 	c, err := rdma.FromEnv(ctx)
 	require.NoError(t, err)
 	defer c.Close()
+	// The ranks run on one machine: their collectives run in shared
+	// memory unless the links are forced to TCP.
+	onNode := os.Getenv("XPU_LINKS") != "tcp"
+	require.Equal(t, onNode, c.OneNode(), "collectives in shared memory")
 	switch role {
 	case "conformance":
 		conformance.TestCommRank(t, c, conformance.MaxRanks(c.Size()))
@@ -90,35 +94,54 @@ func TestRank(t *testing.T) {
 	}
 }
 
+// linkModes are the two ways ranks of one machine run their collectives:
+// in shared memory (the default), or over the queue pairs (XPU_LINKS=tcp).
+var linkModes = []struct{ name, env string }{
+	{"collectives=shared-memory", "XPU_LINKS=auto"},
+	{"collectives=queue-pairs", "XPU_LINKS=tcp"},
+}
+
 // TestMultiProcessConformance runs the suite with one process per rank,
 // joined as xpu run joins them: the launcher's variables, the rendezvous
-// store, the job secret.
+// store, the job secret; once with the collectives in shared memory, once
+// over the queue pairs.
 func TestMultiProcessConformance(t *testing.T) {
 	verbsKit(t)
 	if os.Getenv(envRole) != "" {
 		t.Skip("a rank does not launch")
 	}
-	var out strings.Builder
-	res, err := launch.Run(t.Context(), launch.Spec{
-		N: 3, Prog: os.Args[0], Args: []string{"-test.run=^TestRank$", "-test.v"},
-		Env: append(os.Environ(), envRole+"=conformance"), MasterAddr: "127.0.0.1",
-		Timeout: 5 * time.Minute, Stdout: &out, Stderr: &out,
-	})
-	t.Log(out.String())
-	require.NoError(t, err)
-	for _, s := range res.Ranks {
-		require.True(t, s.OK(), "rank %d: %v", s.Rank, s)
+	for _, m := range linkModes {
+		t.Run(m.name, func(t *testing.T) {
+			var out strings.Builder
+			res, err := launch.Run(t.Context(), launch.Spec{
+				N: 3, Prog: os.Args[0], Args: []string{"-test.run=^TestRank$", "-test.v"},
+				Env: append(os.Environ(), envRole+"=conformance", m.env), MasterAddr: "127.0.0.1",
+				Timeout: 5 * time.Minute, Stdout: &out, Stderr: &out,
+			})
+			t.Log(out.String())
+			require.NoError(t, err)
+			for _, s := range res.Ranks {
+				require.True(t, s.OK(), "rank %d: %v", s.Rank, s)
+			}
+		})
 	}
 }
 
 // TestMultiProcessKill runs a job of 4 rank processes doing allreduces,
 // SIGKILLs rank 2 in the middle, and checks that every survivor's
-// allreduce fails with ErrPeerLost within the bound.
+// allreduce fails with ErrPeerLost within the bound: in shared memory and
+// over the queue pairs.
 func TestMultiProcessKill(t *testing.T) {
 	verbsKit(t)
 	if os.Getenv(envRole) != "" {
 		t.Skip("a rank does not launch")
 	}
+	for _, m := range linkModes {
+		t.Run(m.name, func(t *testing.T) { testMultiProcessKill(t, m.env) })
+	}
+}
+
+func testMultiProcessKill(t *testing.T, linkEnv string) {
 	const n, victim, bound = 4, 2, 10 * time.Second
 	port, err := launch.FreePort("127.0.0.1")
 	require.NoError(t, err)
@@ -130,7 +153,7 @@ func TestMultiProcessKill(t *testing.T) {
 	ranks := make([]rank, n)
 	for i := range ranks {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRank$")
-		cmd.Env = append(os.Environ(), envRole+"=until-lost",
+		cmd.Env = append(os.Environ(), envRole+"=until-lost", linkEnv,
 			"XPU_RANK="+strconv.Itoa(i), "XPU_WORLD_SIZE="+strconv.Itoa(n),
 			"XPU_MASTER_ADDR=127.0.0.1", "XPU_MASTER_PORT="+strconv.Itoa(port), "XPU_JOB_SECRET="+secret)
 		stdout, err := cmd.StdoutPipe()

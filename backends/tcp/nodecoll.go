@@ -230,6 +230,20 @@ func (c *Comm) nodeColls(ctx context.Context) (*nodeColl, error) {
 	return c.nodeColl, err
 }
 
+// OneNode reports whether every rank of c runs on this machine and c's
+// collectives run in a region of shared memory that they all map. It is
+// known from c's first collective on (every rank's is the same call);
+// before it, and for a job of one rank, OneNode is false. Another
+// backend that bootstraps over a tcp job (backends/rdma) keeps the job for
+// its collectives when it is true.
+func (c *Comm) OneNode() bool {
+	if !c.nodeReady.Load() {
+		return false
+	}
+	n := c.nodeColl
+	return n != nil && n.leaders == nil && n.p == c.size
+}
+
 // setupNode maps a region into the ranks of each node: the node's lowest
 // rank makes it and offers it, with the list of the node's ranks, to every
 // other rank of the node over their links; each answers whether it could
