@@ -66,6 +66,19 @@
 // announcements to read, large transfers — sleeping on the completion
 // channel, so an idle rank burns no core.
 //
+// # Collectives
+//
+// When every rank of a job runs on one machine, the ranks keep the tcp job
+// they bootstrapped through, which maps a region of shared memory for its
+// collectives, and run Barrier, Bcast, Reduce, Allreduce, Allgather,
+// Alltoall and the others there (Comm.OneNode reports it): shared memory
+// moves a node's bytes many times faster than a round trip through the
+// device, as MPI libraries run a node's collectives in shared memory
+// whatever their network. Their messages and one-sided transfers stay on
+// the queue pairs. Ranks on several machines, links forced to TCP
+// (XPU_LINKS=tcp) and groups made in one process run the collectives of
+// package comm over the queue pairs (docs/adr/0029-rdma-collectives-of-one-machine.md).
+//
 // # One-sided
 //
 // Comm implements comm.OneSided: Expose registers a block and returns its

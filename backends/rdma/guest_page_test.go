@@ -90,13 +90,15 @@ func TestProcsSection(t *testing.T) {
 		"rdma.np2.bw.1MiB": 52.5, "ib_write_bw.1MiB": 66.8,
 		"rdma.np2.put.4MiB": 60.9, "ib_write_bw.4MiB": 67.1,
 		"rdma.np4.allreduce.64MiB": 6533, "tcp.np4.allreduce.64MiB": 4202,
+		"rdma.np4.allreduce.node.64MiB": 612, "shm.np4.allreduce.64MiB": 655,
 	}
 	s := procsSection(figs, time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))
 	for _, row := range []string{
 		"| ping-pong 8 B, half round trip, median | 38.9 µs | ib_send_lat -s 8, t_typical: 15.4 µs | 2.53 | ≤ 1.2: **not met** |",
 		"| stream 1 MiB | 52.5 MiB/s | ib_write_bw -s 1048576: 66.8 MiB/s | 0.79 | ≥ 0.9: **not met** |",
 		"| Put 4 MiB | 60.9 MiB/s | ib_write_bw -s 4194304: 67.1 MiB/s | 0.91 | ≥ 0.9: met |",
-		"| allreduce 64 MiB float64, 4 ranks | 6533 ms | tcpbench, 4 processes over TCP links: 4202 ms | 1.55 | ≤ 1: **not met** |",
+		"| allreduce 64 MiB float64, 4 ranks, over the queue pairs (XPU_LINKS=tcp) | 6533 ms | tcpbench, 4 processes over TCP links: 4202 ms | 1.55 | ≤ 1: **not met** |",
+		"| allreduce 64 MiB float64, 4 ranks, in shared memory (default) | 612 ms | tcpbench, 4 processes, default links (shared memory): 655 ms | 0.93 | ≤ 1: met |",
 		// A figure missing from the guest's output shows as one, with no
 		// verdict: neither met nor not.
 		"| stream 4 MiB | – | ib_write_bw -s 4194304: 67.1 MiB/s | 0.00 | no figure |",
@@ -106,6 +108,19 @@ func TestProcsSection(t *testing.T) {
 	require.Contains(t, s, "of 2026-11-24 at ")
 	delete(figs, "tcp.np4.allreduce.64MiB")
 	require.Contains(t, procsSection(figs, time.Now()),
-		"| allreduce 64 MiB float64, 4 ranks | 6533 ms | tcpbench, 4 processes over TCP links: – | 0.00 | no figure |",
+		"| allreduce 64 MiB float64, 4 ranks, over the queue pairs (XPU_LINKS=tcp) | 6533 ms | tcpbench, 4 processes over TCP links: – | 0.00 | no figure |",
 		"a missing reference is no figure, not a goal met")
+}
+
+func TestParseProcsBench(t *testing.T) {
+	figs := parseProcsBench(`rdma.np4.allreduce.node.64MiB 612.00 ms
+rdma.np4.allreduce.64MiB 6533.10 ms
+shm.np4.allreduce.64MiB 655000000.0 ns/op
+tcp.np4.allreduce.64MiB 4202000000.0 ns/op
+mixed.np4.allreduce.64MiB 1.0 ns/op
+`)
+	require.Equal(t, map[string]float64{
+		"rdma.np4.allreduce.node.64MiB": 612, "rdma.np4.allreduce.64MiB": 6533.1,
+		"shm.np4.allreduce.64MiB": 655, "tcp.np4.allreduce.64MiB": 4202,
+	}, figs, "tcpbench's ns/op read as ms; a job of mixed links is no reference")
 }

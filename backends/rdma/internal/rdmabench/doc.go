@@ -6,7 +6,10 @@
 // the median, as its t_typical),
 // one-way streaming of
 // 1 MiB and 4 MiB messages with 16 in flight, and Puts of the same sizes;
-// on any number of ranks an allreduce of 64 MiB of float64. Every figure
+// on any number of ranks an allreduce of 64 MiB of float64 — named
+// "allreduce.node.64MiB" when the ranks run their collectives in shared
+// memory (every rank on one machine, the default), "allreduce.64MiB" when
+// over the queue pairs (XPU_LINKS=tcp, or ranks on several machines). Every figure
 // is the median of 5 runs, and every run checks the bytes it moved. Rank
 // 0 prints one line per figure, "rdma.np2.pingpong.8B 27.1 us", in the
 // format of the tcp backend's tcpbench.
