@@ -592,15 +592,25 @@ func (c *Comm) close() {
 	}
 	c.mu.Unlock()
 
+	// The kept tcp job says its goodbyes while the queue pairs say theirs:
+	// Close stays within about one close timeout.
+	var nodeClosed chan struct{}
+	if c.node != nil {
+		c.node.cancel(c.closedErr("close"))
+		nodeClosed = make(chan struct{})
+		go func() {
+			defer close(nodeClosed)
+			_ = c.node.tc.Close()
+		}()
+	}
 	t := time.NewTimer(c.cfg.CloseTimeout)
 	select {
 	case <-c.byesDone:
 	case <-t.C:
 	}
 	t.Stop()
-	if c.node != nil {
-		c.node.cancel(c.closedErr("close"))
-		_ = c.node.tc.Close()
+	if nodeClosed != nil {
+		<-nodeClosed
 	}
 
 	for _, p := range c.peers {
