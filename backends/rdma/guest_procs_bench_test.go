@@ -58,9 +58,9 @@ ref ib_write_bw -s 1048576 -n 300
 ref ib_write_bw -s 4194304 -n 100
 launch 2 21000 rdmabench -n 5000 -big 1048576
 launch 4 21001 rdmabench -only allreduce
-launch 4 21002 env XPU_LINKS=tcp tcpbench
+launch 4 21002 env XPU_LINKS=tcp tcpbench -only '^allreduce\.64MiB$'
 launch 4 21003 env XPU_LINKS=tcp rdmabench -only allreduce
-launch 4 21004 tcpbench
+launch 4 21004 tcpbench -only '^allreduce\.64MiB$'
 `
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
 	defer cancel()

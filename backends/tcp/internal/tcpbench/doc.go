@@ -17,5 +17,6 @@
 // communicator's ("rawtcp.np2.pingpong.8B"); with 2 ranks, one-way
 // bandwidth of 1 MiB and 4 MiB messages. With -o FILE rank 0 appends its lines to FILE instead (make
 // refs-tcp and make refs-shm collect them there for xpu bench); with
-// -cpuprofile FILE rank r writes a CPU profile to FILE.r.
+// -cpuprofile FILE rank r writes a CPU profile to FILE.r; with -only RE it
+// runs only the cases whose names (the part after "np<N>.") match RE.
 package main

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"time"
@@ -30,7 +31,13 @@ func main() {
 func run() error {
 	outPath := flag.String("o", "", "append the figures to this file instead of printing them")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
+	only := flag.String("only", "", "run only the cases whose names (pingpong.8B, bw.1MiB, allreduce.64MiB, bcast.8B, alltoall.1MiB, …) match this regular expression")
 	flag.Parse()
+	pick, err := regexp.Compile(*only)
+	if err != nil {
+		return fmt.Errorf("-only: %w", err)
+	}
+	want := pick.MatchString
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cfg, err := tcp.ConfigFromEnv()
@@ -170,13 +177,15 @@ func run() error {
 			}
 			return comm.Send(ctx, c, buf, 0, 1)
 		}
-		if conn == nil {
+		switch {
+		case !want("pingpong.8B"):
+		case conn == nil:
 			ours, err := measure(20000, pingpong)
 			if err != nil {
 				return err
 			}
 			report("pingpong.8B", ours/2, "ns/op")
-		} else {
+		default:
 			rawPingpong := func() error { return bench.RawPingPongRound(conn, raw, r) }
 			ours, base, err := paired(10000, pingpong, rawPingpong)
 			if err != nil {
@@ -190,6 +199,9 @@ func run() error {
 			name string
 			size int
 		}{{"1MiB", 1 << 20}, {"4MiB", 4 << 20}} {
+			if !want("bw." + k.name) {
+				continue
+			}
 			gbs, err := bandwidth(ctx, c, measure, k.size)
 			if err != nil {
 				return err
@@ -203,6 +215,9 @@ func run() error {
 		n     int
 		iters int
 	}{{"8B", 1, 2000}, {"64KiB", 8 << 10, 300}, {"64MiB", 8 << 20, 3}} {
+		if !want("allreduce." + k.name) {
+			continue
+		}
 		v := make([]float64, k.n)
 		b, _ := memspace.FromSlice(v)
 		allreduce := func() error { return comm.Allreduce(ctx, c, b, b, comm.Sum) }
@@ -238,19 +253,23 @@ func run() error {
 		size  int
 		iters int
 	}{{"8B", 8, 2000}, {"1MiB", 1 << 20, 50}} {
-		buf := bench.Block(make([]byte, k.size))
-		us, err := measure(k.iters, func() error { return comm.BcastBlock(ctx, c, buf, 0) })
-		if err != nil {
-			return err
+		if want("bcast." + k.name) {
+			buf := bench.Block(make([]byte, k.size))
+			us, err := measure(k.iters, func() error { return comm.BcastBlock(ctx, c, buf, 0) })
+			if err != nil {
+				return err
+			}
+			report("bcast."+k.name, us, "ns/op")
 		}
-		report("bcast."+k.name, us, "ns/op")
-		// Alltoall: k.size bytes to each rank.
-		send, recv := bench.Block(make([]byte, k.size*p)), bench.Block(make([]byte, k.size*p))
-		us, err = measure(k.iters, func() error { return comm.AlltoallBlock(ctx, c, send, recv) })
-		if err != nil {
-			return err
+		if want("alltoall." + k.name) {
+			// Alltoall: k.size bytes to each rank.
+			send, recv := bench.Block(make([]byte, k.size*p)), bench.Block(make([]byte, k.size*p))
+			us, err := measure(k.iters, func() error { return comm.AlltoallBlock(ctx, c, send, recv) })
+			if err != nil {
+				return err
+			}
+			report("alltoall."+k.name, us, "ns/op")
 		}
-		report("alltoall."+k.name, us, "ns/op")
 	}
 	return comm.Barrier(ctx, c)
 }
