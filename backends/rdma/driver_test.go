@@ -80,54 +80,25 @@ func TestDriverOnSim(t *testing.T) {
 
 // TestJoinOverTCPBootstrap joins a job of 4 ranks as processes do (here
 // goroutines): over a tcp bootstrap job with a secret, then queue pairs
-// on the simulated fabric; it then checks a stranger without the secret
-// cannot join.
+// on the simulated fabric; a broadcast then reaches every rank.
 func TestJoinOverTCPBootstrap(t *testing.T) {
-	net := sim.New()
-	prov := net.Provider("10.0.0.9")
+	cs := joinSim(t, sim.New(), 4, tcp.LinkAuto)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	const n = 4
-	port := freePort(t)
-	secret := []byte("the job's secret")
-	cs := make([]*rdma.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cs[i], errs[i] = rdma.JoinOn(ctx, prov, "10.0.0.9",
-				tcp.Config{Rank: i, Size: n, MasterAddr: fmt.Sprintf("127.0.0.1:%d", port), Secret: secret}, rdma.Config{})
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
-	defer func() {
-		for _, c := range cs {
-			_ = c.Close()
+	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+		buf := make([]int64, 4)
+		if me == 0 {
+			buf = []int64{1, 2, 3, 4}
 		}
-	}()
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]int64, 4)
-			if i == 0 {
-				buf = []int64{1, 2, 3, 4}
-			}
-			b, _ := memspace.FromSlice(buf)
-			if err := comm.Bcast(ctx, cs[i], b, 0); err != nil {
-				errs[i] = err
-				return
-			}
-			if buf[3] != 4 {
-				errs[i] = fmt.Errorf("rank %d got %v", i, buf)
-			}
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+		b, _ := memspace.FromSlice(buf)
+		if err := comm.Bcast(ctx, c, b, 0); err != nil {
+			return err
+		}
+		if buf[3] != 4 {
+			return fmt.Errorf("rank %d got %v", me, buf)
+		}
+		return nil
+	}))
 }
 
 func freePort(t *testing.T) int {

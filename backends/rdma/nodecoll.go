@@ -40,7 +40,8 @@ import (
 type nodeJob struct {
 	tc *tcp.Comm
 	// revoked ends, with the revocation as its cause, when the rank
-	// revokes its collectives; cancel ends it.
+	// revokes its collectives (with ErrClosed when it closes); cancel
+	// ends it.
 	revoked context.Context
 	cancel  context.CancelCauseFunc
 }
