@@ -3,7 +3,6 @@ package tcp
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,9 +62,6 @@ type Comm struct {
 	closeOnce sync.Once
 	stop      chan struct{} // closed by Close
 	bg        sync.WaitGroup
-	lnMu      sync.Mutex
-	ln        net.Listener
-	conns     map[net.Conn]struct{} // connections being handshaken or serving the store
 	closeErr  error
 }
 
@@ -82,7 +78,6 @@ func newComm(cfg Config) *Comm {
 		links: make([]*link, cfg.Size),
 		lost:  make([]error, cfg.Size),
 		stop:  make(chan struct{}),
-		conns: map[net.Conn]struct{}{},
 		node:  nodeKey(cfg.Node),
 	}
 	c.tbl.Init(cfg.Size)
@@ -407,7 +402,6 @@ func (c *Comm) shutdown() {
 	c.coll.closeAll()
 
 	close(c.stop)
-	c.closeListener()
 	for _, l := range links {
 		if l != nil {
 			l.w.bye()
@@ -440,22 +434,6 @@ func (c *Comm) shutdown() {
 	}
 	c.nodeDone = true
 	c.nodeMu.Unlock()
-}
-
-// closeListener stops accepting and cuts connections still in handshake.
-func (c *Comm) closeListener() {
-	c.lnMu.Lock()
-	ln := c.ln
-	c.ln = nil
-	conns := c.conns
-	c.conns = map[net.Conn]struct{}{}
-	c.lnMu.Unlock()
-	if ln != nil {
-		_ = ln.Close()
-	}
-	for cn := range conns {
-		_ = cn.Close()
-	}
 }
 
 // enqueue queues an unexpected message. c.mu is held.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -172,7 +173,7 @@ func chooseShm(rank, peer int, mine, theirs nego) (bool, error) {
 // returns the link's connection: conn itself, or a shared-memory stream
 // with conn as its doorbell.
 func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer bool) (net.Conn, error) {
-	stop := c.bound(ctx, conn)
+	stop := join.Bound(ctx, conn, c.cfg.Timeout)
 	seg, theirs, err := c.negotiate(conn, peer, dialer)
 	stop()
 	if err != nil {
