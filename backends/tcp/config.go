@@ -2,12 +2,9 @@ package tcp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -82,22 +79,22 @@ const (
 	// (XPU_JOB_SECRET).
 	EnvJobSecret = jobenv.JobSecret
 	// EnvTimeout overrides Config.Timeout: a Go duration ("3s").
-	EnvTimeout = "XPU_TCP_TIMEOUT"
+	EnvTimeout = jobenv.TCPTimeout
 	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.
-	EnvSpin = "XPU_TCP_SPIN"
+	EnvSpin = jobenv.TCPSpin
 	// EnvLinks sets Config.Links: "auto", "tcp" or "shm" (XPU_LINKS).
-	EnvLinks = "XPU_LINKS"
+	EnvLinks = jobenv.Links
 	// EnvNode sets Config.Node (XPU_NODE).
-	EnvNode = "XPU_NODE"
+	EnvNode = jobenv.Node
 	// EnvShmRing sets Config.ShmRing: a size in bytes ("256K", "1M"),
 	// a power of two from 4 KiB to 64 MiB.
-	EnvShmRing = "XPU_SHM_RING"
+	EnvShmRing = jobenv.ShmRing
 	// EnvShmSpin sets Config.ShmSpin: a Go duration ("20us"), 0 or a
 	// negative one to sleep at once.
-	EnvShmSpin = "XPU_SHM_SPIN"
+	EnvShmSpin = jobenv.ShmSpin
 	// EnvJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"). Every transport that joins a job reads it.
-	EnvJoinTimeout = join.EnvTimeout
+	EnvJoinTimeout = jobenv.JoinTimeout
 )
 
 // Config describes this rank's place in a job. Rank, Size, MasterAddr and
@@ -318,61 +315,18 @@ func FromEnv(ctx context.Context) (*Comm, error) {
 //     ShmRing from XPU_SHM_RING, ShmSpin from XPU_SHM_SPIN.
 func ConfigFromEnv() (Config, error) {
 	var cfg Config
-	place, ok, err := jobenv.Find(jobenv.OS)
+	job, err := join.FromEnv(Name, jobenv.OS)
 	if err != nil {
 		return cfg, err
 	}
-	if !ok {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
-			"no rank in the environment (set %s and %s, or run under mpirun or srun)", EnvRank, EnvWorldSize)
-	}
-	cfg.Rank, cfg.Size = place.Rank, place.Size
-	host := firstEnv(EnvMasterAddr, "MASTER_ADDR")
-	if host == "" {
-		host = slurmMaster()
-	}
-	if host == "" && jobenv.AllLocal(jobenv.OS, cfg.Size) {
-		host = "127.0.0.1"
-	}
-	if host == "" && cfg.Size > 1 {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
-			"no master address (set %s to an address of rank 0's host)", EnvMasterAddr)
-	}
-	portVar, port := EnvMasterPort, strings.TrimSpace(os.Getenv(EnvMasterPort))
-	if port == "" {
-		portVar, port = "MASTER_PORT", strings.TrimSpace(os.Getenv("MASTER_PORT"))
-	}
-	if port != "" {
-		cfg.portFrom = "set by " + portVar
-	} else {
-		p, from := jobenv.JobPort(jobenv.OS)
-		port, cfg.portFrom = strconv.Itoa(p), "derived from "+from
-		if from == "" {
-			cfg.portFrom = "the default, as the launcher names no job"
-		}
-	}
-	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a port", portVar, port)
-	}
-	cfg.MasterAddr = net.JoinHostPort(host, port)
-	if s := os.Getenv(EnvJobSecret); s != "" {
-		cfg.Secret = []byte(s)
-	} else if id := jobenv.JobID(jobenv.OS); id != "" {
-		sum := sha256.Sum256([]byte("xpu-go tcp job " + id))
-		cfg.Secret = []byte(hex.EncodeToString(sum[:]))
-	} else {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
-			"no job secret (set %s to the same random string on every rank)", EnvJobSecret)
-	}
+	cfg.Rank, cfg.Size, cfg.MasterAddr, cfg.portFrom = job.Rank, job.Size, job.MasterAddr, job.PortFrom
+	cfg.Secret, cfg.JoinTimeout = job.Secret, job.JoinTimeout
 	if t := os.Getenv(EnvTimeout); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 {
 			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a positive duration", EnvTimeout, t)
 		}
 		cfg.Timeout = d
-	}
-	if cfg.JoinTimeout, err = join.TimeoutFromEnv(jobenv.OS); err != nil {
-		return cfg, xerr.Op(Name, "env", err)
 	}
 	if cfg.Links, err = ParseLinkMode(os.Getenv(EnvLinks)); err != nil {
 		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not auto, tcp or shm", EnvLinks, os.Getenv(EnvLinks))
@@ -404,67 +358,6 @@ func ConfigFromEnv() (Config, error) {
 		cfg.Spin = d
 	}
 	return cfg, nil
-}
-
-func firstEnv(names ...string) string {
-	for _, n := range names {
-		if v := strings.TrimSpace(os.Getenv(n)); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// slurmMaster returns the first host of SLURM_NODELIST when the list is
-// simple ("a,b", "node[01-04,07]", "n1"), else SLURM_LAUNCH_NODE_IPADDR.
-func slurmMaster() string {
-	if os.Getenv("SLURM_PROCID") == "" {
-		return ""
-	}
-	if h := firstHost(os.Getenv("SLURM_NODELIST")); h != "" {
-		return h
-	}
-	return strings.TrimSpace(os.Getenv("SLURM_LAUNCH_NODE_IPADDR"))
-}
-
-// firstHost expands the first entry of a Slurm host list in its simple
-// forms; it returns "" for forms it does not understand.
-func firstHost(list string) string {
-	list = strings.TrimSpace(list)
-	if list == "" {
-		return ""
-	}
-	// The first entry ends at a comma outside brackets.
-	depth, end := 0, len(list)
-	for i, ch := range list {
-		switch ch {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 && end == len(list) {
-				end = i
-			}
-		}
-	}
-	first := list[:end]
-	open := strings.IndexByte(first, '[')
-	if open < 0 {
-		if strings.ContainsAny(first, "]") {
-			return ""
-		}
-		return first
-	}
-	if !strings.HasSuffix(first, "]") || strings.Count(first, "[") != 1 {
-		return ""
-	}
-	prefix, ranges := first[:open], first[open+1:len(first)-1]
-	lo, _, _ := strings.Cut(strings.Split(ranges, ",")[0], "-")
-	if lo == "" || strings.Trim(lo, "0123456789") != "" {
-		return ""
-	}
-	return prefix + lo
 }
 
 // InJob reports whether the environment names a job: a rank and a world

@@ -136,21 +136,6 @@ func TestConfigFromSlurmEnv(t *testing.T) {
 	require.Equal(t, "10.1.2.3:"+jobPort(t, "SLURM_JOB_ID=77"), cfg.MasterAddr)
 }
 
-func TestFirstHost(t *testing.T) {
-	for in, want := range map[string]string{
-		"n1":               "n1",
-		"a,b":              "a",
-		"node[01-04,07]":   "node01",
-		"node[3],x[1-2]":   "node3",
-		"rack1-n[001-100]": "rack1-n001",
-		"":                 "",
-		"bad]":             "",
-		"x[a-b]":           "",
-	} {
-		require.Equal(t, want, firstHost(in), in)
-	}
-}
-
 // TestConfigFromEnvLinks reads the variables of the links: their kind, the
 // node, the rings' size and the spin budget, and refuses bad values.
 func TestConfigFromEnvLinks(t *testing.T) {

@@ -22,6 +22,20 @@ const (
 	Backend    = "XPU_BACKEND"     // the backend chain of xpu.OpenDefault ("cuda,cpu")
 )
 
+// The settings of the multi-process transports, read by every transport
+// they concern (docs/launching.md has them in one table). A duration of
+// zero in a spin setting means no spin; an unset variable means the
+// transport's default.
+const (
+	JoinTimeout = "XPU_JOIN_TIMEOUT" // bound of joining a job, a positive Go duration
+	Links       = "XPU_LINKS"        // auto, tcp or shm: the links between ranks of one node
+	Node        = "XPU_NODE"         // a node name beside the machine: ranks of different nodes share no memory
+	ShmRing     = "XPU_SHM_RING"     // the size of each ring of a shared-memory link
+	ShmSpin     = "XPU_SHM_SPIN"     // how long a waiter polls a shared-memory link before it sleeps
+	TCPSpin     = "XPU_TCP_SPIN"     // how long a waiter polls a TCP link before it blocks
+	TCPTimeout  = "XPU_TCP_TIMEOUT"  // how long a silent peer takes to be declared lost
+)
+
 // Getenv reads one variable; os.Getenv is one.
 type Getenv func(string) string
 
