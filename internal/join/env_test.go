@@ -24,4 +24,3 @@ func TestFirstHost(t *testing.T) {
 		require.Equal(t, want, join.FirstHost(in), in)
 	}
 }
-
