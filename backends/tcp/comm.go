@@ -11,6 +11,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -25,7 +26,7 @@ type Comm struct {
 	size  int
 	lim   limits
 	links []*link  // by rank; nil for this rank (and while Dial connects)
-	node  [32]byte // nodeKey of cfg.Node
+	node  [32]byte // shm.NodeKey of cfg.Node
 
 	mu     sync.Mutex
 	closed bool
@@ -78,7 +79,7 @@ func newComm(cfg Config) *Comm {
 		links: make([]*link, cfg.Size),
 		lost:  make([]error, cfg.Size),
 		stop:  make(chan struct{}),
-		node:  nodeKey(cfg.Node),
+		node:  shm.NodeKey(cfg.Node),
 	}
 	c.tbl.Init(cfg.Size)
 	return c

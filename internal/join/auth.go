@@ -16,11 +16,11 @@ import (
 // ErrAuth reports a connection that could not prove membership of the job:
 // a wrong secret, a garbled or foreign handshake, or a rank or world size
 // that does not fit. It matches xerr.ErrInvalidArgument too.
-var ErrAuth = xerr.NewKind("authentication failed", xerr.ErrInvalidArgument)
+var ErrAuth = xerr.ErrAuth
 
 // ErrProtocol reports bytes from a peer that break the wire protocol. It
 // matches xerr.ErrInvalidArgument too.
-var ErrProtocol = xerr.NewKind("protocol violation", xerr.ErrInvalidArgument)
+var ErrProtocol = xerr.ErrProtocol
 
 // Connection purposes, announced in the hello.
 const (
