@@ -26,6 +26,12 @@ const (
 	// DefaultEagerBudget is the eager bytes a rank accepts from one peer
 	// before that peer's receives have taken them.
 	DefaultEagerBudget = 4 << 20
+	// DefaultSpin is Config.Spin's default: a waiter on a TCP link blocks
+	// at once.
+	DefaultSpin = 0
+	// DefaultShmSpin is Config.ShmSpin's default: how long a waiter polls
+	// a shared-memory link before it sleeps.
+	DefaultShmSpin = shm.DefaultSpin
 	// DefaultChunk is the size of the data frames a large message travels
 	// in, so that small messages are not held up behind it.
 	DefaultChunk = 1 << 20
@@ -80,7 +86,8 @@ const (
 	EnvJobSecret = jobenv.JobSecret
 	// EnvTimeout overrides Config.Timeout: a Go duration ("3s").
 	EnvTimeout = jobenv.TCPTimeout
-	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.
+	// EnvSpin sets Config.Spin: a Go duration ("50us"); 0 or negative
+	// never polls.
 	EnvSpin = jobenv.TCPSpin
 	// EnvLinks sets Config.Links: "auto", "tcp" or "shm" (XPU_LINKS).
 	EnvLinks = jobenv.Links
@@ -89,8 +96,8 @@ const (
 	// EnvShmRing sets Config.ShmRing: a size in bytes ("256K", "1M"),
 	// a power of two from 4 KiB to 64 MiB.
 	EnvShmRing = jobenv.ShmRing
-	// EnvShmSpin sets Config.ShmSpin: a Go duration ("20us"), 0 or a
-	// negative one to sleep at once.
+	// EnvShmSpin sets Config.ShmSpin: a Go duration ("20us"); 0 or
+	// negative sleeps at once.
 	EnvShmSpin = jobenv.ShmSpin
 	// EnvJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"). Every transport that joins a job reads it.
@@ -146,7 +153,9 @@ type Config struct {
 	// before it blocks (Linux; elsewhere it blocks at once). Polling
 	// trades a core for latency, as MPI libraries do by default: it pays
 	// only where every rank has a core of its own, and costs dearly where
-	// ranks share cores. Zero, the default, blocks at once.
+	// ranks share cores. Zero means DefaultSpin, which is no polling;
+	// negative never polls (the rule of every spin setting, see
+	// docs/launching.md).
 	Spin time.Duration
 	// Links says which links this rank makes: LinkAuto (the default)
 	// links the ranks of one node through shared memory and the others
@@ -164,7 +173,7 @@ type Config struct {
 	// two ranks'. Zero means DefaultShmRing.
 	ShmRing int
 	// ShmSpin is how long a goroutine that waits on a shared-memory link
-	// polls it before it sleeps. Zero means shm.DefaultSpin (50 µs);
+	// polls it before it sleeps. Zero means DefaultShmSpin (50 µs);
 	// negative sleeps at once. Once the job has formed, a rank whose node
 	// has more ranks than this process has processors gives the processor
 	// away (sched_yield) at every poll.
@@ -220,8 +229,11 @@ func (cfg Config) normalize() (Config, error) {
 			return bad("master address %q: %v", cfg.MasterAddr, err)
 		}
 	}
-	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 || cfg.Spin < 0 {
-		return bad("negative timeout, spin, budget or chunk")
+	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 {
+		return bad("negative timeout, budget or chunk")
+	}
+	if cfg.Spin < 0 {
+		cfg.Spin = 0 // never polls
 	}
 	if cfg.Spin > maxSpin || cfg.ShmSpin > maxSpin {
 		return bad("spin %v above %v", max(cfg.Spin, cfg.ShmSpin), maxSpin)
@@ -230,7 +242,7 @@ func (cfg Config) normalize() (Config, error) {
 		return bad("link mode %v", cfg.Links)
 	}
 	if cfg.ShmSpin == 0 {
-		cfg.ShmSpin = shm.DefaultSpin
+		cfg.ShmSpin = DefaultShmSpin
 	}
 	if cfg.ShmRing == 0 {
 		cfg.ShmRing = DefaultShmRing
@@ -332,15 +344,11 @@ func ConfigFromEnv() (Config, error) {
 		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not auto, tcp or shm", EnvLinks, os.Getenv(EnvLinks))
 	}
 	cfg.Node = strings.TrimSpace(os.Getenv(EnvNode))
-	if t := strings.TrimSpace(os.Getenv(EnvShmSpin)); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d > maxSpin {
-			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a duration up to %v", EnvShmSpin, t, maxSpin)
-		}
-		if d == 0 {
-			d = -1 // sleep at once
-		}
-		cfg.ShmSpin = d
+	if cfg.ShmSpin, err = jobenv.Spin(jobenv.OS, EnvShmSpin, maxSpin); err != nil {
+		return cfg, xerr.Op(Name, "env", err)
+	}
+	if cfg.Spin, err = jobenv.Spin(jobenv.OS, EnvSpin, maxSpin); err != nil {
+		return cfg, xerr.Op(Name, "env", err)
 	}
 	if v := strings.TrimSpace(os.Getenv(EnvShmRing)); v != "" {
 		r := xpu.Options{OptShmRing: v}.Reader(Name)
@@ -349,13 +357,6 @@ func ConfigFromEnv() (Config, error) {
 			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a power of two from 4 KiB to 64 MiB", EnvShmRing, v)
 		}
 		cfg.ShmRing = int(n)
-	}
-	if t := os.Getenv(EnvSpin); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d < 0 || d > maxSpin {
-			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a duration in [0, %v]", EnvSpin, t, maxSpin)
-		}
-		cfg.Spin = d
 	}
 	return cfg, nil
 }

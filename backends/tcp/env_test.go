@@ -53,7 +53,14 @@ func TestConfigFromEnv(t *testing.T) {
 	cfg, err = ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, 50*time.Microsecond, cfg.Spin)
-	for _, bad := range []string{"-1us", "1s", "fast"} {
+	// Zero and negative never spin, as in every spin variable.
+	for _, never := range []string{"0", "-1us"} {
+		t.Setenv(EnvSpin, never)
+		cfg, err = ConfigFromEnv()
+		require.NoError(t, err, never)
+		require.Negative(t, cfg.Spin, never)
+	}
+	for _, bad := range []string{"1s", "fast"} {
 		t.Setenv(EnvSpin, bad)
 		_, err = ConfigFromEnv()
 		require.ErrorIs(t, err, comm.ErrInvalidArgument, bad)

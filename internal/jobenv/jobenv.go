@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -147,3 +148,22 @@ func (p Place) String() string {
 
 // Map returns a Getenv over m, for tests.
 func Map(m map[string]string) Getenv { return func(k string) string { return m[k] } }
+
+// Spin reads the spin setting name (a Go duration, at most max) through
+// env, by the one rule of every spin setting: unset gives 0 (the
+// transport's default), and zero or a negative duration gives -1 (never
+// spin). Anything else is an error matching xerr.ErrInvalidArgument.
+func Spin(env Getenv, name string, max time.Duration) (time.Duration, error) {
+	v := strings.TrimSpace(env(name))
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d > max {
+		return 0, xerr.Detail(xerr.ErrInvalidArgument, "%s=%q is not a duration up to %v", name, v, max)
+	}
+	if d <= 0 {
+		return -1, nil
+	}
+	return d, nil
+}
