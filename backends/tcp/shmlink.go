@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"strings"
 
 	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/internal/shm"
@@ -43,15 +42,11 @@ func (m LinkMode) String() string {
 
 // ParseLinkMode reads "auto", "tcp" or "shm".
 func ParseLinkMode(s string) (LinkMode, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "auto":
-		return LinkAuto, nil
-	case "tcp":
-		return LinkTCP, nil
-	case "shm":
-		return LinkShm, nil
+	m, err := shm.ParseLinks(s)
+	if err != nil {
+		return 0, xerr.Op(Name, "config", err)
 	}
-	return 0, xerr.Errorf(Name, "config", xerr.ErrInvalidArgument, "link mode %q is not auto, tcp or shm", s)
+	return LinkMode(m), nil
 }
 
 // Kinds of link, as Comm.Transport names them.

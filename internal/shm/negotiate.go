@@ -28,6 +28,20 @@ const (
 	SharedOnly
 )
 
+// ParseLinks reads "auto" (or ""), "tcp" or "shm", the values of
+// XPU_LINKS and of the option links.
+func ParseLinks(s string) (Links, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "auto":
+		return Auto, nil
+	case "tcp":
+		return SocketOnly, nil
+	case "shm":
+		return SharedOnly, nil
+	}
+	return 0, xerr.Detail(xerr.ErrInvalidArgument, "link mode %q is not auto, tcp or shm", s)
+}
+
 // Negotiation of a link, right after its connection has been
 // authenticated: each side says what it allows and where it runs (the
 // dialer first), both choose alike, and for shared memory the dialer
