@@ -42,7 +42,7 @@ const (
 )
 
 // EnvTimeout sets Config.Timeout in a job when no option does.
-const EnvTimeout = "XPU_RDMA_TIMEOUT"
+const EnvTimeout = jobenv.RDMATimeout
 
 // envTimeout reads EnvTimeout: 0 when unset.
 func envTimeout() (time.Duration, error) {

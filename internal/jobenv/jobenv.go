@@ -35,6 +35,9 @@ const (
 	ShmSpin     = "XPU_SHM_SPIN"     // how long a waiter polls a shared-memory link before it sleeps
 	TCPSpin     = "XPU_TCP_SPIN"     // how long a waiter polls a TCP link before it blocks
 	TCPTimeout  = "XPU_TCP_TIMEOUT"  // how long a silent peer takes to be declared lost
+	RDMADevice  = "XPU_RDMA_DEVICE"  // the RDMA device rdma uses
+	RDMAAddr    = "XPU_RDMA_ADDR"    // the address rdma's connection manager binds
+	RDMATimeout = "XPU_RDMA_TIMEOUT" // how long a silent rdma peer takes to be declared lost
 )
 
 // Getenv reads one variable; os.Getenv is one.
