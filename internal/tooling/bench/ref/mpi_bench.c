@@ -1,5 +1,5 @@
 /*
- * mpi_bench: the C reference for backends/mpi (internal/mpibench). It runs
+ * mpi_bench: the C reference for backends/mpi (internal/tooling/mpibench). It runs
  * the same operations, timed the same way, directly against MPI, and prints
  * the same lines "<name> <median> <unit>" on rank 0, so that the Go
  * figures can be divided by these within one machine and one launcher.
@@ -8,8 +8,8 @@
  *
  * Build with the MPI compiler wrapper of the MPI the Go side links with:
  *
- *     mpicc -O3 -o mpi_bench internal/bench/ref/mpi_bench.c   (Open MPI)
- *     mpicc.mpich -O3 -o mpi_bench internal/bench/ref/mpi_bench.c
+ *     mpicc -O3 -o mpi_bench internal/tooling/bench/ref/mpi_bench.c   (Open MPI)
+ *     mpicc.mpich -O3 -o mpi_bench internal/tooling/bench/ref/mpi_bench.c
  *
  * and run as every rank of a job: mpirun -np 2 ./mpi_bench [options]
  *

@@ -15,7 +15,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 	"github.com/xpu-go/xpu/memspace"
 )
 

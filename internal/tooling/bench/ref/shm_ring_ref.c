@@ -1,6 +1,6 @@
 // shm_ring_ref: the floor the shared-memory links of the TCP communicator
 // (backends/tcp over internal/shm) are compared with (package
-// internal/bench, Procs): two processes on one machine, a parent (rank 0)
+// internal/tooling/bench, Procs): two processes on one machine, a parent (rank 0)
 // and a forked child (rank 1), exchanging bytes through an anonymous
 // MAP_SHARED mapping with nothing between them but C11 atomics — no
 // library, no system call, no framing, no matching of tags:
@@ -14,7 +14,7 @@
 //
 // The parent prints one line per figure, "<name> <median> <unit>", the
 // median of 5 runs, named "ring.np2.<case>" like the communicator's
-// "shm.np2.<case>" (backends/tcp/internal/tcpbench) and Open MPI's
+// "shm.np2.<case>" (internal/tooling/tcpbench) and Open MPI's
 // "vader.np2.<case>" (tcp_mpi_ref.c under --mca btl self,vader):
 //
 // pingpong.8B  half round trip of an 8-byte message, 10000 round trips a

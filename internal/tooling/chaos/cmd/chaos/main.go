@@ -1,5 +1,5 @@
 // Command chaos runs the chaos test of the tcp backend and of xpu run's
-// launcher (package internal/chaos): -n repetitions of a 4-rank allreduce
+// launcher (package internal/tooling/chaos): -n repetitions of a 4-rank allreduce
 // job struck by a fault (a rank killed or frozen, its links cut, the
 // launcher killed), counting hangs, wrong results, errors, orphaned
 // processes and leftover files, and printing them as a table. It exits 1
@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/xpu-go/xpu/internal/chaos"
+	"github.com/xpu-go/xpu/internal/tooling/chaos"
 )
 
 func main() {

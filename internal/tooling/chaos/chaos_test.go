@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/xpu-go/xpu/internal/chaos"
+	"github.com/xpu-go/xpu/internal/tooling/chaos"
 )
 
 // TestMain plays a launcher or a rank when Run started this binary as one.

@@ -1,7 +1,7 @@
 // sweep_mpi_ref: the Open MPI reference of the benchmark sweeps (package
-// internal/bench/sweep). Every rank runs the sweep's protocol — the same
+// internal/tooling/bench/sweep). Every rank runs the sweep's protocol — the same
 // points, buffers, bodies, checks, calibration and samples as the Go side
-// (internal/bench/sweep/rank.go), directly against MPI — so that the
+// (internal/tooling/bench/sweep/rank.go), directly against MPI — so that the
 // communicators' figures and Open MPI's are measured alike, in the same run.
 //
 //   mpicc -O3 -o sweep_mpi_ref sweep_mpi_ref.c

@@ -1,5 +1,5 @@
 // cuda_ref: the C reference figures the cuda backend's benchmarks are
-// compared with (package internal/bench, cuda.go, Case.Ref): the same
+// compared with (package internal/tooling/bench, cuda.go, Case.Ref): the same
 // driver calls in a tight loop, with no Go in between.
 //
 //   gcc -O2 -o cuda_ref cuda_ref.c -ldl && ./cuda_ref

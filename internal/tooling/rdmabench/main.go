@@ -11,7 +11,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 	"github.com/xpu-go/xpu/memspace"
 )
 

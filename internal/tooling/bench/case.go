@@ -32,7 +32,7 @@ type Case struct {
 	// Meets). Zero means the baseline is shown for information only.
 	BaselineGoal float64
 	// Ref names a figure of the C reference program (a line
-	// "<name> <value> <unit>" of internal/bench/ref/*.c), or is empty.
+	// "<name> <value> <unit>" of internal/tooling/bench/ref/*.c), or is empty.
 	Ref string
 	// RefGoal is the ratio to reach against Ref, as for BaselineGoal.
 	RefGoal float64

@@ -2,12 +2,12 @@
 // rank. Start it under any launcher that tcp.FromEnv understands — xpu
 // run, or mpirun used only as a process starter:
 //
-//	go build -o /tmp/tcpbench ./backends/tcp/internal/tcpbench
+//	go build -o /tmp/tcpbench ./internal/tooling/tcpbench
 //	mpirun --allow-run-as-root --oversubscribe -np 2 -x XPU_JOB_SECRET=$RANDOM$RANDOM /tmp/tcpbench
 //
 // Rank 0 prints one line per figure, "<name> <median> <unit>", with names
 // "<links>.np<N>.<case>" matching the lines of
-// internal/bench/ref/tcp_mpi_ref.c ("mpi.np<N>.<case>", or the prefix it is
+// internal/tooling/bench/ref/tcp_mpi_ref.c ("mpi.np<N>.<case>", or the prefix it is
 // given), so the two outputs compare line by line. <links> names the links
 // rank 0 uses: "shm" when every peer is reached through shared memory (the
 // default on one machine), "tcp" when every one through TCP (XPU_LINKS=tcp),

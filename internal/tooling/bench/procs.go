@@ -1,7 +1,7 @@
 package bench
 
 // Pair compares two figures measured by programs that run one process per
-// rank (backends/tcp/internal/tcpbench under xpu run, the Open MPI
+// rank (internal/tooling/tcpbench under xpu run, the Open MPI
 // reference under mpirun, the C ring's two processes): figures read from
 // the reference outputs, not cases run in this process.
 type Pair struct {

@@ -20,8 +20,8 @@ import (
 // protocol, rendezvous and handshake as separate processes, in one
 // process. The shm.* cases link the same ranks through shared memory
 // instead (their goroutines poll, so they need a core each). The separate-
-// process figures come from backends/tcp/internal/tcpbench (see
-// docs/results/tcp.md). Refs name lines of internal/bench/ref/tcp_mpi_ref.c
+// process figures come from internal/tooling/tcpbench (see
+// docs/results/tcp.md). Refs name lines of internal/tooling/bench/ref/tcp_mpi_ref.c
 // run with -np 2 ("mpi.np2.*") and -np 4 ("mpi.np4.*").
 var TCP = []Case{
 	{Name: "tcp.pingpong.8B", Run: TCPPingPong(8), Unit: NsPerOp, Baseline: "rawtcp.pingpong.8B", BaselineGoal: 1.1,

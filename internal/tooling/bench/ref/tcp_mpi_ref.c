@@ -1,5 +1,5 @@
 // tcp_mpi_ref: the Open MPI figures the TCP communicator (backends/tcp) is
-// compared with (package internal/bench, Procs), measured over Open MPI's
+// compared with (package internal/tooling/bench, Procs), measured over Open MPI's
 // TCP transport on loopback:
 //
 //   mpicc -O3 -o tcp_mpi_ref tcp_mpi_ref.c
@@ -16,7 +16,7 @@
 //
 // Rank 0 prints one line per figure, "<name> <median> <unit>", the median
 // of 5 runs, named "<prefix>.np<N>.<case>" — prefix "mpi" when no argument
-// is given — like backends/tcp/internal/tcpbench's "tcp.np<N>.<case>" and
+// is given — like internal/tooling/tcpbench's "tcp.np<N>.<case>" and
 // "shm.np<N>.<case>":
 //
 // pingpong.8B       half round trip of 8 bytes, MPI_Send/MPI_Recv (ns/op; np 2)

@@ -16,8 +16,8 @@ import (
 // TestImportedOnlyByTests checks that no file of the module but a _test.go
 // file imports this package.
 func TestImportedOnlyByTests(t *testing.T) {
-	const self = "github.com/xpu-go/xpu/internal/commtest"
-	root, err := filepath.Abs("../..")
+	const self = "github.com/xpu-go/xpu/internal/tooling/commtest"
+	root, err := filepath.Abs("../../..")
 	require.NoError(t, err)
 	require.FileExists(t, filepath.Join(root, "go.mod"))
 	files := 0

@@ -3,7 +3,7 @@
 package main
 
 // The C reference, in process: the same loops as
-// internal/bench/ref/mpi_bench.c, written against MPI_COMM_WORLD and run
+// internal/tooling/bench/ref/mpi_bench.c, written against MPI_COMM_WORLD and run
 // inside one cgo call each, on the same buffers, in the same job, between
 // the Go repetitions — so that the ratio compares the two in the same
 // placement and the same state of the machine.

@@ -2,12 +2,12 @@
 // collective operations against the same operations written in C, run as
 // every rank of an MPI job:
 //
-//	go build -tags mpi -o mpibench ./backends/mpi/internal/mpibench
+//	go build -tags mpi -o mpibench ./internal/tooling/mpibench
 //	mpirun --bind-to none -np 2 ./mpibench
 //
 // For each operation rank 0 prints three lines: "<name> <median> us" for the
 // Go API (the name as the standalone C reference
-// internal/bench/ref/mpi_bench.c prints it), "ref/<name> <median> us" for
+// internal/tooling/bench/ref/mpi_bench.c prints it), "ref/<name> <median> us" for
 // the C loop run in the same job on the same buffers, alternating with the
 // Go repetitions, and "ratio/<name> <median> x", the median of the
 // repetitions' Go/C ratios. The ping-pong has a second C loop,

@@ -1,5 +1,5 @@
 // cpu_ref: the C reference figures the CPU backend's benchmarks are
-// compared with (package internal/bench, Case.Ref).
+// compared with (package internal/tooling/bench, Case.Ref).
 //
 //   gcc -O3 -march=native -fopenmp -o cpu_ref cpu_ref.c && ./cpu_ref
 //
