@@ -1,4 +1,5 @@
-// Package bench holds the bodies of the project's benchmarks, so that
+// Package bench is the xpu bench tool's engine; tooling, not shipped by
+// the library. It holds the bodies of the project's benchmarks, so that
 // `go test -bench` (through thin wrappers in each package's _test files)
 // and the `xpu bench` command (through testing.Benchmark) run the same
 // code. Each table (CPU, Pool, …) lists Cases: a name, the body, the unit

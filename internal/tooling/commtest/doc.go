@@ -1,4 +1,5 @@
-// Package commtest holds the helpers that the tests of package comm and of
+// Package commtest is a helper of tests; tooling, not shipped by the
+// library. It holds the helpers that the tests of package comm and of
 // the communicator backends (backends/local, backends/mpi) share: viewing
 // Go slices as buffers and blocks, waiting for a request under a time
 // limit, opening a group of ranks that is closed when the test ends, and

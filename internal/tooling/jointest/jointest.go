@@ -1,5 +1,7 @@
-// Package jointest holds what the tests of joining share: a log that a
-// progress goroutine writes while the test reads it.
+// Package jointest is a helper of tests; tooling, not shipped by the
+// library. It holds what the tests of joining (internal/join,
+// backends/tcp) share: a log that a progress goroutine writes while the
+// test reads it.
 package jointest
 
 import (

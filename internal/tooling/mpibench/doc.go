@@ -1,4 +1,5 @@
-// Command mpibench measures the MPI backend's point-to-point and
+// Command mpibench is a benchmark program; tooling, not shipped by the
+// library. It measures the MPI backend's point-to-point and
 // collective operations against the same operations written in C, run as
 // every rank of an MPI job:
 //

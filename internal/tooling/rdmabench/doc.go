@@ -1,4 +1,5 @@
-// Command rdmabench measures the rdma backend with one process per rank,
+// Command rdmabench is a benchmark program; tooling, not shipped by the
+// library. It measures the rdma backend with one process per rank,
 // as perftest and the OSU benchmarks do: started as every rank of a job
 // (XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR, XPU_MASTER_PORT,
 // XPU_JOB_SECRET, or a launcher's variables), it runs, on 2 ranks, an

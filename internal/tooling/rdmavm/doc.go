@@ -1,6 +1,7 @@
-// Package rdmavm boots a throw-away qemu guest with real kernel RDMA verbs
-// and runs host-built binaries in it, for testing RDMA code on a machine
-// whose kernel has none.
+// Package rdmavm is the rdma backend's test harness; tooling, not shipped
+// by the library. It boots a throw-away qemu guest with real kernel RDMA
+// verbs and runs host-built binaries in it, for testing RDMA code on a
+// machine whose kernel has none.
 //
 // The guest runs Debian's stock kernel (linux-image-amd64's, whose
 // modules include rdma_rxe) with soft-RoCE: init loads the modules, adds

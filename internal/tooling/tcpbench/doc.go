@@ -1,4 +1,5 @@
-// Command tcpbench measures the TCP communicator with one process per
+// Command tcpbench is a benchmark program; tooling, not shipped by the
+// library. It measures the TCP communicator with one process per
 // rank. Start it under any launcher that tcp.FromEnv understands — xpu
 // run, or mpirun used only as a process starter:
 //

@@ -1,6 +1,7 @@
-// Package sweep measures communicators and transfer paths over a range of
-// message sizes, as the OSU Micro-Benchmarks and nccl-tests do, and keeps
-// the figures as data that can be compared, printed and plotted.
+// Package sweep is the engine of xpu bench sweep; tooling, not shipped by
+// the library. It measures communicators and transfer paths over a range
+// of message sizes, as the OSU Micro-Benchmarks and nccl-tests do, and
+// keeps the figures as data that can be compared, printed and plotted.
 //
 // A sweep is SPMD code: every rank of a communicator calls RunRank with
 // the same Plan, and rank 0 reports one Point per operation and size

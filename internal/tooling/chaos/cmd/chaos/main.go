@@ -1,6 +1,7 @@
-// Command chaos runs the chaos test of the tcp backend and of xpu run's
-// launcher (package internal/tooling/chaos): -n repetitions of a 4-rank allreduce
-// job struck by a fault (a rank killed or frozen, its links cut, the
+// Command chaos is the chaos runner of make chaos; tooling, not shipped by
+// the library. It runs the chaos test of the tcp backend and of xpu run's
+// launcher (package internal/tooling/chaos): -n repetitions of a 4-rank
+// allreduce job struck by a fault (a rank killed or frozen, its links cut, the
 // launcher killed), counting hangs, wrong results, errors, orphaned
 // processes and leftover files, and printing them as a table. It exits 1
 // when any repetition found one. make chaos runs it (scripts/chaos.sh).
