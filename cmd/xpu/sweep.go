@@ -20,8 +20,8 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/bench/sweep"
 	"github.com/xpu-go/xpu/internal/launch"
+	"github.com/xpu-go/xpu/internal/tooling/bench/sweep"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xpucmd"
 )
@@ -37,7 +37,7 @@ var benchSubcommands = map[string]func(ctx context.Context, args []string, stdou
 }
 
 // refProgram is the Open MPI reference of the sweep, built by make
-// refs-mpi from internal/bench/ref/sweep_mpi_ref.c into the --ref
+// refs-mpi from internal/tooling/bench/ref/sweep_mpi_ref.c into the --ref
 // directory; named mpi_* so that xpu bench does not run it itself.
 const refProgram = "mpi_sweep_ref"
 
