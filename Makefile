@@ -48,19 +48,19 @@ conformance: xpu
 # under mpirun (their figures land in .out files that xpu bench reads).
 refs: setup
 	@mkdir -p $(BENCHDIR)
-	@for src in internal/bench/ref/cpu_*.c; do \
+	@for src in internal/tooling/bench/ref/cpu_*.c; do \
 		out=$(BENCHDIR)/$$(basename $$src .c); \
 		gcc -O3 -march=native -fopenmp -o $$out $$src || exit 1; \
 	done
-	@gcc -O2 -o $(BENCHDIR)/cuda_ref internal/bench/ref/cuda_ref.c -ldl
+	@gcc -O2 -o $(BENCHDIR)/cuda_ref internal/tooling/bench/ref/cuda_ref.c -ldl
 
 MPIRUN_TCP := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
 
 refs-mpi: setup
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)
-	mpicc -O3 -o $(BENCHDIR)/mpi_tcp_ref internal/bench/ref/tcp_mpi_ref.c
-	mpicc -O3 -o $(BENCHDIR)/mpi_sweep_ref internal/bench/ref/sweep_mpi_ref.c
+	mpicc -O3 -o $(BENCHDIR)/mpi_tcp_ref internal/tooling/bench/ref/tcp_mpi_ref.c
+	mpicc -O3 -o $(BENCHDIR)/mpi_sweep_ref internal/tooling/bench/ref/sweep_mpi_ref.c
 	$(MPIRUN_TCP) -np 2 $(BENCHDIR)/mpi_tcp_ref >  $(BENCHDIR)/mpi_tcp_ref.out
 	$(MPIRUN_TCP) -np 4 $(BENCHDIR)/mpi_tcp_ref >> $(BENCHDIR)/mpi_tcp_ref.out
 
@@ -72,7 +72,7 @@ refs-mpi: setup
 # not run as a reference.
 refs-tcp: xpu
 	@mkdir -p $(BENCHDIR)/procs
-	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./backends/tcp/internal/tcpbench
+	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./internal/tooling/tcpbench
 	@rm -f $(BENCHDIR)/tcp_procs.out
 	XPU_LINKS=tcp ./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
 	XPU_LINKS=tcp ./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/tcp_procs.out
@@ -81,7 +81,7 @@ refs-tcp: xpu
 # links) against Open MPI's shared-memory transport (vader) and against a
 # C spin ring between two processes, the floor, which also measures the
 # ceiling of single copies with process_vm_readv by one and two threads
-# (internal/bench/ref/shm_ring_ref.c): three .out files that xpu bench
+# (internal/tooling/bench/ref/shm_ring_ref.c): three .out files that xpu bench
 # --ref reads. The ring
 # and tcpbench go to $(BENCHDIR)/procs, which xpu bench does not run; the
 # MPI reference is named mpi_*, which it skips.
@@ -90,12 +90,12 @@ MPIRUN_SHM := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl
 refs-shm: xpu
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)/procs
-	gcc -O3 -pthread -o $(BENCHDIR)/procs/shm_ring_ref internal/bench/ref/shm_ring_ref.c
+	gcc -O3 -pthread -o $(BENCHDIR)/procs/shm_ring_ref internal/tooling/bench/ref/shm_ring_ref.c
 	$(BENCHDIR)/procs/shm_ring_ref > $(BENCHDIR)/shm_ring_ref.out
-	mpicc -O3 -o $(BENCHDIR)/mpi_shm_ref internal/bench/ref/tcp_mpi_ref.c
+	mpicc -O3 -o $(BENCHDIR)/mpi_shm_ref internal/tooling/bench/ref/tcp_mpi_ref.c
 	$(MPIRUN_SHM) -np 2 $(BENCHDIR)/mpi_shm_ref vader >  $(BENCHDIR)/mpi_shm_ref.out
 	$(MPIRUN_SHM) -np 4 $(BENCHDIR)/mpi_shm_ref vader >> $(BENCHDIR)/mpi_shm_ref.out
-	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./backends/tcp/internal/tcpbench
+	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./internal/tooling/tcpbench
 	@rm -f $(BENCHDIR)/shm_procs.out
 	./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
 	./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
@@ -122,7 +122,7 @@ sweep: xpu refs-mpi
 bench-mpi: setup
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)/procs
-	$(GO) build -tags mpi -o $(BENCHDIR)/procs/mpibench ./backends/mpi/internal/mpibench
+	$(GO) build -tags mpi -o $(BENCHDIR)/procs/mpibench ./internal/tooling/mpibench
 	mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to none $(BENCHDIR)/procs/mpibench
 
 # Every fuzz target of the module in turn, FUZZTIME each (default 30s):
@@ -133,12 +133,12 @@ fuzz: setup
 # The chaos run (docs/results/chaos.md): CHAOS_N repetitions (default 100) of
 # a 4-rank job struck by a killed, frozen or cut rank or a killed launcher;
 # it prints hangs, wrong results, orphans and leftovers, and fails on any.
-# Not part of make test, which runs a short version (go test ./internal/chaos).
+# Not part of make test, which runs a short version (go test ./internal/tooling/chaos).
 chaos: setup
 	@GO=$(GO) bash scripts/chaos.sh
 
 # The rdma backend against perftest in one boot of the soft-RoCE guest of
-# internal/rdmavm (docs/results/rdma.md): 5 rounds of perftest's
+# internal/tooling/rdmavm (docs/results/rdma.md): 5 rounds of perftest's
 # references and the Go benchmarks, medians and ratios. Not part of make
 # test, which runs no benchmark.
 bench-rdma: setup

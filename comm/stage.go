@@ -493,6 +493,29 @@ func pairStaged(ctx context.Context, name string, send, recv memspace.Block, op 
 // or distinct ranges of the caller's buffers, so they never share a byte.
 func pipelined(ctx context.Context, name string, n, unit int, src, dst memspace.Block,
 	op func(ctx context.Context, s, d memspace.Block) error) error {
+	p := newPipeline(name, n, unit, src, dst)
+	slotSpace, err := p.check()
+	if err != nil {
+		return err
+	}
+	defer p.free()
+	if err := p.alloc(slotSpace); err != nil {
+		return err
+	}
+	return p.run(ctx, op)
+}
+
+// pipeline is one call of pipelined: how n bytes are cut into pieces, and
+// where each piece runs.
+type pipeline struct {
+	name                 string
+	n, chunk, pieces     int
+	src, dst             memspace.Block
+	srcStaged, dstStaged bool
+	slots                []memspace.Block // the stand-ins; nil when the pieces run in dst
+}
+
+func newPipeline(name string, n, unit int, src, dst memspace.Block) *pipeline {
 	chunk := n
 	if stageChunk > 0 {
 		chunk = max(stageChunk/unit, 1) * unit
@@ -500,101 +523,124 @@ func pipelined(ctx context.Context, name string, n, unit int, src, dst memspace.
 	if chunk == 0 {
 		chunk = 1
 	}
-	pieces := (n + chunk - 1) / chunk
-	at := func(i int) (off, k int) { return i * chunk, min(chunk, n-i*chunk) }
-
-	// Where each piece runs: in a stand-in slot when dst (or, with no dst,
-	// src) needs staging, else in dst itself, the host block the staged
-	// src is copied into.
-	srcStaged, dstStaged := needsStage(src), needsStage(dst)
-	var slotSpace memspace.Space
-	switch {
-	case dstStaged:
-		slotSpace = stagingSpace(dst)
-	case dst.IsZero():
-		slotSpace = stagingSpace(src)
+	return &pipeline{
+		name: name, n: n, chunk: chunk, pieces: (n + chunk - 1) / chunk,
+		src: src, dst: dst,
+		srcStaged: needsStage(src), dstStaged: needsStage(dst),
 	}
-	// Check every path before anything is allocated or sent.
+}
+
+// check returns where each piece runs: in a stand-in slot of the space it
+// returns when dst (or, with no dst, src) needs staging, else (nil) in dst
+// itself, the host block the staged src is copied into. It checks every
+// path before anything is allocated or sent.
+func (p *pipeline) check() (slotSpace memspace.Space, err error) {
+	switch {
+	case p.dstStaged:
+		slotSpace = stagingSpace(p.dst)
+	case p.dst.IsZero():
+		slotSpace = stagingSpace(p.src)
+	}
 	inDst := slotSpace
 	if inDst == nil {
-		inDst = dst.Space()
+		inDst = p.dst.Space()
 	}
-	if srcStaged {
-		if err := checkPath(name, inDst, src.Space()); err != nil {
-			return err
-		}
-	}
-	if dstStaged {
-		if err := checkPath(name, dst.Space(), slotSpace); err != nil {
-			return err
+	if p.srcStaged {
+		if err := checkPath(p.name, inDst, p.src.Space()); err != nil {
+			return nil, err
 		}
 	}
-	var slots []memspace.Block
-	defer func() {
-		for _, b := range slots {
-			_ = freeStage(b)
-		}
-	}()
-	if slotSpace != nil {
-		slotLen := min(chunk, n)
-		for range min(stageSlots, pieces) {
-			b, err := allocStage(slotSpace, slotLen)
-			if err != nil {
-				return stageErr(name, "staging %d bytes in %s: %w", slotLen, slotSpace.Name(), err)
-			}
-			slots = append(slots, b)
+	if p.dstStaged {
+		if err := checkPath(p.name, p.dst.Space(), slotSpace); err != nil {
+			return nil, err
 		}
 	}
-	// work returns the blocks piece i runs on: s (read) and d (written).
-	work := func(i int) (s, d memspace.Block) {
-		off, k := at(i)
-		if slots == nil { // dst is host memory: src is copied into it
-			d = piece(dst, off, k)
-			return d, d
-		}
-		w := piece(slots[i%len(slots)], 0, k)
-		s = piece(src, off, k)
-		if srcStaged {
-			s = w
-		}
-		if !dst.IsZero() {
-			d = w
-		}
-		return s, d
-	}
-	in := func(i int) error {
-		if !srcStaged {
-			return nil
-		}
-		off, k := at(i)
-		s, _ := work(i)
-		return copyIn(ctx, name, s, piece(src, off, k))
-	}
-	out := func(i int) error {
-		if !dstStaged {
-			return nil
-		}
-		off, k := at(i)
-		_, d := work(i)
-		return copyOut(ctx, name, piece(dst, off, k), d)
-	}
+	return slotSpace, nil
+}
 
-	if err := in(0); err != nil {
+// alloc allocates the stand-in slots in slotSpace, if not nil; free frees
+// those allocated, also when alloc failed.
+func (p *pipeline) alloc(slotSpace memspace.Space) error {
+	if slotSpace == nil {
+		return nil
+	}
+	slotLen := min(p.chunk, p.n)
+	for range min(stageSlots, p.pieces) {
+		b, err := allocStage(slotSpace, slotLen)
+		if err != nil {
+			return stageErr(p.name, "staging %d bytes in %s: %w", slotLen, slotSpace.Name(), err)
+		}
+		p.slots = append(p.slots, b)
+	}
+	return nil
+}
+
+func (p *pipeline) free() {
+	for _, b := range p.slots {
+		_ = freeStage(b)
+	}
+}
+
+// at returns the offset and length of piece i.
+func (p *pipeline) at(i int) (off, k int) { return i * p.chunk, min(p.chunk, p.n-i*p.chunk) }
+
+// work returns the blocks piece i runs on: s (read) and d (written).
+func (p *pipeline) work(i int) (s, d memspace.Block) {
+	off, k := p.at(i)
+	if p.slots == nil { // dst is host memory: src is copied into it
+		d = piece(p.dst, off, k)
+		return d, d
+	}
+	w := piece(p.slots[i%len(p.slots)], 0, k)
+	s = piece(p.src, off, k)
+	if p.srcStaged {
+		s = w
+	}
+	if !p.dst.IsZero() {
+		d = w
+	}
+	return s, d
+}
+
+// in copies piece i of a staged src in.
+func (p *pipeline) in(ctx context.Context, i int) error {
+	if !p.srcStaged {
+		return nil
+	}
+	off, k := p.at(i)
+	s, _ := p.work(i)
+	return copyIn(ctx, p.name, s, piece(p.src, off, k))
+}
+
+// out copies piece i out to a staged dst.
+func (p *pipeline) out(ctx context.Context, i int) error {
+	if !p.dstStaged {
+		return nil
+	}
+	off, k := p.at(i)
+	_, d := p.work(i)
+	return copyOut(ctx, p.name, piece(p.dst, off, k), d)
+}
+
+// run runs op on each piece in turn, the copy in of the next and the copy
+// out of the previous alongside.
+func (p *pipeline) run(ctx context.Context, op func(ctx context.Context, s, d memspace.Block) error) error {
+	if err := p.in(ctx, 0); err != nil {
 		return err
 	}
-	for i := range pieces {
+	for i := range p.pieces {
 		if err := ctx.Err(); err != nil {
-			return stageErr(name, "piece %d of %d: %w", i, pieces, err)
+			return stageErr(p.name, "piece %d of %d: %w", i, p.pieces, err)
 		}
 		var wg sync.WaitGroup
 		var inErr, outErr error
-		if i+1 < pieces {
-			wg.Go(func() { inErr = in(i + 1) })
+		if i+1 < p.pieces {
+			wg.Go(func() { inErr = p.in(ctx, i+1) })
 		}
 		if i > 0 {
-			wg.Go(func() { outErr = out(i - 1) })
+			wg.Go(func() { outErr = p.out(ctx, i-1) })
 		}
-		s, d := work(i)
+		s, d := p.work(i)
 		err := op(ctx, s, d)
 		wg.Wait()
 		for _, e := range []error{err, outErr, inErr} {
@@ -603,7 +649,7 @@ func pipelined(ctx context.Context, name string, n, unit int, src, dst memspace.
 			}
 		}
 	}
-	return out(pieces - 1)
+	return p.out(ctx, p.pieces-1)
 }
 
 // allreduceStaged is AllreduceBlock with a buffer the host cannot touch,

@@ -266,14 +266,30 @@ func commShape(ctx context.Context, me, n int, cm comm.Comm) error {
 var msgSizes = []int{1, 13, 4096, 70001, 1<<20 + 7}
 
 func commSendRecv(ctx context.Context, me, n int, cm comm.Comm) error {
-	type pending struct {
-		req       comm.Request
-		buf       []byte
-		peer, tag int
-		size      int
-		send      bool
+	reqs, err := postMessages(me, n, cm)
+	if err != nil {
+		return err
 	}
-	var reqs []pending
+	if err := waitMessages(ctx, me, reqs); err != nil {
+		return err
+	}
+	return sendRecvBlocking(ctx, me, n, cm)
+}
+
+// pendingMsg is a send or receive of commSendRecv, posted and not yet
+// waited for.
+type pendingMsg struct {
+	req       comm.Request
+	buf       []byte
+	peer, tag int
+	size      int
+	send      bool
+}
+
+// postMessages posts, for every other rank, a receive then a send of each
+// of msgSizes, the tag naming the size and the sender.
+func postMessages(me, n int, cm comm.Comm) ([]pendingMsg, error) {
+	var reqs []pendingMsg
 	for peer := range n {
 		if peer == me {
 			continue
@@ -283,9 +299,9 @@ func commSendRecv(ctx context.Context, me, n int, cm comm.Comm) error {
 			buf := make([]byte, size)
 			r, err := cm.Irecv(blk(buf), peer, tag)
 			if err != nil {
-				return fmt.Errorf("Irecv from %d tag %d: %w", peer, tag, err)
+				return nil, fmt.Errorf("Irecv from %d tag %d: %w", peer, tag, err)
 			}
-			reqs = append(reqs, pending{req: r, buf: buf, peer: peer, tag: tag, size: size})
+			reqs = append(reqs, pendingMsg{req: r, buf: buf, peer: peer, tag: tag, size: size})
 		}
 	}
 	for peer := range n {
@@ -296,11 +312,17 @@ func commSendRecv(ctx context.Context, me, n int, cm comm.Comm) error {
 			tag := k*64 + me
 			r, err := cm.Isend(blk(pattern(me*1000+peer*10+k, size)), peer, tag)
 			if err != nil {
-				return fmt.Errorf("Isend to %d tag %d: %w", peer, tag, err)
+				return nil, fmt.Errorf("Isend to %d tag %d: %w", peer, tag, err)
 			}
-			reqs = append(reqs, pending{req: r, peer: peer, tag: tag, size: size, send: true})
+			reqs = append(reqs, pendingMsg{req: r, peer: peer, tag: tag, size: size, send: true})
 		}
 	}
+	return reqs, nil
+}
+
+// waitMessages waits for each of reqs in turn, and checks its status and,
+// for a receive, what it received.
+func waitMessages(ctx context.Context, me int, reqs []pendingMsg) error {
 	for _, p := range reqs {
 		st, err := p.req.Wait(ctx)
 		what := fmt.Sprintf("receive of %d bytes from %d tag %d", p.size, p.peer, p.tag)
@@ -320,7 +342,12 @@ func commSendRecv(ctx context.Context, me, n int, cm comm.Comm) error {
 			}
 		}
 	}
-	// The blocking forms, around a ring.
+	return nil
+}
+
+// sendRecvBlocking is the part of commSendRecv with the blocking forms:
+// Sendrecv around a ring, then Send from rank 0 to Recv on rank 1.
+func sendRecvBlocking(ctx context.Context, me, n int, cm comm.Comm) error {
 	next, prev := (me+1)%n, (me+n-1)%n
 	in := make([]byte, 777)
 	st, err := comm.Sendrecv(ctx, cm, blk(pattern(me+50, 777)), next, 5, blk(in), prev, 5)
@@ -638,82 +665,113 @@ func await(ctx context.Context, cm comm.Comm, src, tag int) error {
 
 func commCancel(ctx context.Context, me, n int, cm comm.Comm) error {
 	if me == 0 {
-		// A receive no message matches.
 		buf := make([]byte, 16)
-		r, err := cm.Irecv(blk(buf), 1, 3)
-		if err != nil {
+		if err := cancelUnmatchedRecv(ctx, cm, buf); err != nil {
 			return err
 		}
-		if _, done, err := r.Test(); done {
-			return fmt.Errorf("Test of a receive nothing was sent to: done, error %v", err)
-		}
-		if err := r.Cancel(); err != nil {
-			return fmt.Errorf("Cancel: %w", err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, lostBound)
-		_, err = r.Wait(wctx)
-		cancel()
-		if !errors.Is(err, comm.ErrCanceled) {
-			return fmt.Errorf("Wait of a canceled receive: error %v, want ErrCanceled within %v: %v", err, lostBound, ruleCancel)
-		}
-		if _, done, err := r.Test(); !done || !errors.Is(err, comm.ErrCanceled) {
-			return fmt.Errorf("Test of a canceled receive: done %v, error %v", done, err)
-		}
-		if err := signal(ctx, cm, 1, 20); err != nil {
+		if err := cancelCompletedRecv(ctx, cm, buf); err != nil {
 			return err
 		}
-		// The message sent after the cancel is not lost to it.
-		st, err := comm.Recv(ctx, cm, blk(buf), 1, 3)
-		if err != nil {
-			return fmt.Errorf("Recv after a canceled receive: %w", err)
-		}
-		if err := checkStatus("Recv after a canceled receive", st, 1, 3, 16); err != nil {
-			return err
-		}
-		if d := diff(pattern(33, 16), buf); d != "" {
-			return fmt.Errorf("Recv after a canceled receive: %s", d)
-		}
-		// Cancel after completion changes nothing.
-		r2, err := cm.Irecv(blk(buf), 1, 4)
-		if err != nil {
-			return err
-		}
-		st, err = r2.Wait(ctx)
-		if err != nil {
-			return err
-		}
-		if err := r2.Cancel(); err != nil {
-			return fmt.Errorf("Cancel of a completed receive: %w", err)
-		}
-		st2, err := r2.Wait(ctx)
-		if err != nil || st2 != st {
-			return fmt.Errorf("Wait after Cancel of a completed receive: %+v, %v; want %+v, nil", st2, err, st)
-		}
-		// A canceled send either completed or was withdrawn: rank 1 sees
-		// which, through non-overtaking.
-		sr, err := cm.Isend(blk(pattern(7, 1<<20)), 1, 5)
-		if err != nil {
-			return err
-		}
-		if err := sr.Cancel(); err != nil {
-			return fmt.Errorf("Cancel of a send: %w", err)
-		}
-		wctx, cancel = context.WithTimeout(ctx, lostBound)
-		_, err = sr.Wait(wctx)
-		cancel()
-		withdrawn := errors.Is(err, comm.ErrCanceled)
-		if err != nil && !withdrawn {
-			return fmt.Errorf("Wait of a canceled send: error %v, want nil or ErrCanceled within %v: %v", err, lostBound, ruleCancel)
-		}
-		flag := []byte{0}
-		if withdrawn {
-			flag[0] = 1
-		}
-		if err := comm.Send(ctx, cm, blk(flag), 1, 21); err != nil {
-			return err
-		}
-		return comm.Send(ctx, cm, blk(pattern(8, 100)), 1, 5)
+		return cancelSend(ctx, cm)
 	}
+	return cancelPeer(ctx, cm)
+}
+
+// cancelUnmatchedRecv is rank 0's part of commCancel: a receive from rank
+// 1 no message matches, canceled, then the message rank 1 sends after the
+// cancel received into buf.
+func cancelUnmatchedRecv(ctx context.Context, cm comm.Comm, buf []byte) error {
+	// A receive no message matches.
+	r, err := cm.Irecv(blk(buf), 1, 3)
+	if err != nil {
+		return err
+	}
+	if _, done, err := r.Test(); done {
+		return fmt.Errorf("Test of a receive nothing was sent to: done, error %v", err)
+	}
+	if err := r.Cancel(); err != nil {
+		return fmt.Errorf("Cancel: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, lostBound)
+	_, err = r.Wait(wctx)
+	cancel()
+	if !errors.Is(err, comm.ErrCanceled) {
+		return fmt.Errorf("Wait of a canceled receive: error %v, want ErrCanceled within %v: %v", err, lostBound, ruleCancel)
+	}
+	if _, done, err := r.Test(); !done || !errors.Is(err, comm.ErrCanceled) {
+		return fmt.Errorf("Test of a canceled receive: done %v, error %v", done, err)
+	}
+	if err := signal(ctx, cm, 1, 20); err != nil {
+		return err
+	}
+	// The message sent after the cancel is not lost to it.
+	st, err := comm.Recv(ctx, cm, blk(buf), 1, 3)
+	if err != nil {
+		return fmt.Errorf("Recv after a canceled receive: %w", err)
+	}
+	if err := checkStatus("Recv after a canceled receive", st, 1, 3, 16); err != nil {
+		return err
+	}
+	if d := diff(pattern(33, 16), buf); d != "" {
+		return fmt.Errorf("Recv after a canceled receive: %s", d)
+	}
+	return nil
+}
+
+// cancelCompletedRecv is rank 0's part of commCancel: a receive canceled
+// once it completed.
+func cancelCompletedRecv(ctx context.Context, cm comm.Comm, buf []byte) error {
+	// Cancel after completion changes nothing.
+	r2, err := cm.Irecv(blk(buf), 1, 4)
+	if err != nil {
+		return err
+	}
+	st, err := r2.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r2.Cancel(); err != nil {
+		return fmt.Errorf("Cancel of a completed receive: %w", err)
+	}
+	st2, err := r2.Wait(ctx)
+	if err != nil || st2 != st {
+		return fmt.Errorf("Wait after Cancel of a completed receive: %+v, %v; want %+v, nil", st2, err, st)
+	}
+	return nil
+}
+
+// cancelSend is rank 0's part of commCancel: a send to rank 1, canceled,
+// then whether it was withdrawn, and a message after it.
+func cancelSend(ctx context.Context, cm comm.Comm) error {
+	// A canceled send either completed or was withdrawn: rank 1 sees
+	// which, through non-overtaking.
+	sr, err := cm.Isend(blk(pattern(7, 1<<20)), 1, 5)
+	if err != nil {
+		return err
+	}
+	if err := sr.Cancel(); err != nil {
+		return fmt.Errorf("Cancel of a send: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, lostBound)
+	_, err = sr.Wait(wctx)
+	cancel()
+	withdrawn := errors.Is(err, comm.ErrCanceled)
+	if err != nil && !withdrawn {
+		return fmt.Errorf("Wait of a canceled send: error %v, want nil or ErrCanceled within %v: %v", err, lostBound, ruleCancel)
+	}
+	flag := []byte{0}
+	if withdrawn {
+		flag[0] = 1
+	}
+	if err := comm.Send(ctx, cm, blk(flag), 1, 21); err != nil {
+		return err
+	}
+	return comm.Send(ctx, cm, blk(pattern(8, 100)), 1, 5)
+}
+
+// cancelPeer is the other rank's part of commCancel: it sends what rank
+// 0's receives get, and receives what its canceled send left.
+func cancelPeer(ctx context.Context, cm comm.Comm) error {
 	if err := await(ctx, cm, 0, 20); err != nil {
 		return err
 	}

@@ -228,87 +228,118 @@ func algRun(ctx context.Context, c collalg.Coll, me, n, count int, cm comm.Comm)
 	case collalg.Barrier:
 		return comm.Barrier(ctx, cm)
 	case collalg.Bcast:
-		// The root sends window 0; the others start from window 1.
-		src := algInts(2 * count)
-		buf := slices.Clone(window(src, 1, count))
-		if me == root {
-			buf = slices.Clone(window(src, 0, count))
-		}
-		if err := comm.Bcast(ctx, cm, view(buf), root); err != nil {
-			return err
-		}
-		return firstDiff("the buffer", window(src, 0, count), buf)
+		return algBcast(ctx, me, count, root, cm)
 	case collalg.Reduce:
-		send := slices.Clone(window(algFloats(n*count), me, count))
-		var recv []float64
-		if me == root {
-			recv = slices.Clone(algPoison(count))
-		}
-		if err := comm.Reduce(ctx, cm, view(send), view(recv), comm.Sum, root); err != nil {
-			return err
-		}
-		if me == root {
-			return firstDiff("the result at the root", algSum(n, count), recv)
-		}
-		return nil
+		return algReduce(ctx, me, n, count, root, cm)
 	case collalg.Allreduce:
-		send := slices.Clone(window(algFloats(n*count), me, count))
-		recv := slices.Clone(algPoison(count))
-		if err := comm.Allreduce(ctx, cm, view(send), view(recv), comm.Sum); err != nil {
-			return err
-		}
-		return firstDiff("the result", algSum(n, count), recv)
+		return algAllreduce(ctx, me, n, count, cm)
 	case collalg.Gather, collalg.Allgather:
-		// Rank r sends window r; the result is the first n windows.
-		src := algInts((n + 1) * count)
-		send := slices.Clone(window(src, me, count))
-		var recv []int32
-		if me == root || c == collalg.Allgather {
-			recv = slices.Clone(src[count : (n+1)*count]) // stale data, shifted
-		}
-		var err error
-		if c == collalg.Gather {
-			err = comm.Gather(ctx, cm, view(send), view(recv), root)
-		} else {
-			err = comm.Allgather(ctx, cm, view(send), view(recv))
-		}
-		if err != nil || recv == nil {
-			return err
-		}
-		return firstDiff("the result", src[:n*count], recv)
+		return algGather(ctx, c, me, n, count, root, cm)
 	case collalg.Scatter:
-		// The root sends windows 0 to n-1; rank r gets window r.
-		src := algInts((n + 1) * count)
-		var send []int32
-		if me == root {
-			send = slices.Clone(src[:n*count])
-		}
-		recv := slices.Clone(window(src, n, count))
-		if err := comm.Scatter(ctx, cm, view(send), view(recv), root); err != nil {
-			return err
-		}
-		return firstDiff("this rank's part", window(src, me, count), recv)
+		return algScatter(ctx, me, n, count, root, cm)
 	case collalg.Alltoall:
-		// Rank r sends windows r*n to r*n+n-1; part j of rank r's result
-		// is window j*n+r.
-		src := algInts(n * n * count)
-		send := slices.Clone(src[me*n*count : (me+1)*n*count])
-		recv := slices.Clone(send)
-		if err := comm.Alltoall(ctx, cm, view(send), view(recv)); err != nil {
-			return err
-		}
-		want := make([]int32, 0, n*count)
-		for j := range n {
-			want = append(want, window(src, j*n+me, count)...)
-		}
-		return firstDiff("the result", want, recv)
+		return algAlltoall(ctx, me, n, count, cm)
 	case collalg.ReduceScatter:
-		send := slices.Clone(window(algFloats(n*n*count), me, n*count))
-		recv := slices.Clone(algPoison(count))
-		if err := comm.ReduceScatter(ctx, cm, view(send), view(recv), comm.Sum); err != nil {
-			return err
-		}
-		return firstDiff("this rank's part", window(algSum(n, n*count), me, count), recv)
+		return algReduceScatter(ctx, me, n, count, cm)
 	}
 	return fmt.Errorf("conformance: no algorithm case for %v", c)
+}
+
+// The alg* functions below are algRun for one collective each.
+
+func algBcast(ctx context.Context, me, count, root int, cm comm.Comm) error {
+	// The root sends window 0; the others start from window 1.
+	src := algInts(2 * count)
+	buf := slices.Clone(window(src, 1, count))
+	if me == root {
+		buf = slices.Clone(window(src, 0, count))
+	}
+	if err := comm.Bcast(ctx, cm, view(buf), root); err != nil {
+		return err
+	}
+	return firstDiff("the buffer", window(src, 0, count), buf)
+}
+
+func algReduce(ctx context.Context, me, n, count, root int, cm comm.Comm) error {
+	send := slices.Clone(window(algFloats(n*count), me, count))
+	var recv []float64
+	if me == root {
+		recv = slices.Clone(algPoison(count))
+	}
+	if err := comm.Reduce(ctx, cm, view(send), view(recv), comm.Sum, root); err != nil {
+		return err
+	}
+	if me == root {
+		return firstDiff("the result at the root", algSum(n, count), recv)
+	}
+	return nil
+}
+
+func algAllreduce(ctx context.Context, me, n, count int, cm comm.Comm) error {
+	send := slices.Clone(window(algFloats(n*count), me, count))
+	recv := slices.Clone(algPoison(count))
+	if err := comm.Allreduce(ctx, cm, view(send), view(recv), comm.Sum); err != nil {
+		return err
+	}
+	return firstDiff("the result", algSum(n, count), recv)
+}
+
+// algGather runs c, Gather or Allgather.
+func algGather(ctx context.Context, c collalg.Coll, me, n, count, root int, cm comm.Comm) error {
+	// Rank r sends window r; the result is the first n windows.
+	src := algInts((n + 1) * count)
+	send := slices.Clone(window(src, me, count))
+	var recv []int32
+	if me == root || c == collalg.Allgather {
+		recv = slices.Clone(src[count : (n+1)*count]) // stale data, shifted
+	}
+	var err error
+	if c == collalg.Gather {
+		err = comm.Gather(ctx, cm, view(send), view(recv), root)
+	} else {
+		err = comm.Allgather(ctx, cm, view(send), view(recv))
+	}
+	if err != nil || recv == nil {
+		return err
+	}
+	return firstDiff("the result", src[:n*count], recv)
+}
+
+func algScatter(ctx context.Context, me, n, count, root int, cm comm.Comm) error {
+	// The root sends windows 0 to n-1; rank r gets window r.
+	src := algInts((n + 1) * count)
+	var send []int32
+	if me == root {
+		send = slices.Clone(src[:n*count])
+	}
+	recv := slices.Clone(window(src, n, count))
+	if err := comm.Scatter(ctx, cm, view(send), view(recv), root); err != nil {
+		return err
+	}
+	return firstDiff("this rank's part", window(src, me, count), recv)
+}
+
+func algAlltoall(ctx context.Context, me, n, count int, cm comm.Comm) error {
+	// Rank r sends windows r*n to r*n+n-1; part j of rank r's result
+	// is window j*n+r.
+	src := algInts(n * n * count)
+	send := slices.Clone(src[me*n*count : (me+1)*n*count])
+	recv := slices.Clone(send)
+	if err := comm.Alltoall(ctx, cm, view(send), view(recv)); err != nil {
+		return err
+	}
+	want := make([]int32, 0, n*count)
+	for j := range n {
+		want = append(want, window(src, j*n+me, count)...)
+	}
+	return firstDiff("the result", want, recv)
+}
+
+func algReduceScatter(ctx context.Context, me, n, count int, cm comm.Comm) error {
+	send := slices.Clone(window(algFloats(n*n*count), me, n*count))
+	recv := slices.Clone(algPoison(count))
+	if err := comm.ReduceScatter(ctx, cm, view(send), view(recv), comm.Sum); err != nil {
+		return err
+	}
+	return firstDiff("this rank's part", window(algSum(n, n*count), me, count), recv)
 }

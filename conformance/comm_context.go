@@ -277,37 +277,78 @@ func ctxRecv(ctx context.Context, me, n int, cm comm.Comm) error {
 // yet. Each Wait returns ctx.Err() and leaves its request pending; once
 // rank 1 takes part, both complete.
 func ctxWait(ctx context.Context, me, n int, cm comm.Comm) error {
-	const rtag, stag, sig = 320, 321, 322
 	if me == 1 {
-		flag, err := recvFlag(ctx, cm, 0, sig)
-		if err != nil || flag == flagStop {
-			return err
-		}
-		if err := comm.Send(ctx, cm, blk(pattern(5, 40)), 0, rtag); err != nil {
-			return fmt.Errorf("sending to the pending receive: %w", err)
-		}
-		in := make([]byte, ctxBig)
-		st, err := comm.Recv(ctx, cm, blk(in), 0, stag)
-		if err != nil {
-			return fmt.Errorf("receiving the pending send: %w", err)
-		}
-		if err := checkStatus("the pending send", st, 0, stag, ctxBig); err != nil {
-			return err
-		}
-		if d := diff(pattern(6, ctxBig), in); d != "" {
-			return fmt.Errorf("the pending send: %s", d)
-		}
-		return nil
+		return ctxWaitPeer(ctx, cm)
 	}
 	buf := make([]byte, 40)
-	rr, err := cm.Irecv(blk(buf), 1, rtag)
+	rr, err := cm.Irecv(blk(buf), 1, ctxWaitRtag)
 	if err != nil {
 		return fmt.Errorf("Irecv: %w", err)
 	}
-	sr, err := cm.Isend(blk(pattern(6, ctxBig)), 1, stag)
+	sr, err := cm.Isend(blk(pattern(6, ctxBig)), 1, ctxWaitStag)
 	if err != nil {
 		return fmt.Errorf("Isend of %d bytes: %w", ctxBig, err)
 	}
+	if err := ctxWaitEnding(ctx, cm, rr, sr); err != nil {
+		return err
+	}
+	if _, done, err := rr.Test(); done {
+		_ = sendFlag(ctx, cm, 1, ctxWaitSig, flagStop)
+		return fmt.Errorf("the receive was done (error %v) after Waits whose context ended, though nothing was sent: "+
+			"Wait must leave a request pending when its context ends", err)
+	}
+	if err := sendFlag(ctx, cm, 1, ctxWaitSig, flagReturned); err != nil {
+		return err
+	}
+	st, err := rr.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("the receive, once rank 1 sent: %w", err)
+	}
+	if err := checkStatus("the receive, once rank 1 sent", st, 1, ctxWaitRtag, 40); err != nil {
+		return err
+	}
+	if d := diff(pattern(5, 40), buf); d != "" {
+		return fmt.Errorf("the receive, once rank 1 sent: %s", d)
+	}
+	if _, err := sr.Wait(ctx); err != nil {
+		return fmt.Errorf("the send, once rank 1 received: %w", err)
+	}
+	return nil
+}
+
+// The tags of ctxWait: of the receive, of the send, and of the flag rank 0
+// sends rank 1.
+const ctxWaitRtag, ctxWaitStag, ctxWaitSig = 320, 321, 322
+
+// ctxWaitPeer is rank 1's part of ctxWait: told to go on, it sends to the
+// pending receive and receives the pending send.
+func ctxWaitPeer(ctx context.Context, cm comm.Comm) error {
+	flag, err := recvFlag(ctx, cm, 0, ctxWaitSig)
+	if err != nil || flag == flagStop {
+		return err
+	}
+	if err := comm.Send(ctx, cm, blk(pattern(5, 40)), 0, ctxWaitRtag); err != nil {
+		return fmt.Errorf("sending to the pending receive: %w", err)
+	}
+	in := make([]byte, ctxBig)
+	st, err := comm.Recv(ctx, cm, blk(in), 0, ctxWaitStag)
+	if err != nil {
+		return fmt.Errorf("receiving the pending send: %w", err)
+	}
+	if err := checkStatus("the pending send", st, 0, ctxWaitStag, ctxBig); err != nil {
+		return err
+	}
+	if d := diff(pattern(6, ctxBig), in); d != "" {
+		return fmt.Errorf("the pending send: %s", d)
+	}
+	return nil
+}
+
+// ctxWaitEnding is rank 0's Waits, with contexts done and ending, for the
+// pending receive rr and send sr. On the first that does not return
+// ctx.Err() promptly, it tells rank 1 to stop (or, when the Wait hung, to
+// take part so that it returns), and returns what went wrong.
+func ctxWaitEnding(ctx context.Context, cm comm.Comm, rr, sr comm.Request) error {
 	for _, q := range []struct {
 		what string
 		r    comm.Request
@@ -327,7 +368,7 @@ func ctxWait(ctx context.Context, me, n int, cm comm.Comm) error {
 				if !o.returned {
 					flag = flagHung
 				}
-				if err := sendFlag(ctx, cm, 1, sig, flag); err != nil {
+				if err := sendFlag(ctx, cm, 1, ctxWaitSig, flag); err != nil {
 					return err
 				}
 				if !o.returned {
@@ -336,27 +377,6 @@ func ctxWait(ctx context.Context, me, n int, cm comm.Comm) error {
 				return errors.New(verdict)
 			}
 		}
-	}
-	if _, done, err := rr.Test(); done {
-		_ = sendFlag(ctx, cm, 1, sig, flagStop)
-		return fmt.Errorf("the receive was done (error %v) after Waits whose context ended, though nothing was sent: "+
-			"Wait must leave a request pending when its context ends", err)
-	}
-	if err := sendFlag(ctx, cm, 1, sig, flagReturned); err != nil {
-		return err
-	}
-	st, err := rr.Wait(ctx)
-	if err != nil {
-		return fmt.Errorf("the receive, once rank 1 sent: %w", err)
-	}
-	if err := checkStatus("the receive, once rank 1 sent", st, 1, rtag, 40); err != nil {
-		return err
-	}
-	if d := diff(pattern(5, 40), buf); d != "" {
-		return fmt.Errorf("the receive, once rank 1 sent: %s", d)
-	}
-	if _, err := sr.Wait(ctx); err != nil {
-		return fmt.Errorf("the send, once rank 1 received: %w", err)
 	}
 	return nil
 }

@@ -98,101 +98,141 @@ func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Inf
 	if !shape.valid() {
 		return // the composition case says why
 	}
-	open := func(t *testing.T) *xpu.Backend {
-		t.Helper()
-		b := newBackend(t)
-		if b == nil {
-			t.Fatal("conformance: the factory returned a nil backend")
-		}
-		return b
-	}
+	r := &backendRun{s: s, shape: shape, opts: opts, newBackend: newBackend}
 	if info != nil {
-		s.root().run(t, "capabilities", func(c *tcase) { checkCapabilities(c, *info, open(c.T)) })
+		s.root().run(t, "capabilities", func(c *tcase) { checkCapabilities(c, *info, r.open(c.T)) })
 	}
+	r.spaces(t)
+	if shape.exec {
+		r.exec(t)
+	}
+	if len(shape.spaces) > 0 {
+		r.transfer(t)
+	}
+	r.comm(t)
+}
+
+// backendRun is one call of run once the composition is known: it runs
+// the suites that apply.
+type backendRun struct {
+	s          *suite
+	shape      composition
+	opts       []Option // those of every suite
+	newBackend func(t *testing.T) *xpu.Backend
+}
+
+// open returns a freshly opened backend for the case t.
+func (r *backendRun) open(t *testing.T) *xpu.Backend {
+	t.Helper()
+	b := r.newBackend(t)
+	if b == nil {
+		t.Fatal("conformance: the factory returned a nil backend")
+	}
+	return b
+}
+
+// spaces runs TestSpace for each space, under a subtest named after it,
+// and TestPool over the first when it is Memory.
+func (r *backendRun) spaces(t *testing.T) {
+	t.Helper()
+	shape := r.shape
 	for i, name := range shape.spaces {
-		s.see(subtestName(t, name), false)
+		r.s.see(subtestName(t, name), false)
 		t.Run(name, func(t *testing.T) {
-			s.see(t.Name(), true)
+			r.s.see(t.Name(), true)
 			newSpace := func(t *testing.T) memspace.Space {
-				sps := spacesOf(open(t))
+				sps := spacesOf(r.open(t))
 				if len(sps) != len(shape.spaces) {
 					t.Fatalf("conformance: the factory's backend has %d spaces, it had %d", len(sps), len(shape.spaces))
 				}
 				return sps[i]
 			}
-			TestSpace(t, newSpace, opts...)
+			TestSpace(t, newSpace, r.opts...)
 			if i == 0 && shape.memory {
-				TestPool(t, newSpace, opts...)
+				TestPool(t, newSpace, r.opts...)
 			}
 		})
 	}
-	if shape.exec {
-		exec := func(t *testing.T) executor.Executor {
-			e := open(t).Exec
-			if e == nil {
-				t.Fatal("conformance: the factory's backend lost its executor")
-			}
-			return e
+}
+
+// exec runs TestExecutor, and TestStream when the executor is a Streamer.
+func (r *backendRun) exec(t *testing.T) {
+	t.Helper()
+	exec := func(t *testing.T) executor.Executor {
+		e := r.open(t).Exec
+		if e == nil {
+			t.Fatal("conformance: the factory's backend lost its executor")
 		}
-		TestExecutor(t, exec, opts...)
-		if shape.streams {
-			TestStream(t, func(t *testing.T) executor.Streamer {
-				st, ok := executor.As[executor.Streamer](exec(t))
-				if !ok {
-					t.Fatal("conformance: the factory's executor is no longer a Streamer")
-				}
-				return st
-			}, opts...)
-		} else {
-			t.Run("stream", func(t *testing.T) { t.Skip("the executor is not an executor.Streamer") })
-		}
+		return e
 	}
-	if len(shape.spaces) > 0 {
-		// The spaces and the stream of a transfer case come from one backend.
-		var mu sync.Mutex
-		perCase := map[*testing.T]*xpu.Backend{}
-		openOnce := func(t *testing.T) *xpu.Backend {
-			mu.Lock()
-			b, ok := perCase[t]
-			mu.Unlock()
-			if ok {
-				return b
+	TestExecutor(t, exec, r.opts...)
+	if r.shape.streams {
+		TestStream(t, func(t *testing.T) executor.Streamer {
+			st, ok := executor.As[executor.Streamer](exec(t))
+			if !ok {
+				t.Fatal("conformance: the factory's executor is no longer a Streamer")
 			}
-			b = open(t)
-			mu.Lock()
-			perCase[t] = b
-			mu.Unlock()
-			t.Cleanup(func() {
-				mu.Lock()
-				delete(perCase, t)
-				mu.Unlock()
-			})
+			return st
+		}, r.opts...)
+	} else {
+		t.Run("stream", func(t *testing.T) { t.Skip("the executor is not an executor.Streamer") })
+	}
+}
+
+// transfer runs TestTransfer over the spaces, on the executor's streams
+// when it has them.
+func (r *backendRun) transfer(t *testing.T) {
+	t.Helper()
+	// The spaces and the stream of a transfer case come from one backend.
+	var mu sync.Mutex
+	perCase := map[*testing.T]*xpu.Backend{}
+	openOnce := func(t *testing.T) *xpu.Backend {
+		mu.Lock()
+		b, ok := perCase[t]
+		mu.Unlock()
+		if ok {
 			return b
 		}
-		topts := opts
-		if shape.streams {
-			topts = append(append([]Option(nil), opts...), Streams(func(t *testing.T) executor.Streamer {
-				st, ok := executor.As[executor.Streamer](openOnce(t).Exec)
-				if !ok {
-					t.Fatal("conformance: the factory's executor is no longer a Streamer")
-				}
-				return st
-			}))
-		}
-		TestTransfer(t, func(t *testing.T) []memspace.Space { return spacesOf(openOnce(t)) }, topts...)
+		b = r.open(t)
+		mu.Lock()
+		perCase[t] = b
+		mu.Unlock()
+		t.Cleanup(func() {
+			mu.Lock()
+			delete(perCase, t)
+			mu.Unlock()
+		})
+		return b
 	}
+	topts := r.opts
+	if r.shape.streams {
+		topts = append(append([]Option(nil), r.opts...), Streams(func(t *testing.T) executor.Streamer {
+			st, ok := executor.As[executor.Streamer](openOnce(t).Exec)
+			if !ok {
+				t.Fatal("conformance: the factory's executor is no longer a Streamer")
+			}
+			return st
+		}))
+	}
+	TestTransfer(t, func(t *testing.T) []memspace.Space { return spacesOf(openOnce(t)) }, topts...)
+}
+
+// comm runs TestComm over groups of the backend's Group, or reports as a
+// skip that a job communicator alone cannot be driven from one process.
+func (r *backendRun) comm(t *testing.T) {
+	t.Helper()
 	switch {
-	case shape.group:
+	case r.shape.group:
 		TestComm(t, func(t *testing.T, n int) []comm.Comm {
-			b := open(t)
+			b := r.open(t)
 			ranks, err := b.Group(context.Background(), n)
 			if errors.Is(err, xpu.ErrNotSupported) || errors.Is(err, xpu.ErrUnavailable) {
 				t.Skipf("the backend cannot make a group of %d ranks: %v", n, err)
 			}
 			require.NoError(t, err, "Group(%d)", n)
 			return ranks
-		}, opts...)
-	case shape.jobComm:
+		}, r.opts...)
+	case r.shape.jobComm:
 		t.Run("comm", func(t *testing.T) {
 			t.Skip("the backend has a job communicator (Backend.Comm) but no in-process Group: " +
 				"run TestComm with a factory that makes the endpoints of a group")

@@ -160,6 +160,22 @@ type PoolStats struct {
 // A Pool is safe for concurrent use. It does not own upstream: Close
 // returns the pool's memory but does not close upstream.
 type Pool struct {
+	poolConfig // fixed by NewPool
+
+	mu     sync.Mutex
+	closed bool
+	small  poolHeap
+	large  poolHeap
+	live   liveMap
+	segs   []*segment // sorted by start address
+	spare  *chunk     // recycled chunk structs, linked by next
+
+	poolLedger // guarded by mu
+}
+
+// poolConfig is what NewPool fixes of a pool: its upstream and the sizes
+// it cuts and caches.
+type poolConfig struct {
 	up        Space
 	name      string
 	device    int
@@ -170,15 +186,10 @@ type Pool struct {
 	smallMax  int   // largest small request: segSize/2
 	maxCached int64 // cap on Cached; math.MaxInt64 for none
 	divisions int
+}
 
-	mu     sync.Mutex
-	closed bool
-	small  poolHeap
-	large  poolHeap
-	live   liveMap
-	segs   []*segment // sorted by start address
-	spare  *chunk     // recycled chunk structs, linked by next
-
+// poolLedger is the counts PoolStats reports.
+type poolLedger struct {
 	inUse, peak, nlive, allocs, frees int64
 	reserved, held, cached            int64
 	upAllocs, upFrees, oomRetries     int64
@@ -240,7 +251,7 @@ func NewPool(upstream Space, opts PoolOptions) (*Pool, error) {
 		return bad("RoundUp %d is not zero or a power of two up to 1024", int(o.RoundUp))
 	}
 	props := upstream.Properties()
-	p := &Pool{
+	p := &Pool{poolConfig: poolConfig{
 		up:        upstream,
 		name:      "pool(" + upstream.Name() + ")",
 		device:    props.Device,
@@ -251,7 +262,7 @@ func NewPool(upstream Space, opts PoolOptions) (*Pool, error) {
 		smallMax:  o.SegmentSize / 2,
 		maxCached: o.MaxCached,
 		divisions: int(o.RoundUp),
-	}
+	}}
 	switch {
 	case o.MaxCached == 0:
 		p.maxCached = math.MaxInt64

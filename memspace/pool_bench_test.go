@@ -3,10 +3,10 @@ package memspace_test
 import (
 	"testing"
 
-	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 )
 
-// BenchmarkPool runs the pool's benchmark cases (internal/bench/pool.go),
+// BenchmarkPool runs the pool's benchmark cases (internal/tooling/bench/pool.go),
 // which `xpu bench` runs too: go test -run x -bench Pool ./memspace/
 func BenchmarkPool(b *testing.B) {
 	for _, c := range bench.Pool {

@@ -16,7 +16,7 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 # PTX is what the source compiles to (it skips, saying why, without clang).
 command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
 # The rdma backend: its cgo build needs rdma-core's headers, and its tests
-# run on real kernel verbs (soft-RoCE) in a qemu guest (internal/rdmavm),
+# run on real kernel verbs (soft-RoCE) in a qemu guest (internal/tooling/rdmavm),
 # which is built from a static busybox, the host's RDMA tools and
 # references (perftest, ibverbs-utils, rdmacm-utils, the rxe provider), and
 # Debian's kernel, unpacked with dpkg-deb, depmod and xz. qboot (in

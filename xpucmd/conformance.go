@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"text/tabwriter"
+	"time"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/conformance"
@@ -19,74 +20,21 @@ import (
 )
 
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := NewFlagSet("conformance", stderr)
-	backend := fs.String("backend", "", "comma-separated backends to test (default: every available one)")
-	runPat := fs.String("run", "", "run only the cases whose name matches this regular expression (as go test -run)")
-	verbose := fs.Bool("v", false, "print every case's log")
-	timeout := fs.Duration("timeout", 0, "fail if the whole run takes longer (0: no limit)")
-	caseTimeout := fs.Duration("case-timeout", 0, fmt.Sprintf(
-		"how long one case may run before its context expires (0: conformance.DefaultTimeout, %v); raise it for a slow device",
-		conformance.DefaultTimeout))
-	opts := xpu.Options{}
-	fs.Func("o", "a backend option KEY=VALUE, repeatable, given to every backend tested "+
-		"(scope it to one as NAME.KEY=VALUE when testing several)", func(kv string) error {
-		k, v, ok := strings.Cut(kv, "=")
-		if k = strings.TrimSpace(k); !ok || k == "" {
-			return fmt.Errorf("want KEY=VALUE, got %q", kv)
-		}
-		opts[k] = v
-		return nil
-	})
-	if err := ParseFlags(fs, args); err != nil {
+	f, err := parseConformanceFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	var names []string
-	if *backend != "" {
-		for _, n := range strings.Split(*backend, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				names = append(names, n)
-			}
-		}
-	} else {
-		names = xpu.Drivers()
-	}
-	var suiteOpts []conformance.Option
-	if *caseTimeout > 0 {
-		suiteOpts = append(suiteOpts, conformance.Timeout(*caseTimeout))
-	}
-	var tests []testing.InternalTest
-	var cols []string
-	unavailable := map[string]string{}
-	for _, name := range names {
-		info, err := xpu.Describe(ctx, name)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUsage, err)
-		}
-		cols = append(cols, name)
-		if !info.Available {
-			unavailable[name] = info.Reason
-			continue
-		}
-		tests = append(tests, testing.InternalTest{Name: name, F: func(t *testing.T) {
-			if err := ctx.Err(); err != nil {
-				t.Fatalf("not run: %v", err) // interrupted
-			}
-			conformance.RunDriver(t, name, opts, suiteOpts...)
-		}})
-	}
-	flags := []string{}
-	if *runPat != "" {
-		flags = append(flags, "-test.run="+*runPat)
-	}
-	if *timeout > 0 {
-		flags = append(flags, "-test.timeout="+timeout.String())
+	names := f.backendNames()
+	tests, cols, unavailable, err := conformanceTests(ctx, names, f.opts, f.suiteOpts())
+	if err != nil {
+		return err
 	}
 	var results []result
 	var log []string
 	code := 0
 	if len(tests) > 0 {
 		var err error
-		results, log, code, err = capture(func() (int, error) { return testmain.Run(tests, flags...) }, *verbose, stderr)
+		results, log, code, err = capture(func() (int, error) { return testmain.Run(tests, f.testFlags()...) }, f.verbose, stderr)
 		if err != nil {
 			return err
 		}
@@ -101,7 +49,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if failed > 0 || whole > 0 || code != 0 {
-		if !*verbose {
+		if !f.verbose {
 			printFailureLogs(stderr, log, results)
 		}
 		if failed > 0 {
@@ -113,6 +61,102 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("no available backend among %s", strings.Join(names, ", "))
 	}
 	return nil
+}
+
+// conformanceFlags are the flags of `conformance`.
+type conformanceFlags struct {
+	backend     string
+	runPat      string
+	verbose     bool
+	timeout     time.Duration
+	caseTimeout time.Duration
+	opts        xpu.Options
+}
+
+func parseConformanceFlags(args []string, stderr io.Writer) (*conformanceFlags, error) {
+	fs := NewFlagSet("conformance", stderr)
+	f := &conformanceFlags{opts: xpu.Options{}}
+	fs.StringVar(&f.backend, "backend", "", "comma-separated backends to test (default: every available one)")
+	fs.StringVar(&f.runPat, "run", "", "run only the cases whose name matches this regular expression (as go test -run)")
+	fs.BoolVar(&f.verbose, "v", false, "print every case's log")
+	fs.DurationVar(&f.timeout, "timeout", 0, "fail if the whole run takes longer (0: no limit)")
+	fs.DurationVar(&f.caseTimeout, "case-timeout", 0, fmt.Sprintf(
+		"how long one case may run before its context expires (0: conformance.DefaultTimeout, %v); raise it for a slow device",
+		conformance.DefaultTimeout))
+	fs.Func("o", "a backend option KEY=VALUE, repeatable, given to every backend tested "+
+		"(scope it to one as NAME.KEY=VALUE when testing several)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", kv)
+		}
+		f.opts[k] = v
+		return nil
+	})
+	if err := ParseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// backendNames returns the backends -backend names, or every registered
+// one.
+func (f *conformanceFlags) backendNames() []string {
+	if f.backend == "" {
+		return xpu.Drivers()
+	}
+	var names []string
+	for _, n := range strings.Split(f.backend, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func (f *conformanceFlags) suiteOpts() []conformance.Option {
+	var suiteOpts []conformance.Option
+	if f.caseTimeout > 0 {
+		suiteOpts = append(suiteOpts, conformance.Timeout(f.caseTimeout))
+	}
+	return suiteOpts
+}
+
+// testFlags returns the go test flags of -run and -timeout.
+func (f *conformanceFlags) testFlags() []string {
+	flags := []string{}
+	if f.runPat != "" {
+		flags = append(flags, "-test.run="+f.runPat)
+	}
+	if f.timeout > 0 {
+		flags = append(flags, "-test.timeout="+f.timeout.String())
+	}
+	return flags
+}
+
+// conformanceTests returns a test running the suite on each available
+// backend of names, the matrix's columns (every backend of names), and
+// why each backend not available is not.
+func conformanceTests(ctx context.Context, names []string, opts xpu.Options, suiteOpts []conformance.Option) (
+	tests []testing.InternalTest, cols []string, unavailable map[string]string, err error) {
+	unavailable = map[string]string{}
+	for _, name := range names {
+		info, err := xpu.Describe(ctx, name)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		cols = append(cols, name)
+		if !info.Available {
+			unavailable[name] = info.Reason
+			continue
+		}
+		tests = append(tests, testing.InternalTest{Name: name, F: func(t *testing.T) {
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("not run: %v", err) // interrupted
+			}
+			conformance.RunDriver(t, name, opts, suiteOpts...)
+		}})
+	}
+	return tests, cols, unavailable, nil
 }
 
 type result struct {

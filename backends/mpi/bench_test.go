@@ -21,7 +21,7 @@ import (
 // Rank 0 runs them under package testing and reports; before each timed
 // loop it broadcasts which case and how many iterations, and the other
 // ranks, which run no benchmarks of their own (followBenchmarks), run the
-// same loop. internal/mpibench prints the same operations beside the C
+// same loop. internal/tooling/mpibench prints the same operations beside the C
 // reference.
 
 // benchCase is one benchmarked operation: make prepares its buffers on c

@@ -10,7 +10,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/commtest"
+	"github.com/xpu-go/xpu/internal/tooling/commtest"
 	"github.com/xpu-go/xpu/memspace"
 )
 

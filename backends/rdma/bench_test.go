@@ -15,7 +15,7 @@ import (
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 )
 
 // Benchmarks of the communicator: the half round trip of a ping-pong, a
@@ -29,7 +29,7 @@ import (
 // ranks' Config, "spin=200us,chunk=256K" (keys: eager, budget, slots,
 // chunk, spin).
 //
-// The bodies are internal/bench's, which xpu bench runs on a real device
+// The bodies are internal/tooling/bench's, which xpu bench runs on a real device
 // too; each checks what it moved: a stamp in each message, and every
 // byte once.
 const (

@@ -18,12 +18,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-go/xpu/internal/rdmavm"
+	"github.com/xpu-go/xpu/internal/tooling/rdmavm"
 )
 
 // The measurement of docs/results/rdma.md: this package's benchmarks on
 // soft-RoCE against perftest's on the same device, in one boot of the
-// qemu guest of internal/rdmavm. Under emulation the absolute figures
+// qemu guest of internal/tooling/rdmavm. Under emulation the absolute figures
 // mean little; the ratios, taken in the same boot, are what it reports.
 const (
 	// envBench must be 1 for TestGuestBench to run (make bench-rdma).
@@ -441,7 +441,7 @@ func guestBenchPage(figs map[string][]float64, info map[string]string, rows []gu
 	p.WriteString("# RDMA communicator: measured figures\n\n")
 	fmt.Fprintf(&p, "Written by `%s` on %s:\n\n", benchCommand, started.UTC().Format("2006-01-02"))
 	p.WriteString("    XPU_RDMA_BENCH=1 go test -count=1 -run '^TestGuestBench$' -v -timeout 30m ./backends/rdma/\n\n")
-	p.WriteString("It boots one qemu guest with soft-RoCE (rxe0 on a dummy network device, internal/rdmavm) and runs there,\n")
+	p.WriteString("It boots one qemu guest with soft-RoCE (rxe0 on a dummy network device, internal/tooling/rdmavm) and runs there,\n")
 	fmt.Fprintf(&p, "%d rounds over, perftest's references and the Go benchmarks of backends/rdma on the kernel's verbs\n", rounds)
 	p.WriteString("(`go test -c -tags rdma`, `XPU_RDMA_BENCH_FABRIC=verbs`). A figure is the median of its rounds; in each\n")
 	p.WriteString("round every perftest reference runs once, then every Go benchmark once (`-test.count 1`), so that both\n")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-go/xpu/internal/rdmavm"
+	"github.com/xpu-go/xpu/internal/tooling/rdmavm"
 )
 
 // TestGuestProcsBench measures the rdma backend with one process per rank,
@@ -42,8 +42,8 @@ func TestGuestProcsBench(t *testing.T) {
 		return rdmavm.File{Host: filepath.Join(dir, out)}
 	}
 	files := []rdmavm.File{
-		build("rdmabench", "-tags", "rdma", "./backends/rdma/internal/rdmabench"),
-		build("tcpbench", "./backends/tcp/internal/tcpbench"),
+		build("rdmabench", "-tags", "rdma", "./internal/tooling/rdmabench"),
+		build("tcpbench", "./internal/tooling/tcpbench"),
 	}
 	script := `set -e
 ip link set dummy0 mtu 9000
@@ -107,7 +107,7 @@ func procsSection(figs map[string]float64, when time.Time) string {
 	var p strings.Builder
 	p.WriteString("## One process per rank (rdmabench)\n\n")
 	p.WriteString("`make bench-rdma` also runs `TestGuestProcsBench`, in a second boot: perftest's references, then\n")
-	p.WriteString("`backends/rdma/internal/rdmabench` as 2 rank processes (ping-pong 5 × 5000 round trips, streaming and\n")
+	p.WriteString("`internal/tooling/rdmabench` as 2 rank processes (ping-pong 5 × 5000 round trips, streaming and\n")
 	p.WriteString("Put with 16 in flight, every run checked) and as 4 (allreduce of 64 MiB float64), and the tcp backend's\n")
 	p.WriteString("`tcpbench` as 4 processes for the same allreduce — as perftest and the OSU benchmarks run. Both\n")
 	p.WriteString("allreduces run twice: by default (ranks of one machine run their collectives in a region of shared\n")

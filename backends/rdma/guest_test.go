@@ -12,12 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-go/xpu/internal/rdmavm"
+	"github.com/xpu-go/xpu/internal/tooling/rdmavm"
 )
 
 // TestGuest runs this package's tests and its verbs' on real kernel
 // verbs: it builds them with -tags rdma, boots a throw-away qemu guest
-// with soft-RoCE (rxe0 on a dummy interface, internal/rdmavm) and runs
+// with soft-RoCE (rxe0 on a dummy interface, internal/tooling/rdmavm) and runs
 // them there — the conformance suite over ranks in one process and over
 // one process per rank, the failure tests, the verbs' own — with their
 // output streamed here and their exit status brought back.

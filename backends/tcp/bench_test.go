@@ -3,7 +3,7 @@ package tcp_test
 import (
 	"testing"
 
-	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 )
 
 // BenchmarkTCP runs the cases of bench.TCP (go test -bench TCP), named as

@@ -23,8 +23,8 @@ import (
 	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/jobenv"
-	"github.com/xpu-go/xpu/internal/join/jointest"
 	"github.com/xpu-go/xpu/internal/launch"
+	"github.com/xpu-go/xpu/internal/tooling/jointest"
 )
 
 // joinSlack is what a rank may take past its join timeout to give up: the

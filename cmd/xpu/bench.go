@@ -17,7 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 	"github.com/xpu-go/xpu/xpucmd"
 )
 
@@ -69,61 +69,99 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return sub(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fs := xpucmd.NewFlagSet("bench", stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	filter := fs.String("filter", "", "run only cases whose name matches this regular expression (their baselines run too)")
-	count := fs.Int("count", 5, "runs of each case; the median is reported")
-	benchtime := fs.Duration("benchtime", time.Second, "target duration of each run")
-	short := fs.Bool("short", false, "a quick pass: -count 3 -benchtime 200ms, and the largest sizes left out")
-	refDir := fs.String("ref", "", "directory of built C reference programs (make refs); each prints '<name> <value> <unit>' lines")
-	list := fs.Bool("list", false, "list the cases and exit")
-	if err := xpucmd.ParseFlags(fs, args); err != nil {
+	o, err := parseBenchFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if *count < 1 {
-		return fmt.Errorf("%w: -count must be at least 1", xpucmd.ErrUsage)
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *short {
-		if !set["count"] {
-			*count = 3
-		}
-		if !set["benchtime"] {
-			*benchtime = 200 * time.Millisecond
-		}
-	}
 	cases := allCases()
-	if *list {
+	if o.list {
 		for _, c := range cases {
 			fmt.Fprintf(stdout, "%-32s %-8s %s\n", c.Name, c.Unit, c.Doc)
 		}
 		return nil
 	}
 	var re *regexp.Regexp
-	if *filter != "" {
+	if o.filter != "" {
 		var err error
-		if re, err = regexp.Compile(*filter); err != nil {
+		if re, err = regexp.Compile(o.filter); err != nil {
 			return fmt.Errorf("%w: -filter: %v", xpucmd.ErrUsage, err)
 		}
 	}
-	selected := selectCases(cases, re, *short)
+	selected := selectCases(cases, re, o.short)
 	if len(selected) == 0 && !slices.ContainsFunc(procPairs(), func(p bench.Pair) bool { return re.MatchString(p.Name) }) {
-		return fmt.Errorf("%w: no case matches %q", xpucmd.ErrUsage, *filter)
+		return fmt.Errorf("%w: no case matches %q", xpucmd.ErrUsage, o.filter)
 	}
 
 	refs := map[string]bench.RefFigure{}
-	if *refDir != "" {
+	if o.refDir != "" {
 		var err error
-		if refs, err = runRefs(ctx, *refDir, stderr); err != nil {
+		if refs, err = runRefs(ctx, o.refDir, stderr); err != nil {
 			return err
 		}
 	}
 
 	testing.Init()
-	if err := flag.CommandLine.Set("test.benchtime", benchtime.String()); err != nil {
+	if err := flag.CommandLine.Set("test.benchtime", o.benchtime.String()); err != nil {
 		return err
 	}
+	results, err := runCases(ctx, selected, o.count, stderr)
+	if err != nil {
+		return err
+	}
+	rows := benchRows(selected, results, refs, re)
+	var procs []*benchRow
+	if !o.short { // --short leaves out the TCP cases, and their figures too
+		procs = procRows(refs, re)
+	}
+	return reportBench(stdout, o, rows, procs, refs)
+}
+
+// benchOpts are the flags of `xpu bench`.
+type benchOpts struct {
+	asJSON    bool
+	filter    string
+	count     int
+	benchtime time.Duration
+	short     bool
+	refDir    string
+	list      bool
+}
+
+// parseBenchFlags parses the flags of `xpu bench`, -short setting the
+// -count and -benchtime not given.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
+	fs := xpucmd.NewFlagSet("bench", stderr)
+	o := &benchOpts{}
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	fs.StringVar(&o.filter, "filter", "", "run only cases whose name matches this regular expression (their baselines run too)")
+	fs.IntVar(&o.count, "count", 5, "runs of each case; the median is reported")
+	fs.DurationVar(&o.benchtime, "benchtime", time.Second, "target duration of each run")
+	fs.BoolVar(&o.short, "short", false, "a quick pass: -count 3 -benchtime 200ms, and the largest sizes left out")
+	fs.StringVar(&o.refDir, "ref", "", "directory of built C reference programs (make refs); each prints '<name> <value> <unit>' lines")
+	fs.BoolVar(&o.list, "list", false, "list the cases and exit")
+	if err := xpucmd.ParseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if o.count < 1 {
+		return nil, fmt.Errorf("%w: -count must be at least 1", xpucmd.ErrUsage)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.short {
+		if !set["count"] {
+			o.count = 3
+		}
+		if !set["benchtime"] {
+			o.benchtime = 200 * time.Millisecond
+		}
+	}
+	return o, nil
+}
+
+// runCases runs each selected case count times, and returns its row by
+// name, with the runs and their median. Progress goes to stderr when it is
+// a terminal.
+func runCases(ctx context.Context, selected []bench.Case, count int, stderr io.Writer) (map[string]*benchRow, error) {
 	progress := io.Discard
 	if isTerminal(stderr) {
 		progress = stderr
@@ -142,21 +180,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// A case with a baseline alternates with it, run for run, so that
 		// both see the same moments of a noisy machine.
 		base, paired := bench.Find(selected, c.Baseline)
-		for r := 0; r < *count; r++ {
+		for r := 0; r < count; r++ {
 			if err := ctx.Err(); err != nil {
-				return err
+				return nil, err
 			}
-			fmt.Fprintf(progress, "\r[%d/%d] %-32s run %d/%d", i+1, len(selected), c.Name, r+1, *count)
+			fmt.Fprintf(progress, "\r[%d/%d] %-32s run %d/%d", i+1, len(selected), c.Name, r+1, count)
 			if paired {
 				v, err := run(base)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				row.BaseRuns = append(row.BaseRuns, v)
 			}
 			v, err := run(c)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			row.Runs = append(row.Runs, v)
 		}
@@ -164,7 +202,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		results[c.Name] = row
 	}
 	fmt.Fprintf(progress, "\r%-60s\r", "")
+	return results, nil
+}
 
+// benchRows returns the rows to report, in the order of selected: those
+// of the cases re matches and of their baselines, each compared with its
+// baseline and reference figure.
+func benchRows(selected []bench.Case, results map[string]*benchRow, refs map[string]bench.RefFigure, re *regexp.Regexp) []*benchRow {
 	var rows []*benchRow
 	for _, c := range selected {
 		if re != nil && !re.MatchString(c.Name) && !isBaselineOfSelected(c.Name, selected, re) {
@@ -181,11 +225,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		rows = append(rows, row)
 	}
-	var procs []*benchRow
-	if !*short { // --short leaves out the TCP cases, and their figures too
-		procs = procRows(refs, re)
-	}
-	if *asJSON {
+	return rows
+}
+
+// reportBench writes the report, as JSON with -json.
+func reportBench(stdout io.Writer, o *benchOpts, rows, procs []*benchRow, refs map[string]bench.RefFigure) error {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
@@ -194,9 +239,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Rows      []*benchRow                `json:"rows"`
 			Procs     []*benchRow                `json:"procs,omitempty"`
 			Refs      map[string]bench.RefFigure `json:"refs,omitempty"`
-		}{*count, benchtime.String(), rows, procs, refs})
+		}{o.count, o.benchtime.String(), rows, procs, refs})
 	}
-	printBench(stdout, rows, *count, *refDir != "")
+	printBench(stdout, rows, o.count, o.refDir != "")
 	if len(procs) > 0 {
 		fmt.Fprintln(stdout, "\nOne process per rank (figures of make refs-tcp, refs-mpi and refs-shm, medians of 5 runs each):")
 		printTable(stdout, procs)

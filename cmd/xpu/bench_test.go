@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-go/xpu/internal/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 )
 
 // TestProcRows compares figures of one-process-per-rank programs: each

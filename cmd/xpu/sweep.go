@@ -20,8 +20,8 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/bench/sweep"
 	"github.com/xpu-go/xpu/internal/launch"
+	"github.com/xpu-go/xpu/internal/tooling/bench/sweep"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xpucmd"
 )
@@ -37,7 +37,7 @@ var benchSubcommands = map[string]func(ctx context.Context, args []string, stdou
 }
 
 // refProgram is the Open MPI reference of the sweep, built by make
-// refs-mpi from internal/bench/ref/sweep_mpi_ref.c into the --ref
+// refs-mpi from internal/tooling/bench/ref/sweep_mpi_ref.c into the --ref
 // directory; named mpi_* so that xpu bench does not run it itself.
 const refProgram = "mpi_sweep_ref"
 
@@ -54,6 +54,42 @@ type sweepFlags struct {
 }
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	a, err := parseSweepArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	sf, err := a.settings()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("the ranks' program: %w", err)
+	}
+
+	doc, runErr := sweepAll(ctx, sf, []string{self, "bench", "sweep-rank"}, stderr)
+	doc.Command = append([]string{"xpu", "bench", "sweep"}, args...)
+	if len(doc.Points) == 0 && runErr == nil && doc.Stopped == "" {
+		return fmt.Errorf("%w: nothing to measure (--filter %q matches no series and operation, or every series failed: %s)",
+			xpucmd.ErrUsage, a.filter, strings.Join(doc.Errors, "; "))
+	}
+	if err := a.write(doc, stdout, stderr); err != nil {
+		return err
+	}
+	return runErr // an interruption, after printing what was measured
+}
+
+// sweepArgs are the flags of `xpu bench sweep` as given.
+type sweepArgs struct {
+	filter, minSize, maxSize, sizeList, ranks string
+	count, rounds                             int
+	sampleTime, budget                        time.Duration
+	asJSON, asBench                           bool
+	out, plotDir, refDir                      string
+}
+
+// parseSweepArgs parses the flags of `xpu bench sweep`.
+func parseSweepArgs(args []string, stderr io.Writer) (*sweepArgs, error) {
 	fs := xpucmd.NewFlagSet("bench sweep", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: xpu bench sweep [--filter REGEX] [--min-size SIZE] [--max-size SIZE] [--json] [--plot DIR] [--budget DURATION] [flags]")
@@ -66,87 +102,84 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
-	filter := fs.String("filter", "", "measure only the series and operations whose \"<series>/<op>\" matches this regular expression (a series' reference follows it)")
-	minSize := fs.String("min-size", "8", "smallest message size")
-	maxSize := fs.String("max-size", "64MiB", "largest message size")
-	sizeList := fs.String("sizes", "", "the message sizes, comma-separated, instead of the powers of two from --min-size to --max-size")
-	ranks := fs.String("n", "2", "rank counts of the communicators, comma-separated (\"2,4\")")
-	count := fs.Int("count", 1, "samples per point in each round")
-	rounds := fs.Int("rounds", 10, "rounds: the whole sweep runs this many times, interleaved, each in fresh processes, and a point gets --count samples from each (compare needs 4 samples a side to call a change significant)")
-	sampleTime := fs.Duration("sample-time", 10*time.Millisecond, "time one sample aims at")
-	budget := fs.Duration("budget", 0, "stop after this long, keeping what was measured (0: no limit)")
-	asJSON := fs.Bool("json", false, "print the run as a JSON document instead of tables")
-	asBench := fs.Bool("benchfmt", false, "print the points in the `go test -bench` format (for benchstat) instead of tables")
-	out := fs.String("o", "", "also write the JSON document to this file")
-	plotDir := fs.String("plot", "", "draw the charts (PNG and SVG) into this directory")
-	refDir := fs.String("ref", "", "directory holding "+refProgram+" (make refs-mpi builds it into .bench); without it Open MPI is not measured")
+	a := &sweepArgs{}
+	fs.StringVar(&a.filter, "filter", "", "measure only the series and operations whose \"<series>/<op>\" matches this regular expression (a series' reference follows it)")
+	fs.StringVar(&a.minSize, "min-size", "8", "smallest message size")
+	fs.StringVar(&a.maxSize, "max-size", "64MiB", "largest message size")
+	fs.StringVar(&a.sizeList, "sizes", "", "the message sizes, comma-separated, instead of the powers of two from --min-size to --max-size")
+	fs.StringVar(&a.ranks, "n", "2", "rank counts of the communicators, comma-separated (\"2,4\")")
+	fs.IntVar(&a.count, "count", 1, "samples per point in each round")
+	fs.IntVar(&a.rounds, "rounds", 10, "rounds: the whole sweep runs this many times, interleaved, each in fresh processes, and a point gets --count samples from each (compare needs 4 samples a side to call a change significant)")
+	fs.DurationVar(&a.sampleTime, "sample-time", 10*time.Millisecond, "time one sample aims at")
+	fs.DurationVar(&a.budget, "budget", 0, "stop after this long, keeping what was measured (0: no limit)")
+	fs.BoolVar(&a.asJSON, "json", false, "print the run as a JSON document instead of tables")
+	fs.BoolVar(&a.asBench, "benchfmt", false, "print the points in the `go test -bench` format (for benchstat) instead of tables")
+	fs.StringVar(&a.out, "o", "", "also write the JSON document to this file")
+	fs.StringVar(&a.plotDir, "plot", "", "draw the charts (PNG and SVG) into this directory")
+	fs.StringVar(&a.refDir, "ref", "", "directory holding "+refProgram+" (make refs-mpi builds it into .bench); without it Open MPI is not measured")
 	if err := xpucmd.ParseFlags(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", xpucmd.ErrUsage, fs.Arg(0))
+		return nil, fmt.Errorf("%w: unexpected argument %q", xpucmd.ErrUsage, fs.Arg(0))
 	}
-	if *asJSON && *asBench {
-		return fmt.Errorf("%w: --json and --benchfmt both print the run: choose one (and -o FILE for the JSON beside)", xpucmd.ErrUsage)
+	if a.asJSON && a.asBench {
+		return nil, fmt.Errorf("%w: --json and --benchfmt both print the run: choose one (and -o FILE for the JSON beside)", xpucmd.ErrUsage)
 	}
-	sf := sweepFlags{count: *count, rounds: *rounds, sampleTime: *sampleTime, budget: *budget, refDir: *refDir}
+	return a, nil
+}
+
+// settings checks the flags and returns the sweep they describe.
+func (a *sweepArgs) settings() (sweepFlags, error) {
+	sf := sweepFlags{count: a.count, rounds: a.rounds, sampleTime: a.sampleTime, budget: a.budget, refDir: a.refDir}
 	var err error
-	if sf.sizes, err = parseSweepSizes(*sizeList, *minSize, *maxSize); err != nil {
-		return fmt.Errorf("%w: %v", xpucmd.ErrUsage, err)
+	if sf.sizes, err = parseSweepSizes(a.sizeList, a.minSize, a.maxSize); err != nil {
+		return sf, fmt.Errorf("%w: %v", xpucmd.ErrUsage, err)
 	}
-	if sf.ranks, err = parseRanks(*ranks); err != nil {
-		return fmt.Errorf("%w: -n: %v", xpucmd.ErrUsage, err)
+	if sf.ranks, err = parseRanks(a.ranks); err != nil {
+		return sf, fmt.Errorf("%w: -n: %v", xpucmd.ErrUsage, err)
 	}
 	switch {
 	case sf.count < 1:
-		return fmt.Errorf("%w: --count %d: want at least 1 sample", xpucmd.ErrUsage, sf.count)
+		return sf, fmt.Errorf("%w: --count %d: want at least 1 sample", xpucmd.ErrUsage, sf.count)
 	case sf.rounds < 1:
-		return fmt.Errorf("%w: --rounds %d: want at least 1 round", xpucmd.ErrUsage, sf.rounds)
+		return sf, fmt.Errorf("%w: --rounds %d: want at least 1 round", xpucmd.ErrUsage, sf.rounds)
 	case sf.sampleTime <= 0:
-		return fmt.Errorf("%w: --sample-time %v: want a positive duration", xpucmd.ErrUsage, sf.sampleTime)
+		return sf, fmt.Errorf("%w: --sample-time %v: want a positive duration", xpucmd.ErrUsage, sf.sampleTime)
 	case sf.budget < 0:
-		return fmt.Errorf("%w: --budget %v: want a positive duration, or 0 for none", xpucmd.ErrUsage, sf.budget)
+		return sf, fmt.Errorf("%w: --budget %v: want a positive duration, or 0 for none", xpucmd.ErrUsage, sf.budget)
 	}
-	if *filter != "" {
-		if sf.filter, err = regexp.Compile(*filter); err != nil {
-			return fmt.Errorf("%w: --filter: %v", xpucmd.ErrUsage, err)
+	if a.filter != "" {
+		if sf.filter, err = regexp.Compile(a.filter); err != nil {
+			return sf, fmt.Errorf("%w: --filter: %v", xpucmd.ErrUsage, err)
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("the ranks' program: %w", err)
-	}
+	return sf, nil
+}
 
-	doc, runErr := sweepAll(ctx, sf, []string{self, "bench", "sweep-rank"}, stderr)
-	doc.Command = append([]string{"xpu", "bench", "sweep"}, args...)
-	if len(doc.Points) == 0 && runErr == nil && doc.Stopped == "" {
-		return fmt.Errorf("%w: nothing to measure (--filter %q matches no series and operation, or every series failed: %s)",
-			xpucmd.ErrUsage, *filter, strings.Join(doc.Errors, "; "))
-	}
-	if *out != "" {
-		if err := doc.WriteFile(*out); err != nil {
+// write writes doc where the flags say: to -o, as charts to --plot, and to
+// stdout as JSON, in the benchfmt, or as tables.
+func (a *sweepArgs) write(doc *sweep.Document, stdout, stderr io.Writer) error {
+	if a.out != "" {
+		if err := doc.WriteFile(a.out); err != nil {
 			return err
 		}
 	}
-	if *plotDir != "" {
-		files, err := sweep.Plot(doc, *plotDir)
+	if a.plotDir != "" {
+		files, err := sweep.Plot(doc, a.plotDir)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "xpu bench sweep: %d charts in %s\n", len(files)/2, *plotDir)
+		fmt.Fprintf(stderr, "xpu bench sweep: %d charts in %s\n", len(files)/2, a.plotDir)
 	}
 	switch {
-	case *asJSON:
-		err = doc.Write(stdout)
-	case *asBench:
-		err = sweep.WriteBenchfmt(stdout, doc)
+	case a.asJSON:
+		return doc.Write(stdout)
+	case a.asBench:
+		return sweep.WriteBenchfmt(stdout, doc)
 	default:
-		err = sweep.PrintTables(stdout, doc)
+		return sweep.PrintTables(stdout, doc)
 	}
-	if err != nil {
-		return err
-	}
-	return runErr // an interruption, after printing what was measured
 }
 
 // parseSweepSizes reads --sizes, or the powers of two from --min-size to
@@ -417,6 +450,57 @@ func copyPairs(name string, h memspace.Space, spaces []memspace.Space) []sweepJo
 // measured before).
 func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.Writer) (*sweep.Document, error) {
 	start := time.Now()
+	doc, infos := newSweepDoc(ctx, sf, start)
+	var deadline time.Time
+	if sf.budget > 0 {
+		deadline = start.Add(sf.budget)
+	}
+	copies, errs, closeCopies := copySeries(ctx, infos)
+	defer closeCopies()
+	doc.Errors = append(doc.Errors, errs...)
+	jobs := planJobs(sf, commSeries(infos), copies, deadline)
+
+	refBin, refErr := findRef(ctx, sf.refDir, doc)
+	pr := newProgress(stderr, jobs, sf.rounds, start, deadline)
+	defer pr.finish()
+	s := &sweeper{doc: doc, pr: pr, rankProg: rankProg, refBin: refBin, stderr: stderr,
+		at: map[sweep.Key]int{}, failed: map[int]bool{}}
+	listed := map[string]bool{}
+	// The rounds run every job in turn, so that a point's samples come from
+	// several processes and moments, as its reference's do.
+	for round := range sf.rounds * len(jobs) {
+		ji := round % len(jobs)
+		j := jobs[ji]
+		if s.failed[ji] {
+			continue // said in its first round
+		}
+		if doc.Stopped = stopBefore(ctx, deadline); doc.Stopped != "" {
+			break
+		}
+		if j.how == openMPI && refErr != nil {
+			continue // said once, in doc.Errors
+		}
+		if !listed[j.series.Name] {
+			doc.Series = append(doc.Series, j.series)
+			listed[j.series.Name] = true
+		}
+		pr.begin(j, round/len(jobs)+1)
+		end, err := s.run(ctx, j)
+		s.record(ctx, ji, j, end, err)
+		if doc.Stopped != "" {
+			break
+		}
+	}
+	doc.Finished = time.Now()
+	if doc.Stopped == sweep.StopInterrupted {
+		return doc, fmt.Errorf("interrupted: %d points measured before are printed (%w)", len(doc.Points), context.Cause(ctx))
+	}
+	return doc, nil
+}
+
+// newSweepDoc returns the document of the sweep sf describes, started at
+// start, before anything is measured, and the backends it describes.
+func newSweepDoc(ctx context.Context, sf sweepFlags, start time.Time) (*sweep.Document, []xpu.Info) {
 	doc := &sweep.Document{Schema: sweep.Schema, Started: start, Machine: sweep.DescribeMachine(),
 		Config: sweep.Config{Sizes: sf.sizes, Ranks: sf.ranks, Count: sf.count, Rounds: sf.rounds,
 			SampleTime: sweep.Duration(sf.sampleTime), Budget: sweep.Duration(sf.budget)}}
@@ -431,94 +515,83 @@ func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.W
 		doc.Machine.Backends = append(doc.Machine.Backends,
 			sweep.Component{Name: in.Name, Version: in.Library, Available: in.Available, Reason: in.Reason})
 	}
-	var deadline time.Time
-	if sf.budget > 0 {
-		deadline = start.Add(sf.budget)
-	}
-	copies, errs, closeCopies := copySeries(ctx, infos)
-	defer closeCopies()
-	doc.Errors = append(doc.Errors, errs...)
-	jobs := planJobs(sf, commSeries(infos), copies, deadline)
+	return doc, infos
+}
 
-	refBin, refErr := findRef(ctx, sf.refDir, doc)
-	pr := newProgress(stderr, jobs, sf.rounds, start, deadline)
-	defer pr.finish()
-	var mu sync.Mutex
-	listed := map[string]bool{}
-	at := map[sweep.Key]int{} // where doc.Points holds a point measured in an earlier round
-	failed := map[int]bool{}  // jobs that failed, not run again
-	// The rounds run every job in turn, so that a point's samples come from
-	// several processes and moments, as its reference's do.
-	for round := range sf.rounds * len(jobs) {
-		ji := round % len(jobs)
-		j := jobs[ji]
-		if failed[ji] {
-			continue // said in its first round
-		}
-		if ctx.Err() != nil {
-			doc.Stopped = sweep.StopInterrupted
-			break
-		}
-		if !deadline.IsZero() && time.Now().After(deadline) {
-			doc.Stopped = sweep.StopBudget
-			break
-		}
-		if j.how == openMPI && refErr != nil {
-			continue // said once, in doc.Errors
-		}
-		if !listed[j.series.Name] {
-			doc.Series = append(doc.Series, j.series)
-			listed[j.series.Name] = true
-		}
-		pr.begin(j, round/len(jobs)+1)
-		emit := func(p sweep.Point) {
-			p.Series = j.series.Name
-			mu.Lock()
-			if i, ok := at[p.Key()]; ok {
-				q := &doc.Points[i]
-				q.Samples = append(q.Samples, p.Samples...)
-				if q.Invalid == "" {
-					q.Invalid = p.Invalid
-				}
-				q.Fill()
-			} else {
-				at[p.Key()] = len(doc.Points)
-				doc.Points = append(doc.Points, p)
-			}
-			mu.Unlock()
-			pr.point(p)
-		}
-		var end string
-		var err error
-		switch j.how {
-		case inGroup:
-			end, err = sweepGroup(ctx, j, emit)
-		case inJob, inMPIJob:
-			end, err = sweepJobProcs(ctx, j, rankProg, stderr, emit)
-		case openMPI:
-			end, err = sweepOpenMPI(ctx, j, refBin, stderr, emit)
-		case inCopy:
-			end, err = sweep.RunCopy(ctx, j.cp.dst, j.cp.src, j.cp.copier, j.plan, emit)
-		}
-		switch {
-		case ctx.Err() != nil:
-			doc.Stopped = sweep.StopInterrupted
-		case err != nil:
-			failed[ji] = true
-			doc.Errors = append(doc.Errors, fmt.Sprintf("%s np%d: %v", j.series.Name, j.ranks, err))
-			pr.say("%s np%d failed: %v", j.series.Name, j.ranks, err)
-		case end == sweep.EndBudget:
-			doc.Stopped = sweep.StopBudget
-		}
-		if doc.Stopped != "" {
-			break
-		}
+// stopBefore returns why the sweep stops before its next job: ctx ended,
+// or the deadline (if not zero) passed; "" when it goes on.
+func stopBefore(ctx context.Context, deadline time.Time) string {
+	if ctx.Err() != nil {
+		return sweep.StopInterrupted
 	}
-	doc.Finished = time.Now()
-	if doc.Stopped == sweep.StopInterrupted {
-		return doc, fmt.Errorf("interrupted: %d points measured before are printed (%w)", len(doc.Points), context.Cause(ctx))
+	if !deadline.IsZero() && time.Now().After(deadline) {
+		return sweep.StopBudget
 	}
-	return doc, nil
+	return ""
+}
+
+// sweeper runs the jobs of one sweep, gathering their points in doc.
+type sweeper struct {
+	doc      *sweep.Document
+	pr       *progress
+	rankProg []string // the program every rank of an inJob job runs
+	refBin   string   // the Open MPI reference, "" without one
+	stderr   io.Writer
+
+	mu     sync.Mutex        // guards doc.Points and at while a job emits
+	at     map[sweep.Key]int // where doc.Points holds a point measured in an earlier round
+	failed map[int]bool      // jobs that failed, not run again
+}
+
+// run runs one round of job j, and returns how it ended.
+func (s *sweeper) run(ctx context.Context, j sweepJob) (end string, err error) {
+	emit := func(p sweep.Point) { s.emit(j, p) }
+	switch j.how {
+	case inGroup:
+		end, err = sweepGroup(ctx, j, emit)
+	case inJob, inMPIJob:
+		end, err = sweepJobProcs(ctx, j, s.rankProg, s.stderr, emit)
+	case openMPI:
+		end, err = sweepOpenMPI(ctx, j, s.refBin, s.stderr, emit)
+	case inCopy:
+		end, err = sweep.RunCopy(ctx, j.cp.dst, j.cp.src, j.cp.copier, j.plan, emit)
+	}
+	return end, err
+}
+
+// emit adds point p of job j to the document, its samples to those of the
+// same point in earlier rounds.
+func (s *sweeper) emit(j sweepJob, p sweep.Point) {
+	p.Series = j.series.Name
+	s.mu.Lock()
+	if i, ok := s.at[p.Key()]; ok {
+		q := &s.doc.Points[i]
+		q.Samples = append(q.Samples, p.Samples...)
+		if q.Invalid == "" {
+			q.Invalid = p.Invalid
+		}
+		q.Fill()
+	} else {
+		s.at[p.Key()] = len(s.doc.Points)
+		s.doc.Points = append(s.doc.Points, p)
+	}
+	s.mu.Unlock()
+	s.pr.point(p)
+}
+
+// record records how a round of job ji, j, ended: in doc.Stopped when the
+// sweep stops, and as a failure, not to run again, when it failed.
+func (s *sweeper) record(ctx context.Context, ji int, j sweepJob, end string, err error) {
+	switch {
+	case ctx.Err() != nil:
+		s.doc.Stopped = sweep.StopInterrupted
+	case err != nil:
+		s.failed[ji] = true
+		s.doc.Errors = append(s.doc.Errors, fmt.Sprintf("%s np%d: %v", j.series.Name, j.ranks, err))
+		s.pr.say("%s np%d failed: %v", j.series.Name, j.ranks, err)
+	case end == sweep.EndBudget:
+		s.doc.Stopped = sweep.StopBudget
+	}
 }
 
 // findRef returns the path of the Open MPI reference in dir and records

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xpu-go/xpu/internal/bench/sweep"
+	"github.com/xpu-go/xpu/internal/tooling/bench/sweep"
 )
 
 // TestSweepOpenMPIReference builds the Open MPI reference as make
@@ -23,7 +23,7 @@ import (
 // after scripts/setup-mpi.sh has installed them.
 func TestSweepOpenMPIReference(t *testing.T) {
 	dir := t.TempDir()
-	out, err := exec.Command("mpicc", "-O3", "-o", filepath.Join(dir, refProgram), "../../internal/bench/ref/sweep_mpi_ref.c").CombinedOutput()
+	out, err := exec.Command("mpicc", "-O3", "-o", filepath.Join(dir, refProgram), "../../internal/tooling/bench/ref/sweep_mpi_ref.c").CombinedOutput()
 	require.NoError(t, err, "mpicc: %s", out)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xpu-go/xpu/internal/bench/sweep"
+	"github.com/xpu-go/xpu/internal/tooling/bench/sweep"
 )
 
 // progress tells where a sweep is and how long is left: on a terminal, a

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xpu-go/xpu/backends/cpu"
-	"github.com/xpu-go/xpu/internal/bench/sweep"
+	"github.com/xpu-go/xpu/internal/tooling/bench/sweep"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xpucmd"
 )

@@ -6,7 +6,7 @@
 package hostcopy
 
 // When ParallelHost splits a copy. Measured on an idle 2-core host
-// (internal/bench, copy.* against memmove.*): one memmove wins below
+// (internal/tooling/bench, copy.* against memmove.*): one memmove wins below
 // 256 KiB, where handing a piece to a worker costs more than it saves; the
 // split copy is 2.3x Go's copy at 1 MiB, 1.6x at 16 MiB and 1.5x at
 // 256 MiB. Part of the gain at 1-16 MiB is that Go's memmove switches to

@@ -16,7 +16,7 @@ import (
 
 	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/internal/join"
-	"github.com/xpu-go/xpu/internal/join/jointest"
+	"github.com/xpu-go/xpu/internal/tooling/jointest"
 	"github.com/xpu-go/xpu/xerr"
 )
 

@@ -356,6 +356,15 @@ type job struct {
 	out    *output
 	parent context.Context
 	ranks  []*rank
+
+	// The state of the run, the main loop's.
+	res        *Result
+	exits      chan exit // never blocks a waiter
+	running    int       // ranks started and not yet reaped
+	failure    error     // why the job is being stopped; nil while it is not
+	wd         *watchdog // nil without one
+	graceTimer *time.Timer
+	grace      <-chan time.Time // fires when the grace period is over; nil when not armed or spent
 }
 
 type rank struct {
@@ -389,14 +398,11 @@ func (j *job) run() (*Result, error) {
 		ctx, cancel = context.WithTimeoutCause(ctx, s.Timeout, ErrTimeout)
 		defer cancel()
 	}
-	res := &Result{Ranks: make([]RankStatus, s.N), MasterAddr: s.MasterAddr, MasterPort: s.MasterPort}
-	for i := range res.Ranks {
-		res.Ranks[i] = RankStatus{Rank: i, ExitCode: -1}
+	j.res = &Result{Ranks: make([]RankStatus, s.N), MasterAddr: s.MasterAddr, MasterPort: s.MasterPort}
+	for i := range j.res.Ranks {
+		j.res.Ranks[i] = RankStatus{Rank: i, ExitCode: -1}
 	}
-	env := s.jobEnv()
-	exits := make(chan exit, s.N) // never blocks a waiter
-	running := 0
-	var failure error // why the job is being stopped; nil while it is not
+	j.exits = make(chan exit, s.N)
 	// The watchdog stops the ranks' process groups should this process die
 	// before they end; it is told each rank's group, and that the job is
 	// over once every rank has been reaped (the deferred stop).
@@ -404,126 +410,157 @@ func (j *job) run() (*Result, error) {
 	if err != nil {
 		j.logf("no watchdog (%v): should this launcher die, what the ranks start would outlive it", err)
 	}
+	j.wd = wd
 	defer wd.stop()
+	j.startRanks(s.jobEnv())
+	defer func() {
+		if j.graceTimer != nil {
+			j.graceTimer.Stop()
+		}
+	}()
+	if j.failure != nil && j.running > 0 {
+		j.stop(syscall.SIGTERM)
+	}
+	j.reapAll(ctx)
+	if j.grace != nil {
+		// The job was stopped and every rank has exited within the grace
+		// period; what they started and left in their groups gets the rest
+		// of it.
+		j.awaitLeftovers(j.grace)
+	}
+	j.res.Elapsed = time.Since(began)
+	if re, ok := j.failure.(*RankError); ok {
+		j.res.countOthers(re)
+	}
+	return j.res, j.failure
+}
+
+// startRanks starts the ranks in order, each tied to this process and, with
+// a watchdog, gated until the watchdog knows its group. Should one fail to
+// start, it records why as the job's failure, and the ranks after it as
+// skipped.
+func (j *job) startRanks(env []string) {
+	s := &j.spec
 	for i := 0; i < s.N; i++ {
 		r := j.newRank(i, env)
 		j.ranks = append(j.ranks, r)
-		if wd != nil {
+		if j.wd != nil {
 			// It runs its program once the watchdog knows its group.
 			r.gate = gateRank(r.cmd)
 		}
-		release := func() error { return r.gate.open(r.cmd.Process.Pid, wd) }
+		release := func() error { return r.gate.open(r.cmd.Process.Pid, j.wd) }
 		at, err := startTied(r.cmd, release, func(err error) {
 			r.stdout.flush()
 			r.stderr.flush()
-			exits <- exit{i: i, err: err, at: time.Now()}
+			j.exits <- exit{i: i, err: err, at: time.Now()}
 		})
 		if err != nil {
 			r.gate.abort()
 			r.done = true
-			res.Ranks[i].Err = fmt.Errorf("start %s: %w", s.Prog, err)
-			failure = &RankError{Status: res.Ranks[i]}
+			j.res.Ranks[i].Err = fmt.Errorf("start %s: %w", s.Prog, err)
+			j.failure = &RankError{Status: j.res.Ranks[i]}
 			j.logf("rank %d could not be started: %v", i, err)
 			for k := i + 1; k < s.N; k++ {
-				res.Ranks[k].Err, res.Ranks[k].Stopped = errSkipped, true
+				j.res.Ranks[k].Err, j.res.Ranks[k].Stopped = errSkipped, true
 			}
-			break
+			return
 		}
 		r.start = at
-		res.Ranks[i].Pid = r.cmd.Process.Pid
-		running++
+		j.res.Ranks[i].Pid = r.cmd.Process.Pid
+		j.running++
 	}
+}
 
-	var graceTimer *time.Timer
-	var grace <-chan time.Time
-	defer func() {
-		if graceTimer != nil {
-			graceTimer.Stop()
-		}
-	}()
-	// stop signals every rank still running, and arms the grace period
-	// after which the survivors get SIGKILL.
-	stop := func(sig os.Signal) {
-		for _, r := range j.ranks {
-			if !r.done {
-				r.stopped = true
-				signalGroup(r.cmd.Process, sig)
-			}
-		}
-		if graceTimer == nil {
-			graceTimer = time.NewTimer(s.Grace)
-			grace = graceTimer.C
+// stop signals every rank still running, and arms the grace period after
+// which the survivors get SIGKILL.
+func (j *job) stop(sig os.Signal) {
+	for _, r := range j.ranks {
+		if !r.done {
+			r.stopped = true
+			signalGroup(r.cmd.Process, sig)
 		}
 	}
-	if failure != nil && running > 0 {
-		stop(syscall.SIGTERM)
+	if j.graceTimer == nil {
+		j.graceTimer = time.NewTimer(j.spec.Grace)
+		j.grace = j.graceTimer.C
 	}
+}
 
+// reapAll waits until every running rank has exited, stopping the job on
+// the first failure or when ctx ends, and killing what is left once the
+// grace period is over.
+func (j *job) reapAll(ctx context.Context) {
 	done := ctx.Done()
-	for running > 0 {
+	for j.running > 0 {
 		select {
-		case e := <-exits:
-			running--
-			r := j.ranks[e.i]
-			r.done = true
-			if !r.stopped {
-				// Its group is the job's no more (that of a stopped rank is,
-				// until its leftovers are gone: see killLeftovers).
-				wd.drop(r.cmd.Process.Pid)
-			}
-			st := &res.Ranks[e.i]
-			st.Elapsed = e.at.Sub(r.start)
-			st.Stopped = r.stopped
-			fillStatus(st, r.cmd.ProcessState, e.err)
-			if !st.OK() && failure == nil {
-				failure = &RankError{Status: *st}
-				if running > 0 {
-					j.logf("rank %d failed: %s; stopping the other %d %s", e.i, st, running, plural(running, "rank"))
-					stop(syscall.SIGTERM)
-				}
-			}
+		case e := <-j.exits:
+			j.reaped(e)
 		case <-done:
 			done = nil
-			if failure == nil { // else the job is stopping already
-				failure = j.interrupted(ctx, running)
-				stop(signalOf(context.Cause(ctx)))
+			if j.failure == nil { // else the job is stopping already
+				j.failure = j.interrupted(ctx, j.running)
+				j.stop(signalOf(context.Cause(ctx)))
 			}
-		case <-grace:
-			grace = nil
-			n := 0
-			for _, r := range j.ranks {
-				if !r.done {
-					n++
-					r.stopped = true
-					signalGroup(r.cmd.Process, syscall.SIGKILL)
-				}
-			}
-			if n > 0 {
-				j.logf("%d %s still running %v after being told to stop; sent SIGKILL", n, plural(n, "rank"), s.Grace)
-			}
-			j.killLeftovers()
+		case <-j.grace:
+			j.grace = nil
+			j.killSurvivors()
 		}
 	}
-	if grace != nil {
-		// The job was stopped and every rank has exited within the grace
-		// period; what they started and left in their groups gets the rest
-		// of it.
-		j.awaitLeftovers(grace)
+}
+
+// reaped records how a rank ended; should it be the first to fail, it
+// stops the others.
+func (j *job) reaped(e exit) {
+	j.running--
+	r := j.ranks[e.i]
+	r.done = true
+	if !r.stopped {
+		// Its group is the job's no more (that of a stopped rank is,
+		// until its leftovers are gone: see killLeftovers).
+		j.wd.drop(r.cmd.Process.Pid)
 	}
-	res.Elapsed = time.Since(began)
-	if re, ok := failure.(*RankError); ok {
-		// Every rank is reaped: count who else failed and who was stopped.
-		for _, st := range res.Ranks {
-			switch {
-			case st.Rank == re.Status.Rank:
-			case st.Stopped:
-				re.Stopped++
-			case !st.OK():
-				re.Others++
-			}
+	st := &j.res.Ranks[e.i]
+	st.Elapsed = e.at.Sub(r.start)
+	st.Stopped = r.stopped
+	fillStatus(st, r.cmd.ProcessState, e.err)
+	if !st.OK() && j.failure == nil {
+		j.failure = &RankError{Status: *st}
+		if j.running > 0 {
+			j.logf("rank %d failed: %s; stopping the other %d %s", e.i, st, j.running, plural(j.running, "rank"))
+			j.stop(syscall.SIGTERM)
 		}
 	}
-	return res, failure
+}
+
+// killSurvivors sends SIGKILL to the ranks still running once the grace
+// period is over, and to what stopped ranks left behind.
+func (j *job) killSurvivors() {
+	n := 0
+	for _, r := range j.ranks {
+		if !r.done {
+			n++
+			r.stopped = true
+			signalGroup(r.cmd.Process, syscall.SIGKILL)
+		}
+	}
+	if n > 0 {
+		j.logf("%d %s still running %v after being told to stop; sent SIGKILL", n, plural(n, "rank"), j.spec.Grace)
+	}
+	j.killLeftovers()
+}
+
+// countOthers counts, once every rank is reaped, who else failed besides
+// the rank re is about and who was stopped.
+func (res *Result) countOthers(re *RankError) {
+	for _, st := range res.Ranks {
+		switch {
+		case st.Rank == re.Status.Rank:
+		case st.Stopped:
+			re.Stopped++
+		case !st.OK():
+			re.Others++
+		}
+	}
 }
 
 // leftoverPoll is how often Run looks whether the leftovers of stopped ranks

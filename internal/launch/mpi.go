@@ -108,19 +108,7 @@ func RunMPI(ctx context.Context, spec Spec) error {
 		defer cleanup()
 		spec.Prog, spec.Args = prog, args
 	}
-	argv := MPICommand(path, flavour, os.Geteuid() == 0, spec.N, spec.Prog, spec.Args)
-	env := spec.Env
-	if v, ok := lookupEnv(env, EnvBackend); !ok || strings.TrimSpace(v) == "" {
-		env = withEnv(env, EnvBackend+"="+MPIBackend)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = spec.Dir
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
-	cmd.WaitDelay = spec.Grace
-	// In a group of its own, mpirun gets a terminal's Ctrl-C once, from
-	// us, rather than twice (Open MPI reads a second one as "kill now").
-	setGroup(cmd)
+	cmd := mpiCmd(&spec, path, flavour)
 
 	if spec.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -152,14 +140,42 @@ func RunMPI(ctx context.Context, spec Spec) error {
 		g.abort()
 		return xerr.Op(place, "", fmt.Errorf("start %s: %w", path, err))
 	}
+	werr, interrupted := waitMPI(ctx, cmd, &spec, waited)
+	if interrupted != nil {
+		return interrupted
+	}
+	return mpiExit(cmd, path, werr)
+}
 
-	var interrupted error
+// mpiCmd returns the command that runs spec's ranks under the mpirun at
+// path, with EnvBackend=MPIBackend unless the environment sets EnvBackend.
+func mpiCmd(spec *Spec, path, flavour string) *exec.Cmd {
+	argv := MPICommand(path, flavour, os.Geteuid() == 0, spec.N, spec.Prog, spec.Args)
+	env := spec.Env
+	if v, ok := lookupEnv(env, EnvBackend); !ok || strings.TrimSpace(v) == "" {
+		env = withEnv(env, EnvBackend+"="+MPIBackend)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
+	cmd.WaitDelay = spec.Grace
+	// In a group of its own, mpirun gets a terminal's Ctrl-C once, from
+	// us, rather than twice (Open MPI reads a second one as "kill now").
+	setGroup(cmd)
+	return cmd
+}
+
+// waitMPI waits until the started mpirun is reaped, which reports on
+// waited. Should ctx end first, it forwards the signal to mpirun, SIGKILL
+// to its group after the grace period, and returns why the job was
+// interrupted besides how the wait ended.
+func waitMPI(ctx context.Context, cmd *exec.Cmd, spec *Spec, waited <-chan error) (werr, interrupted error) {
 	var grace <-chan time.Time
-	var werr error
-	for waiting := true; waiting; {
+	for {
 		select {
 		case werr = <-waited:
-			waiting = false
+			return werr, interrupted
 		case <-ctx.Done():
 			cause := context.Cause(ctx)
 			if errors.Is(cause, ErrTimeout) {
@@ -177,9 +193,11 @@ func RunMPI(ctx context.Context, spec Spec) error {
 			signalGroup(cmd.Process, syscall.SIGKILL)
 		}
 	}
-	if interrupted != nil {
-		return interrupted
-	}
+}
+
+// mpiExit returns what RunMPI returns for how mpirun, reaped with werr,
+// ended.
+func mpiExit(cmd *exec.Cmd, path string, werr error) error {
 	if cmd.ProcessState == nil {
 		return xerr.Op(place, "", fmt.Errorf("wait for %s: %w", path, werr))
 	}

@@ -181,70 +181,14 @@ func addLinks(devs []Device, handles []nvml.Device, hasRemoteType bool) error {
 	direct := make([][]int, n) // direct[i][j]: NVLinks from GPU i to GPU j
 	toSwitch := make([]int, n) // NVLinks from GPU i to NVSwitches
 	for i, h := range handles {
-		direct[i] = make([]int, n)
-	walk:
-		for link := range nvml.NVLINK_MAX_LINKS {
-			state, ret := h.GetNvLinkState(link)
-			switch ret {
-			case nvml.SUCCESS:
-			case nvml.ERROR_INVALID_ARGUMENT, nvml.ERROR_FUNCTION_NOT_FOUND:
-				break walk // past the GPU's last link, or no NVLink API
-			case nvml.ERROR_NOT_SUPPORTED:
-				continue // no NVLink here
-			default:
-				return callError(i, fmt.Sprintf("nvmlDeviceGetNvLinkState(link %d)", link), ret)
-			}
-			if state != nvml.FEATURE_ENABLED {
-				continue
-			}
-			if hasRemoteType {
-				kind, ret := h.GetNvLinkRemoteDeviceType(link)
-				if err := optional(i, fmt.Sprintf("nvmlDeviceGetNvLinkRemoteDeviceType(link %d)", link), ret); err != nil {
-					return err
-				}
-				if ret == nvml.SUCCESS {
-					switch kind {
-					case nvml.NVLINK_DEVICE_TYPE_SWITCH:
-						toSwitch[i]++
-						continue
-					case nvml.NVLINK_DEVICE_TYPE_GPU:
-					default:
-						continue // a CPU (IBM NPU) or unknown
-					}
-				}
-			}
-			pci, ret := h.GetNvLinkRemotePciInfo(link)
-			if err := optional(i, fmt.Sprintf("nvmlDeviceGetNvLinkRemotePciInfo(link %d)", link), ret); err != nil {
-				return err
-			}
-			if ret != nvml.SUCCESS {
-				continue
-			}
-			if j, ok := byBus[NormalizeBusID(busID(pci))]; ok && j != i {
-				direct[i][j]++
-			}
+		var err error
+		if direct[i], toSwitch[i], err = gpuNVLinks(i, n, h, byBus, hasRemoteType); err != nil {
+			return err
 		}
 	}
-
-	// PCIe levels, for the pairs NVLink does not join; NVML's answer is
-	// the same both ways.
-	level := make([][]string, n)
-	for i := range level {
-		level[i] = make([]string, n)
-	}
-	for i := range n {
-		for j := range n {
-			if i == j || nvlinks(direct, toSwitch, i, j) > 0 || level[i][j] != "" {
-				continue
-			}
-			l, ret := handles[i].GetTopologyCommonAncestor(handles[j])
-			if err := optional(i, fmt.Sprintf("nvmlDeviceGetTopologyCommonAncestor(GPU %d)", j), ret); err != nil {
-				return err
-			}
-			if ret == nvml.SUCCESS {
-				level[i][j], level[j][i] = levelName(l), levelName(l)
-			}
-		}
+	level, err := pcieLevels(n, handles, direct, toSwitch)
+	if err != nil {
+		return err
 	}
 
 	for i := range devs {
@@ -259,6 +203,80 @@ func addLinks(devs []Device, handles []nvml.Device, hasRemoteType bool) error {
 		}
 	}
 	return nil
+}
+
+// gpuNVLinks walks the NVLinks of GPU i of n, whose handle is h, and
+// returns how many join it to each GPU (byBus finds them by bus ID) and to
+// NVSwitches.
+func gpuNVLinks(i, n int, h nvml.Device, byBus map[string]int, hasRemoteType bool) (direct []int, toSwitch int, err error) {
+	direct = make([]int, n)
+	for link := range nvml.NVLINK_MAX_LINKS {
+		state, ret := h.GetNvLinkState(link)
+		switch ret {
+		case nvml.SUCCESS:
+		case nvml.ERROR_INVALID_ARGUMENT, nvml.ERROR_FUNCTION_NOT_FOUND:
+			return direct, toSwitch, nil // past the GPU's last link, or no NVLink API
+		case nvml.ERROR_NOT_SUPPORTED:
+			continue // no NVLink here
+		default:
+			return nil, 0, callError(i, fmt.Sprintf("nvmlDeviceGetNvLinkState(link %d)", link), ret)
+		}
+		if state != nvml.FEATURE_ENABLED {
+			continue
+		}
+		if hasRemoteType {
+			kind, ret := h.GetNvLinkRemoteDeviceType(link)
+			if err := optional(i, fmt.Sprintf("nvmlDeviceGetNvLinkRemoteDeviceType(link %d)", link), ret); err != nil {
+				return nil, 0, err
+			}
+			if ret == nvml.SUCCESS {
+				switch kind {
+				case nvml.NVLINK_DEVICE_TYPE_SWITCH:
+					toSwitch++
+					continue
+				case nvml.NVLINK_DEVICE_TYPE_GPU:
+				default:
+					continue // a CPU (IBM NPU) or unknown
+				}
+			}
+		}
+		pci, ret := h.GetNvLinkRemotePciInfo(link)
+		if err := optional(i, fmt.Sprintf("nvmlDeviceGetNvLinkRemotePciInfo(link %d)", link), ret); err != nil {
+			return nil, 0, err
+		}
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		if j, ok := byBus[NormalizeBusID(busID(pci))]; ok && j != i {
+			direct[j]++
+		}
+	}
+	return direct, toSwitch, nil
+}
+
+// pcieLevels returns the PCIe levels joining the n GPUs whose handles are
+// handles, for the pairs NVLink does not join; NVML's answer is the same
+// both ways.
+func pcieLevels(n int, handles []nvml.Device, direct [][]int, toSwitch []int) ([][]string, error) {
+	level := make([][]string, n)
+	for i := range level {
+		level[i] = make([]string, n)
+	}
+	for i := range n {
+		for j := range n {
+			if i == j || nvlinks(direct, toSwitch, i, j) > 0 || level[i][j] != "" {
+				continue
+			}
+			l, ret := handles[i].GetTopologyCommonAncestor(handles[j])
+			if err := optional(i, fmt.Sprintf("nvmlDeviceGetTopologyCommonAncestor(GPU %d)", j), ret); err != nil {
+				return nil, err
+			}
+			if ret == nvml.SUCCESS {
+				level[i][j], level[j][i] = levelName(l), levelName(l)
+			}
+		}
+	}
+	return level, nil
 }
 
 // nvlinks is the number of NVLinks joining GPUs i and j: i's direct links

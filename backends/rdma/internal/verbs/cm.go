@@ -527,36 +527,7 @@ func (c *vcontext) dial(ctx context.Context, addr string, cfg fabric.EndpointCon
 			m.destroy(false)
 		}
 	}()
-	timeout := C.int(resolveTimeout / time.Millisecond)
-	if dl, has := ctx.Deadline(); has {
-		timeout = C.int(max(1, min(time.Until(dl), resolveTimeout)/time.Millisecond))
-	}
-
-	err = m.do(func(id *C.struct_rdma_cm_id) error {
-		if rc := C.xv_resolve_addr(id, family, &ip[0], port, timeout); rc != 0 {
-			return cmError("rdma_resolve_addr", rc)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := expect(ctx, m, C.RDMA_CM_EVENT_ADDR_RESOLVED); err != nil {
-		return nil, nil, err
-	}
-	err = m.do(func(id *C.struct_rdma_cm_id) error {
-		if err := c.sameDevice(id, addr); err != nil {
-			return err
-		}
-		if rc, errno := C.rdma_resolve_route(id, timeout); rc != 0 {
-			return cmError("rdma_resolve_route", errnoOf(errno))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := expect(ctx, m, C.RDMA_CM_EVENT_ROUTE_RESOLVED); err != nil {
+	if err := c.resolve(ctx, m, addr, family, ip, port); err != nil {
 		return nil, nil, err
 	}
 	ep, err = c.newEndpoint(m, cfg, func(id *C.struct_rdma_cm_id) error {
@@ -568,23 +539,64 @@ func (c *vcontext) dial(ctx context.Context, addr string, cfg fabric.EndpointCon
 	if err != nil {
 		return nil, nil, err
 	}
+	reply, err := awaitEstablished(ctx, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	ok = true
+	return ep, reply, nil
+}
+
+// resolve resolves the address (family, ip, port) of addr, then the route
+// to it, on m, which must reach it through this context's device.
+func (c *vcontext) resolve(ctx context.Context, m *cmID, addr string, family C.int, ip [16]C.uint8_t, port C.int) error {
+	timeout := C.int(resolveTimeout / time.Millisecond)
+	if dl, has := ctx.Deadline(); has {
+		timeout = C.int(max(1, min(time.Until(dl), resolveTimeout)/time.Millisecond))
+	}
+
+	err := m.do(func(id *C.struct_rdma_cm_id) error {
+		if rc := C.xv_resolve_addr(id, family, &ip[0], port, timeout); rc != 0 {
+			return cmError("rdma_resolve_addr", rc)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := expect(ctx, m, C.RDMA_CM_EVENT_ADDR_RESOLVED); err != nil {
+		return err
+	}
+	err = m.do(func(id *C.struct_rdma_cm_id) error {
+		if err := c.sameDevice(id, addr); err != nil {
+			return err
+		}
+		if rc, errno := C.rdma_resolve_route(id, timeout); rc != 0 {
+			return cmError("rdma_resolve_route", errnoOf(errno))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return expect(ctx, m, C.RDMA_CM_EVENT_ROUTE_RESOLVED)
+}
+
+// awaitEstablished waits until the connection m asked for is established,
+// and returns the private data of the reply.
+func awaitEstablished(ctx context.Context, m *cmID) ([]byte, error) {
 	for {
 		e, err := m.await(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		switch e.typ {
 		case C.RDMA_CM_EVENT_ESTABLISHED:
-			reply, err := unframe(e.private)
-			if err != nil {
-				return nil, nil, err
-			}
-			ok = true
-			return ep, reply, nil
+			return unframe(e.private)
 		case C.RDMA_CM_EVENT_CONNECT_RESPONSE:
 			continue // not sent with a queue pair; ignore
 		default:
-			return nil, nil, eventError(e)
+			return nil, eventError(e)
 		}
 	}
 }

@@ -53,23 +53,36 @@ type vcontext struct {
 	closing atomic.Bool
 	broken  atomic.Pointer[error]
 
-	cmch   *C.struct_rdma_event_channel
-	cmFile *os.File              // a duplicate of cmch's fd, for the netpoller
-	cmDone chan struct{}         // closed when the event goroutine ends
-	cmErr  atomic.Pointer[error] // why, when not Close
+	cmChannel
 
 	life   sync.RWMutex
 	closed atomic.Bool
 	done   chan struct{} // closed when Close begins
 
+	objects // guarded by its mu
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// cmChannel is a context's connection manager event channel, read by its
+// event goroutine.
+type cmChannel struct {
+	cmch   *C.struct_rdma_event_channel
+	cmFile *os.File              // a duplicate of cmch's fd, for the netpoller
+	cmDone chan struct{}         // closed when the event goroutine ends
+	cmErr  atomic.Pointer[error] // why, when not Close
+}
+
+// objects are the maps of what a context has made, by what the provider
+// reports: its cmIDs by handle, its endpoints by queue pair number, and
+// the memory regions it registered.
+type objects struct {
 	mu    sync.Mutex
 	ids   map[uintptr]*cmID
 	nextH uintptr
 	qps   map[uint32]*endpoint
 	mrs   map[*C.struct_ibv_mr]struct{}
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 var _ fabric.Context = (*vcontext)(nil)
@@ -89,13 +102,15 @@ func (provider) Open(name string, cqDepth int) (fabric.Context, error) {
 		return nil, fmt.Errorf("verbs open: rdma_get_devices: %w: %w", errnoErr(errno), ErrNoDevice)
 	}
 	c := &vcontext{
-		list:   list,
-		wake:   -1,
-		done:   make(chan struct{}),
-		cmDone: make(chan struct{}),
-		ids:    map[uintptr]*cmID{},
-		qps:    map[uint32]*endpoint{},
-		mrs:    map[*C.struct_ibv_mr]struct{}{},
+		list:      list,
+		wake:      -1,
+		done:      make(chan struct{}),
+		cmChannel: cmChannel{cmDone: make(chan struct{})},
+		objects: objects{
+			ids: map[uintptr]*cmID{},
+			qps: map[uint32]*endpoint{},
+			mrs: map[*C.struct_ibv_mr]struct{}{},
+		},
 	}
 	var names []string
 	var errs []error // of devices that could not be described
