@@ -296,7 +296,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 		return err
 	}
 	if n != nil {
-		return n.run(ctx, "barrier", n.jobBarrier)
+		return n.Barrier(ctx)
 	}
 	return c.collective(ctx, "barrier", func(ctx context.Context) error { return comm.Barrier(ctx, p2p{c}) })
 }
@@ -311,9 +311,7 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 		return err
 	}
 	if n != nil {
-		return n.run(ctx, "bcast", func(ctx context.Context, run *collRun) error {
-			return n.jobBcast(ctx, run, buf, root)
-		})
+		return n.Bcast(ctx, buf, root)
 	}
 	return c.collective(ctx, "bcast", func(ctx context.Context) error { return comm.BcastBlock(ctx, p2p{c}, buf, root) })
 }
@@ -327,10 +325,8 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 	if err != nil {
 		return err
 	}
-	if n != nil && n.leaders == nil {
-		return n.run(ctx, "reduce", func(ctx context.Context, run *collRun) error {
-			return n.reduce(ctx, run, send, recv, dt, op, n.index(root))
-		})
+	if n != nil && !n.SpansNodes() {
+		return n.Reduce(ctx, send, recv, dt, op, root)
 	}
 	return c.collective(ctx, "reduce", func(ctx context.Context) error {
 		return comm.ReduceBlock(ctx, p2p{c}, send, recv, dt, op, root)
@@ -348,9 +344,7 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 		return err
 	}
 	if n != nil {
-		return n.run(ctx, "allreduce", func(ctx context.Context, run *collRun) error {
-			return n.jobAllreduce(ctx, run, send, recv, dt, op)
-		})
+		return n.Allreduce(ctx, send, recv, dt, op)
 	}
 	if send.Len() <= ringMin || send.Len()/dt.Size() < c.size {
 		sc := c.coll.getSmall()
@@ -390,10 +384,8 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	if err != nil {
 		return err
 	}
-	if n != nil && n.leaders == nil {
-		return n.run(ctx, "allgather", func(ctx context.Context, run *collRun) error {
-			return n.allgather(ctx, run, send, recv)
-		})
+	if n != nil && !n.SpansNodes() {
+		return n.Allgather(ctx, send, recv)
 	}
 	return c.collective(ctx, "allgather", func(ctx context.Context) error { return comm.AllgatherBlock(ctx, p2p{c}, send, recv) })
 }
@@ -407,10 +399,8 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	if err != nil {
 		return err
 	}
-	if n != nil && n.leaders == nil {
-		return n.run(ctx, "alltoall", func(ctx context.Context, run *collRun) error {
-			return n.alltoall(ctx, run, send, recv)
-		})
+	if n != nil && !n.SpansNodes() {
+		return n.Alltoall(ctx, send, recv)
 	}
 	return c.collective(ctx, "alltoall", func(ctx context.Context) error { return comm.AlltoallBlock(ctx, p2p{c}, send, recv) })
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/nodecoll"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -50,7 +51,7 @@ type Comm struct {
 	// once nodeColl is final, for the calls after the first.
 	nodeMu    sync.Mutex
 	nodeDone  bool
-	nodeColl  *nodeColl
+	nodeColl  *nodecoll.Node
 	nodeReady atomic.Bool
 
 	// parked counts goroutines blocked in Wait without reading a link.
@@ -431,7 +432,7 @@ func (c *Comm) shutdown() {
 	c.bg.Wait()
 	c.nodeMu.Lock()
 	if c.nodeColl != nil {
-		c.nodeColl.close()
+		c.nodeColl.Close()
 	}
 	c.nodeDone = true
 	c.nodeMu.Unlock()
