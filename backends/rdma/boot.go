@@ -29,9 +29,10 @@ import (
 // the ranks of one machine may run their collectives in shared memory
 // (XPU_LINKS is not "tcp") under which node name (XPU_NODE).
 type jobConfig struct {
-	form   join.Config
-	shared bool
-	node   string
+	form    join.Config
+	shared  bool
+	node    string
+	shmSpin time.Duration // XPU_SHM_SPIN, as nodecoll.Options takes it
 }
 
 // jobFromEnv reads the job from the environment (join.FromEnv).
@@ -44,11 +45,16 @@ func jobFromEnv() (jobConfig, error) {
 	if err != nil {
 		return jobConfig{}, xerr.Op(Name, "env", fmt.Errorf("%s: %w", jobenv.Links, err))
 	}
+	spin, err := jobenv.Spin(jobenv.OS, jobenv.ShmSpin, time.Second)
+	if err != nil {
+		return jobConfig{}, xerr.Op(Name, "env", err)
+	}
 	return jobConfig{
 		form: join.Config{Rank: e.Rank, Size: e.Size, MasterAddr: e.MasterAddr, PortFrom: e.PortFrom,
 			Secret: e.Secret, Timeout: e.JoinTimeout},
-		shared: links != shm.SocketOnly,
-		node:   os.Getenv(jobenv.Node),
+		shared:  links != shm.SocketOnly,
+		node:    os.Getenv(jobenv.Node),
+		shmSpin: cmp.Or(spin, shm.DefaultSpin),
 	}, nil
 }
 

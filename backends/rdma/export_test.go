@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -27,7 +28,7 @@ func UseProvider(prov fabric.Provider) (restore func()) {
 func JoinOn(ctx context.Context, prov fabric.Provider, host string, tcfg tcp.Config, cfg Config) (*Comm, error) {
 	jc := jobConfig{form: join.Config{Rank: tcfg.Rank, Size: tcfg.Size, MasterAddr: tcfg.MasterAddr,
 		Secret: tcfg.Secret, Listener: tcfg.Listener, Timeout: tcfg.JoinTimeout, Logger: tcfg.Logger, Logf: tcfg.Logf},
-		shared: tcfg.Links != tcp.LinkTCP, node: tcfg.Node}
+		shared: tcfg.Links != tcp.LinkTCP, node: tcfg.Node, shmSpin: cmp.Or(tcfg.ShmSpin, tcp.DefaultShmSpin)}
 	return joinJob(ctx, prov, "", host, jc, cfg)
 }
 

@@ -65,6 +65,14 @@ func joinJob(ctx context.Context, prov fabric.Provider, dev, host string, jc job
 		return nil, xerr.Errorf(Name, "join", comm.ErrPeerLost, "rank %d of %d: %w", job.Rank, job.Size, err)
 	}
 	c.start()
+	node, err := setupNode(ctx, c, jc)
+	if err != nil {
+		_ = c.Close()
+		return nil, xerr.Errorf(Name, "join", comm.ErrPeerLost, "rank %d of %d: the collectives of one machine: %w", job.Rank, job.Size, err)
+	}
+	c.mu.Lock()
+	c.node = node
+	c.mu.Unlock()
 	return c, nil
 }
 
