@@ -35,6 +35,19 @@ var (
 	ErrCanceled = errors.New("request canceled")
 )
 
+// Sub-kinds shared by every transport, defined here once so that each
+// backend's re-export is the same value.
+var (
+	// ErrProtocol reports bytes from a peer that break a wire protocol: an
+	// unknown frame, a length over the receiver's limits, a reference to a
+	// message that does not exist. It matches ErrInvalidArgument.
+	ErrProtocol = NewKind("protocol violation", ErrInvalidArgument)
+	// ErrAuth reports a connection that could not prove membership of a
+	// job: a wrong secret, a garbled or foreign handshake, a rank or world
+	// size that does not fit. It matches ErrInvalidArgument.
+	ErrAuth = NewKind("authentication failed", ErrInvalidArgument)
+)
+
 // Kind is a named sub-category of a sentinel: errors.Is matches both the kind
 // itself and its parent. memspace.ErrDoubleFree is a Kind whose parent is
 // ErrInvalidArgument, so callers may test for either.

@@ -247,8 +247,28 @@ func (k *coord) drain(ctx context.Context) error {
 	}
 }
 
+// blocking runs a collective's blocking call, the one MPI call of the
+// job at a time (enterColl), and returns its error.
+func (c *Comm) blocking(name string, call func() int) error {
+	if err := c.enterColl(name); err != nil {
+		return err
+	}
+	rc := call()
+	c.exitColl()
+	return mpiError(name, rc)
+}
+
 // cbuf is a buffer of a collective: MPI reads it (in) and/or writes it
 // (out).
+// bufs are the buffers of a collective that reads send and writes recv:
+// recv alone, read and written, when the call is in place.
+func bufs(send, recv memspace.Block, inplace bool) (s, r cbuf) {
+	if inplace {
+		return cbuf{}, cbuf{b: recv, in: true, out: true}
+	}
+	return cbuf{b: send, in: true}, cbuf{b: recv, out: true}
+}
+
 type cbuf struct {
 	b       memspace.Block
 	in, out bool
@@ -337,12 +357,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 		return err
 	}
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cBarrier(c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cBarrier(c.main) })
 	}
 	return c.watched(ctx, name, cbuf{}, cbuf{}, func(_, _ unsafe.Pointer) (request, int) {
 		return cIbarrier(c.main)
@@ -364,12 +379,7 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 		return comm.ErrFallback
 	}
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cBcast(p, n, root, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cBcast(p, n, root, c.main) })
 	}
 	return c.bcastWatched(ctx, buf, root)
 }
@@ -419,17 +429,9 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 		send, inplace = memspace.NewBlock(memspace.GoHeap, memspace.Addr(uintptr(s.ptr())), s.n, s.ptr()), false
 	}
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cReduce(send.HostPointer(), recv.HostPointer(), n, d, o, root, inplace, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cReduce(send.HostPointer(), recv.HostPointer(), n, d, o, root, inplace, c.main) })
 	}
-	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
-	if inplace {
-		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
-	}
+	s, r := bufs(send, recv, inplace)
 	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
 		return cIreduce(sp, rp, n, d, o, root, inplace, c.main)
 	})
@@ -454,21 +456,13 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 	n := count(sn, dt)
 	inplace := send.Addr() == recv.Addr() && sn == rn && send.Space() == recv.Space()
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cAllreduce(sp, rp, n, d, o, inplace, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cAllreduce(sp, rp, n, d, o, inplace, c.main) })
 	}
 	return c.allreduceWatched(ctx, send, recv, n, d, o, inplace)
 }
 
 func (c *Comm) allreduceWatched(ctx context.Context, send, recv memspace.Block, n, d, o int, inplace bool) error {
-	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
-	if inplace {
-		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
-	}
+	s, r := bufs(send, recv, inplace)
 	return c.watched(ctx, "allreduce", s, r, func(sp, rp unsafe.Pointer) (request, int) {
 		return cIallreduce(sp, rp, n, d, o, inplace, c.main)
 	})
@@ -498,17 +492,9 @@ func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) 
 		inplace = same(send, slot(recv, root, m))
 	}
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cGather(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cGather(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main) })
 	}
-	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
-	if inplace {
-		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
-	}
+	s, r := bufs(send, recv, inplace)
 	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
 		return cIgather(sp, rp, m, root, inplace, c.main)
 	})
@@ -538,12 +524,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int)
 		inplace = same(recv, slot(send, root, m))
 	}
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cScatter(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cScatter(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main) })
 	}
 	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
 	if inplace {
@@ -568,17 +549,9 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	m := send.Len()
 	inplace := same(send, slot(recv, c.rank, m))
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cAllgather(send.HostPointer(), recv.HostPointer(), m, inplace, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cAllgather(send.HostPointer(), recv.HostPointer(), m, inplace, c.main) })
 	}
-	s, r := cbuf{b: send, in: true}, cbuf{b: recv, out: true}
-	if inplace {
-		s, r = cbuf{}, cbuf{b: recv, in: true, out: true}
-	}
+	s, r := bufs(send, recv, inplace)
 	return c.watched(ctx, name, s, r, func(sp, rp unsafe.Pointer) (request, int) {
 		return cIallgather(sp, rp, m, inplace, c.main)
 	})
@@ -598,12 +571,7 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	}
 	m := sn / c.size
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cAlltoall(sp, rp, m, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cAlltoall(sp, rp, m, c.main) })
 	}
 	return c.alltoallWatched(ctx, send, recv, m)
 }
@@ -632,12 +600,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt 
 	}
 	n := count(recv.Len(), dt)
 	if direct {
-		if err := c.enterColl(name); err != nil {
-			return err
-		}
-		rc := cReduceScatter(send.HostPointer(), recv.HostPointer(), n, d, o, c.main)
-		c.exitColl()
-		return mpiError(name, rc)
+		return c.blocking(name, func() int { return cReduceScatter(send.HostPointer(), recv.HostPointer(), n, d, o, c.main) })
 	}
 	return c.watched(ctx, name, cbuf{b: send, in: true}, cbuf{b: recv, out: true}, func(sp, rp unsafe.Pointer) (request, int) {
 		return cIreduceScatter(sp, rp, n, d, o, c.main)

@@ -24,10 +24,11 @@
 // (XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR, XPU_MASTER_PORT,
 // XPU_JOB_SECRET, or Open MPI's, PMIx's, PMI's and Slurm's variables), so
 // `xpu run -n 4 -- prog` and mpirun start RDMA jobs unchanged. The ranks
-// bootstrap over a tcp job — it authenticates them with the job secret
-// and carries each rank's address — then connect a queue pair to every
-// other rank through the connection manager, the higher rank dialing the
-// lower. Each connection request and its reply carry an HMAC over the job
+// form the job as every multi-process backend does (package internal/join:
+// rank 0's rendezvous store, connections authenticated with the job
+// secret), exchange their addresses over those connections, then connect
+// a queue pair to every other rank through the connection manager, the
+// higher rank dialing the lower. Each connection request and its reply carry an HMAC over the job
 // secret: a process without it is rejected. The connection manager binds
 // the IPv4 address of the device's active port (XPU_RDMA_ADDR overrides
 // it; XPU_RDMA_DEVICE picks the device).
@@ -68,16 +69,18 @@
 //
 // # Collectives
 //
-// When every rank of a job runs on one machine, the ranks keep the tcp job
-// they bootstrapped through, which maps a region of shared memory for its
-// collectives, and run Barrier, Bcast, Reduce, Allreduce, Allgather,
-// Alltoall and the others there (Comm.OneNode reports it): shared memory
-// moves a node's bytes many times faster than a round trip through the
-// device, as MPI libraries run a node's collectives in shared memory
+// When every rank of a job runs on one machine, the ranks map a region of
+// shared memory as they join (set up over their queue pairs) and run
+// Barrier, Bcast, Reduce, Allreduce, Allgather and Alltoall there, with no
+// message (package internal/nodecoll; Comm.OneNode reports it): shared
+// memory moves a node's bytes many times faster than a round trip through
+// the device, as MPI libraries run a node's collectives in shared memory
 // whatever their network. Their messages and one-sided transfers stay on
 // the queue pairs. Ranks on several machines, links forced to TCP
 // (XPU_LINKS=tcp) and groups made in one process run the collectives of
-// package comm over the queue pairs (docs/adr/0029-rdma-collectives-of-one-machine.md).
+// package comm over the queue pairs, and so do Gather, Scatter and
+// ReduceScatter always (docs/adr/0029-rdma-collectives-of-one-machine.md,
+// docs/adr/0031-every-transport-its-own-room.md).
 //
 // # One-sided
 //

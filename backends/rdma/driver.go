@@ -10,9 +10,10 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/backends/rdma/internal/verbs"
-	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/grouptrack"
+	"github.com/xpu-go/xpu/internal/jobenv"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -41,7 +42,7 @@ const (
 )
 
 // EnvTimeout sets Config.Timeout in a job when no option does.
-const EnvTimeout = "XPU_RDMA_TIMEOUT"
+const EnvTimeout = jobenv.RDMATimeout
 
 // envTimeout reads EnvTimeout: 0 when unset.
 func envTimeout() (time.Duration, error) {
@@ -141,12 +142,12 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	t := &grouptrack.Tracker[*Comm]{Backend: Name}
 	b := &xpu.Backend{Name: Name, Group: groupFunc(t, prov, o)}
 	b.OnClose(t.CloseAll)
-	if tcp.InJob() {
-		tcfg, err := tcp.ConfigFromEnv()
+	if join.InJob(jobenv.OS) {
+		jc, err := jobFromEnv()
 		if err != nil {
 			return nil, err
 		}
-		c, err := join(ctx, prov, o.device, o.addr, tcfg, o.cfg)
+		c, err := joinJob(ctx, prov, o.device, o.addr, jc, o.cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -156,8 +157,8 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	return b, nil
 }
 
-// FromEnv joins the job described by the environment (as tcp.FromEnv
-// reads it) and returns this process's rank, on the device XPU_RDMA_DEVICE
+// FromEnv joins the job described by the environment (as every
+// multi-process backend reads it, docs/launching.md) and returns this process's rank, on the device XPU_RDMA_DEVICE
 // names (else the first with an active port), the connection manager bound
 // to XPU_RDMA_ADDR (else the port's IPv4 address). Joining is bounded by
 // the join timeout and by ctx, whichever ends first.
@@ -167,7 +168,7 @@ func FromEnv(ctx context.Context) (*Comm, error) {
 
 // FromEnvConfig is FromEnv with a Config of the protocol's settings.
 func FromEnvConfig(ctx context.Context, cfg Config) (*Comm, error) {
-	tcfg, err := tcp.ConfigFromEnv()
+	jc, err := jobFromEnv()
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +182,7 @@ func FromEnvConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	if _, err := usable(prov, dev); err != nil {
 		return nil, err
 	}
-	return join(ctx, prov, dev, os.Getenv(EnvAddr), tcfg, cfg)
+	return joinJob(ctx, prov, dev, os.Getenv(EnvAddr), jc, cfg)
 }
 
 // Info describes the driver: available when built with rdma-core and a

@@ -1,11 +1,13 @@
 package rdma
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/internal/join"
 )
 
 // NewGroupOn makes n ranks in this process over prov (tests).
@@ -20,9 +22,14 @@ func UseProvider(prov fabric.Provider) (restore func()) {
 	return func() { provider = old }
 }
 
-// JoinOn joins the job tcfg describes over prov (tests).
+// JoinOn joins the job tcfg describes over prov (tests): its rank, size,
+// master, secret and join timeout, and its links and node for the
+// collectives of one machine.
 func JoinOn(ctx context.Context, prov fabric.Provider, host string, tcfg tcp.Config, cfg Config) (*Comm, error) {
-	return join(ctx, prov, "", host, tcfg, cfg)
+	jc := jobConfig{form: join.Config{Rank: tcfg.Rank, Size: tcfg.Size, MasterAddr: tcfg.MasterAddr,
+		Secret: tcfg.Secret, Listener: tcfg.Listener, Timeout: tcfg.JoinTimeout, Logger: tcfg.Logger, Logf: tcfg.Logf},
+		shared: tcfg.Links != tcp.LinkTCP, node: tcfg.Node, shmSpin: cmp.Or(tcfg.ShmSpin, tcp.DefaultShmSpin)}
+	return joinJob(ctx, prov, "", host, jc, cfg)
 }
 
 // FabricOf returns the fabric context of c (tests: to kill it).

@@ -1,33 +1,21 @@
 package rdma
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
-	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/internal/jobenv"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
-// Joining a job. The ranks of a job first form a job of the tcp backend
-// over the same environment (XPU_* from xpu run, Open MPI's, PMIx's,
-// PMI's and Slurm's variables; the rendezvous store at the master address;
-// the job secret), as NCCL bootstraps over sockets: it authenticates every
-// rank, and carries each rank's connection-manager address to the others.
-// The ranks then connect their queue pairs (connect.go), and the tcp job
-// is closed — unless every rank runs on this machine: then the ranks keep it
-// for their collectives (nodecoll.go).
-
-// addrLen is the fixed size of an address in the exchange.
-const addrLen = 64
-
-// join joins the job described by tcfg with this process's rank on device
-// dev of prov, its connection manager bound to host.
-func join(ctx context.Context, prov fabric.Provider, dev, host string, tcfg tcp.Config, cfg Config) (*Comm, error) {
+// joinJob joins the job jc describes with this process's rank on device dev
+// of prov, its connection manager bound to host (see boot.go).
+func joinJob(ctx context.Context, prov fabric.Provider, dev, host string, jc jobConfig, cfg Config) (*Comm, error) {
 	cfg, err := cfg.resolve()
 	if err != nil {
 		return nil, err
@@ -37,21 +25,18 @@ func join(ctx context.Context, prov fabric.Provider, dev, host string, tcfg tcp.
 			return nil, err
 		}
 	}
-	boot, err := tcp.Dial(ctx, tcfg)
+	form := jc.form
+	form.Backend, form.StepTimeout = Name, cfg.Timeout
+	job, err := join.Dial(ctx, form)
 	if err != nil {
-		return nil, err
+		return nil, xerr.Op(Name, "join", fmt.Errorf("rank %d of %d: %w", form.Rank, form.Size, err))
 	}
-	keep := false
-	defer func() {
-		if !keep {
-			_ = boot.Close()
-		}
-	}()
-	fc, err := prov.Open(dev, cqDepth(cfg, boot.Size()))
+	defer job.Close()
+	fc, err := prov.Open(dev, cqDepth(cfg, job.Size))
 	if err != nil {
-		return nil, xerr.Errorf(Name, "join", errUnavailable, "open device %q: %v", dev, err)
+		return nil, xerr.Errorf(Name, "join", errUnavailable, "open device %q: %w", dev, err)
 	}
-	c, err := newComm(cfg, boot.Rank(), boot.Size(), fc)
+	c, err := newComm(cfg, job.Rank, job.Size, fc)
 	if err != nil {
 		_ = fc.Close()
 		return nil, err
@@ -59,51 +44,36 @@ func join(ctx context.Context, prov fabric.Provider, dev, host string, tcfg tcp.
 	ln, err := fc.Listen(net.JoinHostPort(host, "0"))
 	if err != nil {
 		c.abandon()
-		return nil, xerr.Errorf(Name, "join", errUnavailable, "listen on %s: %v", host, err)
+		return nil, xerr.Errorf(Name, "join", errUnavailable, "listen on %s: %w", host, err)
 	}
-	addrs, err := exchange(ctx, boot, ln.Addr())
+	bound := cmp.Or(form.Timeout, join.DefaultTimeout)
+	if bound < 0 {
+		bound = bootStep
+	}
+	addrs, err := exchange(ctx, job, ln.Addr(), bound)
 	if err == nil {
-		err = c.connect(ctx, ln, addrs, tcfg.Secret)
+		err = c.connect(ctx, ln, addrs, form.Secret)
 	}
 	_ = ln.Close()
 	if err == nil {
-		// Nobody leaves the bootstrap job before every rank is connected,
-		// so a rank that failed to connect makes the others fail at once.
-		err = comm.Barrier(ctx, boot)
+		// Nobody leaves the bootstrap before every rank is connected, so
+		// a rank that failed to connect makes the others fail at once.
+		err = meet(ctx, job, bound)
 	}
 	if err != nil {
 		c.abandon()
-		return nil, xerr.Errorf(Name, "join", comm.ErrPeerLost, "rank %d of %d: %v", boot.Rank(), boot.Size(), err)
-	}
-	// The barrier was the tcp job's first collective: it knows whether its
-	// collectives run in shared memory (nodecoll.go).
-	if boot.OneNode() {
-		keep = true
-		c.node = newNodeJob(boot)
+		return nil, xerr.Errorf(Name, "join", comm.ErrPeerLost, "rank %d of %d: %w", job.Rank, job.Size, err)
 	}
 	c.start()
+	node, err := setupNode(ctx, c, jc)
+	if err != nil {
+		_ = c.Close()
+		return nil, xerr.Errorf(Name, "join", comm.ErrPeerLost, "rank %d of %d: the collectives of one machine: %w", job.Rank, job.Size, err)
+	}
+	c.mu.Lock()
+	c.node = node
+	c.mu.Unlock()
 	return c, nil
-}
-
-// exchange gathers every rank's address.
-func exchange(ctx context.Context, boot comm.Comm, mine string) ([]string, error) {
-	if len(mine) >= addrLen {
-		return nil, fmt.Errorf("address %q too long", mine)
-	}
-	send := make([]byte, addrLen)
-	copy(send, mine)
-	recv := make([]byte, addrLen*boot.Size())
-	sb, _ := memspace.FromSlice(send)
-	rb, _ := memspace.FromSlice(recv)
-	if err := comm.Allgather(ctx, boot, sb, rb); err != nil {
-		return nil, fmt.Errorf("exchange addresses: %w", err)
-	}
-	addrs := make([]string, boot.Size())
-	for i := range addrs {
-		a := recv[i*addrLen : (i+1)*addrLen]
-		addrs[i] = string(a[:bytes.IndexByte(append(a[:addrLen:addrLen], 0), 0)])
-	}
-	return addrs, nil
 }
 
 // deviceHost returns the IPv4 address of the first active port of dev
@@ -133,8 +103,8 @@ func deviceHost(prov fabric.Provider, dev string) (string, error) {
 const (
 	// EnvDevice names the RDMA device to use ("rxe0", "mlx5_0"); the
 	// first with an active port by default.
-	EnvDevice = "XPU_RDMA_DEVICE"
+	EnvDevice = jobenv.RDMADevice
 	// EnvAddr is the IP address the connection manager binds: by default
 	// the IPv4 address of the device's active port.
-	EnvAddr = "XPU_RDMA_ADDR"
+	EnvAddr = jobenv.RDMAAddr
 )

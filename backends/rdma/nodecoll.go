@@ -3,52 +3,150 @@ package rdma
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync/atomic"
 
-	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/nodecoll"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
 
 // Collectives of one machine.
 //
-// The ranks of a job join through a job of the tcp backend (join.go). When
-// every rank runs on one machine, that job's collectives run in a region of
-// shared memory that all of them map (backends/tcp, nodecoll.go), with no
-// message at all: 64 MiB summed over 4 processes in a tenth of the time of
-// a ring over soft-RoCE, as shared memory beats the loopback of any
+// When every rank of a job runs on this machine, its collectives run in a
+// region of shared memory that all of them map (package internal/nodecoll),
+// with no message at all: 64 MiB summed over 4 processes in a tenth of the
+// time of a ring over soft-RoCE, as shared memory beats the loopback of any
 // network device (the processes of one machine would otherwise move every
-// byte through the NIC and back). A rank then keeps the tcp job and runs
-// its collectives there (Comm's comm.Collectives methods), as MPI
-// libraries run a node's collectives in shared memory whatever their
-// network; its point-to-point messages and one-sided transfers stay on the
-// queue pairs. Otherwise — ranks on more than one machine, links forced to
-// TCP (XPU_LINKS=tcp, which therefore also keeps the collectives on the
-// queue pairs), a region that could not be mapped, an in-process group —
-// the tcp job is closed once the queue pairs are connected, and the
-// collectives run the shared algorithms of package comm over the queue
-// pairs (comm.ErrFallback).
+// byte through the NIC and back). The ranks set the region up as they join
+// (joinJob), over their own queue pairs: they exchange the keys of their
+// nodes (shm.NodeKey of XPU_NODE), and the lowest rank offers the region to
+// the others. Point-to-point messages and one-sided transfers stay on the
+// queue pairs, as MPI libraries run a node's collectives in shared memory
+// whatever their network. Otherwise — ranks on more than one machine,
+// XPU_LINKS=tcp (which keeps the collectives on the queue pairs), a region
+// that could not be mapped, an in-process group — the collectives run the
+// shared algorithms of package comm over the queue pairs (comm.ErrFallback),
+// and so do Gather, Scatter and ReduceScatter in every case.
 //
-// A kept job's collectives fail as the tcp backend's do: with ErrPeerLost
-// when a peer dies (its links end) or freezes (its heartbeats stop). They
-// also fail once this rank revokes its collectives (a peer lost on the
-// queue pairs, or another rank's revocation): revoke cancels the one
-// running, so that a rank never waits in the region for a rank that has
-// given up on the collective.
+// A collective in the region fails with ErrPeerLost once this rank revokes
+// its collectives (a peer lost on the queue pairs, or another rank's
+// revocation): revoke cancels the one running, so that a rank never waits
+// in the region for a rank that has given up on the collective, and later
+// collectives fail at once with the revocation.
 
-// nodeJob is the tcp job a rank of a one-machine job keeps.
+// nodeJob is a one-machine job's collectives in its region, hosted by the
+// rank itself.
 type nodeJob struct {
-	tc *tcp.Comm
+	c *Comm
+	n *nodecoll.Node
 	// revoked ends, with the revocation as its cause, when the rank
 	// revokes its collectives (with ErrClosed when it closes); cancel
 	// ends it.
 	revoked context.Context
 	cancel  context.CancelCauseFunc
+	// run is the collective in progress (one at a time): its context's
+	// cancel and the stop of its link to revoked.
+	runCancel context.CancelCauseFunc
+	runStop   func() bool
+	yield     atomic.Bool
 }
 
-func newNodeJob(tc *tcp.Comm) *nodeJob {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &nodeJob{tc: tc, revoked: ctx, cancel: cancel}
+var _ nodecoll.Host = (*nodeJob)(nil)
+
+// setupNode sets up the collectives of a job of one machine, or leaves
+// them to the queue pairs (nil).
+func setupNode(ctx context.Context, c *Comm, jc jobConfig) (*nodeJob, error) {
+	if !jc.shared || c.size < 2 {
+		return nil, nil
+	}
+	rctx, cancel := context.WithCancelCause(context.Background())
+	j := &nodeJob{c: c, revoked: rctx, cancel: cancel}
+	members, err := nodecoll.Members(ctx, j, shm.NodeKey(jc.node))
+	if err == nil && len(members) == c.size {
+		j.yield.Store(len(members) > runtime.NumCPU())
+		j.n, err = nodecoll.Setup(ctx, j, members, nodecoll.Options{Spin: jc.shmSpin, Yield: &j.yield})
+	}
+	if err != nil || j.n == nil || !j.n.OneNode() {
+		if j.n != nil {
+			j.n.Close()
+		}
+		cancel(nil)
+		return nil, err
+	}
+	return j, nil
+}
+
+func (j *nodeJob) Rank() int { return j.c.rank }
+func (j *nodeJob) Size() int { return j.c.size }
+func (j *nodeJob) Isend(b memspace.Block, dest, tag int) (comm.Request, error) {
+	return j.c.Isend(b, dest, tag)
+}
+func (j *nodeJob) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
+	return j.c.Irecv(b, src, tag)
+}
+
+// Begin refuses a collective of a closed or revoked rank, and runs the
+// others under a context that the revocation cancels.
+func (j *nodeJob) Begin(ctx context.Context, name string, light bool) (context.Context, error) {
+	c := j.c
+	c.mu.Lock()
+	closed, revoked := c.closed, c.revoked
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return nil, c.closedErr(name)
+	case revoked != nil:
+		return nil, revoked
+	}
+	run, cancel := context.WithCancelCause(ctx)
+	j.runCancel = cancel
+	j.runStop = context.AfterFunc(j.revoked, func() { cancel(context.Cause(j.revoked)) })
+	return run, nil
+}
+
+// End returns the revocation for a collective that failed because of it.
+func (j *nodeJob) End(ctx context.Context, name string, light bool, err error) error {
+	j.runStop()
+	j.runCancel(nil)
+	if err == nil {
+		return nil
+	}
+	c := j.c
+	c.mu.Lock()
+	revoked := c.revoked
+	c.mu.Unlock()
+	if revoked != nil && ctx.Err() == nil && !errors.Is(err, comm.ErrFallback) {
+		return revoked
+	}
+	var xe *xerr.Error
+	if errors.As(err, &xe) && xe.Backend == Name {
+		return err
+	}
+	return xerr.Op(Name, name, err)
+}
+
+// Aborted is nil: an abort cancels the collective's context.
+func (j *nodeJob) Aborted() error { return nil }
+
+// Lost returns the revocation once this rank has revoked its collectives.
+func (j *nodeJob) Lost() error {
+	if j.revoked.Err() == nil {
+		return nil
+	}
+	return context.Cause(j.revoked)
+}
+
+// Closed is the error of a collective after Close.
+func (j *nodeJob) Closed() error { return j.c.closedErr("collective") }
+
+// close ends the node's collectives: the one running fails with cause,
+// then the region is unmapped.
+func (j *nodeJob) close(cause error) {
+	j.cancel(cause)
+	j.n.Close()
 }
 
 // errOnQueuePairs declines a collective to package comm's shared
@@ -60,87 +158,95 @@ var errOnQueuePairs = xerr.Detail(comm.ErrFallback, "rdma: collectives over the 
 // them (see the package documentation).
 func (c *Comm) OneNode() bool { return c.node != nil }
 
-// onNode runs a collective f on the kept tcp job, or declines it when
-// there is none.
-func (c *Comm) onNode(ctx context.Context, op string, f func(context.Context, *tcp.Comm) error) error {
-	n := c.node
-	if n == nil {
-		return errOnQueuePairs
+// nodeColl returns the node's collectives, or declines when there are none.
+func (c *Comm) nodeColl() (*nodecoll.Node, error) {
+	if c.node == nil {
+		return nil, errOnQueuePairs
 	}
-	c.mu.Lock()
-	closed, revoked := c.closed, c.revoked
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return c.closedErr(op)
-	case revoked != nil:
-		return revoked
-	}
-	run, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(n.revoked, func() { cancel(context.Cause(n.revoked)) })
-	err := f(run, n.tc)
-	stop()
-	cancel(nil)
-	if err != nil {
-		c.mu.Lock()
-		revoked = c.revoked
-		c.mu.Unlock()
-		if revoked != nil && ctx.Err() == nil && !errors.Is(err, comm.ErrFallback) {
-			return revoked
-		}
-	}
-	return err
+	return c.node.n, nil
 }
 
 // Barrier blocks until every rank has called it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	return c.onNode(ctx, "barrier", func(ctx context.Context, t *tcp.Comm) error { return t.Barrier(ctx) })
+	n, err := c.nodeColl()
+	if err != nil {
+		return err
+	}
+	return n.Barrier(ctx)
 }
 
 // Bcast copies buf of rank root into buf of every rank.
 func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
-	return c.onNode(ctx, "bcast", func(ctx context.Context, t *tcp.Comm) error { return t.Bcast(ctx, buf, root) })
+	n, err := c.nodeColl()
+	if err != nil || !hostBlock(buf) {
+		return cmpFallback(err)
+	}
+	return n.Bcast(ctx, buf, root)
 }
 
 // Reduce combines send of every rank with op into recv of rank root.
 func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
-	return c.onNode(ctx, "reduce", func(ctx context.Context, t *tcp.Comm) error { return t.Reduce(ctx, send, recv, dt, op, root) })
+	n, err := c.nodeColl()
+	if err != nil || !hostBlock(send) || !hostBlock(recv) {
+		return cmpFallback(err)
+	}
+	return n.Reduce(ctx, send, recv, dt, op, root)
 }
 
 // Allreduce combines send of every rank with op into recv of every rank.
 func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
-	return c.onNode(ctx, "allreduce", func(ctx context.Context, t *tcp.Comm) error { return t.Allreduce(ctx, send, recv, dt, op) })
+	n, err := c.nodeColl()
+	if err != nil || !hostBlock(send) || !hostBlock(recv) {
+		return cmpFallback(err)
+	}
+	return n.Allreduce(ctx, send, recv, dt, op)
 }
 
-// Gather concatenates send of every rank, in rank order, into recv of
-// rank root.
+// Gather declines to the shared algorithms over the queue pairs.
 func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) error {
-	return c.onNode(ctx, "gather", func(ctx context.Context, t *tcp.Comm) error { return t.Gather(ctx, send, recv, root) })
+	return errOnQueuePairs
 }
 
-// Scatter sends part r of send of rank root into recv of rank r.
+// Scatter declines to the shared algorithms over the queue pairs.
 func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int) error {
-	return c.onNode(ctx, "scatter", func(ctx context.Context, t *tcp.Comm) error { return t.Scatter(ctx, send, recv, root) })
+	return errOnQueuePairs
 }
 
 // Allgather concatenates send of every rank, in rank order, into recv of
 // every rank.
 func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
-	return c.onNode(ctx, "allgather", func(ctx context.Context, t *tcp.Comm) error { return t.Allgather(ctx, send, recv) })
+	n, err := c.nodeColl()
+	if err != nil || !hostBlock(send) || !hostBlock(recv) {
+		return cmpFallback(err)
+	}
+	return n.Allgather(ctx, send, recv)
 }
 
 // Alltoall sends part j of send of every rank into part r of recv of rank j,
 // r being the sender.
 func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
-	return c.onNode(ctx, "alltoall", func(ctx context.Context, t *tcp.Comm) error { return t.Alltoall(ctx, send, recv) })
+	n, err := c.nodeColl()
+	if err != nil || !hostBlock(send) || !hostBlock(recv) {
+		return cmpFallback(err)
+	}
+	return n.Alltoall(ctx, send, recv)
 }
 
-// ReduceScatter combines send of every rank with op and leaves part r of
-// the result in recv of rank r.
+// ReduceScatter declines to the shared algorithms over the queue pairs.
 func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
-	return c.onNode(ctx, "reducescatter", func(ctx context.Context, t *tcp.Comm) error {
-		return t.ReduceScatter(ctx, send, recv, dt, op)
-	})
+	return errOnQueuePairs
+}
+
+// hostBlock reports whether b is empty or host-accessible: the region's
+// collectives copy with the host.
+func hostBlock(b memspace.Block) bool { return b.Len() == 0 || b.HostAccessible() }
+
+// cmpFallback is err, or errOnQueuePairs for a block the region cannot take.
+func cmpFallback(err error) error {
+	if err != nil {
+		return err
+	}
+	return errOnQueuePairs
 }
 
 var _ comm.Collectives = (*Comm)(nil)

@@ -592,16 +592,10 @@ func (c *Comm) close() {
 	}
 	c.mu.Unlock()
 
-	// The kept tcp job says its goodbyes while the queue pairs say theirs:
-	// Close stays within about one close timeout.
-	var nodeClosed chan struct{}
+	// The node's collectives end (the one running fails) while the queue
+	// pairs say their goodbyes.
 	if c.node != nil {
-		c.node.cancel(c.closedErr("close"))
-		nodeClosed = make(chan struct{})
-		go func() {
-			defer close(nodeClosed)
-			_ = c.node.tc.Close()
-		}()
+		c.node.close(c.closedErr("close"))
 	}
 	t := time.NewTimer(c.cfg.CloseTimeout)
 	select {
@@ -609,9 +603,6 @@ func (c *Comm) close() {
 	case <-t.C:
 	}
 	t.Stop()
-	if nodeClosed != nil {
-		<-nodeClosed
-	}
 
 	for _, p := range c.peers {
 		if p != nil && p.ep != nil {

@@ -296,7 +296,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 		return err
 	}
 	if n != nil {
-		return n.run(ctx, "barrier", n.jobBarrier)
+		return n.Barrier(ctx)
 	}
 	return c.collective(ctx, "barrier", func(ctx context.Context) error { return comm.Barrier(ctx, p2p{c}) })
 }
@@ -311,9 +311,7 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 		return err
 	}
 	if n != nil {
-		return n.run(ctx, "bcast", func(ctx context.Context, run *collRun) error {
-			return n.jobBcast(ctx, run, buf, root)
-		})
+		return n.Bcast(ctx, buf, root)
 	}
 	return c.collective(ctx, "bcast", func(ctx context.Context) error { return comm.BcastBlock(ctx, p2p{c}, buf, root) })
 }
@@ -327,10 +325,8 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 	if err != nil {
 		return err
 	}
-	if n != nil && n.leaders == nil {
-		return n.run(ctx, "reduce", func(ctx context.Context, run *collRun) error {
-			return n.reduce(ctx, run, send, recv, dt, op, n.index(root))
-		})
+	if n != nil && !n.SpansNodes() {
+		return n.Reduce(ctx, send, recv, dt, op, root)
 	}
 	return c.collective(ctx, "reduce", func(ctx context.Context) error {
 		return comm.ReduceBlock(ctx, p2p{c}, send, recv, dt, op, root)
@@ -348,9 +344,7 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 		return err
 	}
 	if n != nil {
-		return n.run(ctx, "allreduce", func(ctx context.Context, run *collRun) error {
-			return n.jobAllreduce(ctx, run, send, recv, dt, op)
-		})
+		return n.Allreduce(ctx, send, recv, dt, op)
 	}
 	if send.Len() <= ringMin || send.Len()/dt.Size() < c.size {
 		sc := c.coll.getSmall()
@@ -390,10 +384,8 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	if err != nil {
 		return err
 	}
-	if n != nil && n.leaders == nil {
-		return n.run(ctx, "allgather", func(ctx context.Context, run *collRun) error {
-			return n.allgather(ctx, run, send, recv)
-		})
+	if n != nil && !n.SpansNodes() {
+		return n.Allgather(ctx, send, recv)
 	}
 	return c.collective(ctx, "allgather", func(ctx context.Context) error { return comm.AllgatherBlock(ctx, p2p{c}, send, recv) })
 }
@@ -407,10 +399,8 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	if err != nil {
 		return err
 	}
-	if n != nil && n.leaders == nil {
-		return n.run(ctx, "alltoall", func(ctx context.Context, run *collRun) error {
-			return n.alltoall(ctx, run, send, recv)
-		})
+	if n != nil && !n.SpansNodes() {
+		return n.Alltoall(ctx, send, recv)
 	}
 	return c.collective(ctx, "alltoall", func(ctx context.Context) error { return comm.AlltoallBlock(ctx, p2p{c}, send, recv) })
 }
@@ -445,9 +435,6 @@ type ringUnit struct {
 // doubling; every block is reduced on one rank and copied to the others,
 // so every rank ends with the bitwise-same result.
 func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
-	p, r := c.size, c.rank
-	es := dt.Size()
-	n := send.Len()
 	sendB, err := hostBytes(send)
 	if err != nil {
 		return err
@@ -456,20 +443,83 @@ func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt 
 	if err != nil {
 		return err
 	}
-	inPlace := send.Addr() == recv.Addr() && send.Space() == recv.Space()
-	offs := make([]int, p+1)
-	elems := n / es
-	for i := range p + 1 {
-		offs[i] = (elems * i / p) * es
+	g := &ring{c: c, ctx: ctx, send: send, recv: recv, sendB: sendB, recvB: recvB, dt: dt, op: op,
+		right: (c.rank + 1) % c.size, left: (c.rank + c.size - 1) % c.size, sendAt: map[int]*request{}}
+	defer func() { settle(g.live) }()
+	g.plan()
+	// Step 0 of the reduce-scatter: this rank's own block, as it is.
+	src := sendB
+	if send.Addr() == recv.Addr() && send.Space() == recv.Space() {
+		src = recvB
 	}
-	chunk := max(es, ringChunk/es*es)
-	right, left := (r+1)%p, (r+p-1)%p
-	mod := func(a int) int { return ((a % p) + p) % p }
+	for off := g.offs[c.rank]; off < g.offs[c.rank+1]; off += g.chunk {
+		if err := g.isend(off, min(g.chunk, g.offs[c.rank+1]-off), src); err != nil {
+			return err
+		}
+	}
+	if err := g.postUpTo(-1); err != nil {
+		return err
+	}
+	for k, u := range g.units {
+		if err := g.wait(g.recvs[k], u.n); err != nil {
+			return err
+		}
+		g.recvs[k] = nil
+		if u.forward {
+			if err := g.isend(u.off, u.n, recvB); err != nil {
+				return err
+			}
+		}
+		if err := g.postUpTo(k); err != nil {
+			return err
+		}
+		if len(g.live) >= 256 {
+			g.live = pruneDone(g.live)
+		}
+	}
+	for _, q := range g.live {
+		if err := g.wait(q, -1); err != nil {
+			return err
+		}
+	}
+	g.live = nil
+	return nil
+}
 
-	var units []ringUnit
+// ring is the state of one ringAllreduce.
+type ring struct {
+	c            *Comm
+	ctx          context.Context
+	send, recv   memspace.Block
+	sendB, recvB []byte
+	dt           comm.DType
+	op           comm.Op
+	right, left  int
+	offs         []int      // the blocks' bounds, p+1 of them
+	chunk        int        // bytes of a unit
+	units        []ringUnit // what this rank receives, in order
+	prev         []int      // by unit: the earlier unit at the same offset, or -1
+	recvs        []*request // by unit: its receive, once posted
+	next         int        // the next unit whose receive is to be posted
+	live         []*request // every request started, for the cleanup
+	sendAt       map[int]*request
+}
+
+// plan cuts the vector into p blocks and the blocks into units: the p-1
+// steps of the reduce-scatter (folded and forwarded), then the p-1 steps
+// of the allgather (forwarded but in the last).
+func (g *ring) plan() {
+	p, r, es := g.c.size, g.c.rank, g.dt.Size()
+	g.offs = make([]int, p+1)
+	elems := g.send.Len() / es
+	for i := range p + 1 {
+		g.offs[i] = (elems * i / p) * es
+	}
+	g.chunk = max(es, ringChunk/es*es)
+	mod := func(a int) int { return ((a % p) + p) % p }
 	addBlock := func(b int, fold, forward bool) {
-		for off := offs[b]; off < offs[b+1]; off += chunk {
-			units = append(units, ringUnit{off: off, n: min(chunk, offs[b+1]-off), fold: fold, forward: forward})
+		for off := g.offs[b]; off < g.offs[b+1]; off += g.chunk {
+			g.units = append(g.units, ringUnit{off: off, n: min(g.chunk, g.offs[b+1]-off), fold: fold, forward: forward})
 		}
 	}
 	for s := range p - 1 {
@@ -478,118 +528,83 @@ func (c *Comm) ringAllreduce(ctx context.Context, send, recv memspace.Block, dt 
 	for s := range p - 1 {
 		addBlock(mod(r-s), false, s < p-2)
 	}
-
-	var live []*request // every request started, for the cleanup
-	defer func() { settle(live) }()
-	// sendAt holds the send reading recv at an offset, which must be done
-	// before a receive writes there.
-	sendAt := map[int]*request{}
-	wait := func(q *request, want int) error {
-		st, err := q.Wait(ctx)
-		if err != nil {
-			return err
-		}
-		return checkCount(st, want)
-	}
-	isend := func(off, k int, from []byte) error {
-		q, err := c.isend(from[off:off+k], right, tagRing)
-		if err != nil {
-			return err
-		}
-		live = append(live, q)
-		if &from[0] == &recvB[0] {
-			sendAt[off] = q
-		}
-		return nil
-	}
-	// Step 0 of the reduce-scatter: this rank's own block, as it is.
-	for off := offs[r]; off < offs[r+1]; off += chunk {
-		src := sendB
-		if inPlace {
-			src = recvB
-		}
-		if err := isend(off, min(chunk, offs[r+1]-off), src); err != nil {
-			return err
-		}
-	}
-	recvs := make([]*request, len(units))
-	post := func(k int) error {
-		u := units[k]
-		if q := sendAt[u.off]; q != nil {
-			if err := wait(q, -1); err != nil {
-				return err
-			}
-			delete(sendAt, u.off)
-		}
-		q := &request{c: c, kind: kindRecv, peer: left, tag: tagRing, buf: recvB[u.off : u.off+u.n]}
-		if u.fold {
-			dst, err1 := recv.Slice(u.off, u.n)
-			own, err2 := send.Slice(u.off, u.n)
-			if err := cmp.Or(err1, err2); err != nil {
-				return err
-			}
-			q.red = &reduction{dst: dst, own: own, dt: dt, op: op}
-		}
-		q, err := c.irecv(q)
-		if err != nil {
-			return err
-		}
-		live = append(live, q)
-		recvs[k] = q
-		return nil
-	}
-	// A receive is posted up to ringWindow units ahead, in order, but
-	// never over a chunk that an earlier unit has yet to forward: its
-	// data could not arrive before that send (it must go round the ring
-	// first), but the send would read memory that the receive writes
-	// with nothing in this process to order the two.
-	prev := make([]int, len(units)) // the earlier unit at the same offset, or -1
+	g.recvs = make([]*request, len(g.units))
+	g.prev = make([]int, len(g.units))
 	at := map[int]int{}
-	for k, u := range units {
-		prev[k] = -1
+	for k, u := range g.units {
+		g.prev[k] = -1
 		if j, ok := at[u.off]; ok {
-			prev[k] = j
+			g.prev[k] = j
 		}
 		at[u.off] = k
 	}
-	next := 0 // the next unit whose receive is to be posted
-	postUpTo := func(done int) error {
-		for ; next < len(units) && next <= done+ringWindow; next++ {
-			if j := prev[next]; j > done && units[j].forward {
-				break
-			}
-			if err := post(next); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := postUpTo(-1); err != nil {
+}
+
+// wait waits for q, which must carry want bytes (-1: any).
+func (g *ring) wait(q *request, want int) error {
+	st, err := q.Wait(g.ctx)
+	if err != nil {
 		return err
 	}
-	for k, u := range units {
-		if err := wait(recvs[k], u.n); err != nil {
+	return checkCount(st, want)
+}
+
+// isend sends from[off:off+k] to the right. sendAt holds a send reading
+// recv at an offset, which must be done before a receive writes there.
+func (g *ring) isend(off, k int, from []byte) error {
+	q, err := g.c.isend(from[off:off+k], g.right, tagRing)
+	if err != nil {
+		return err
+	}
+	g.live = append(g.live, q)
+	if &from[0] == &g.recvB[0] {
+		g.sendAt[off] = q
+	}
+	return nil
+}
+
+// post posts the receive of unit k, folding what arrives where the unit
+// says so, once the send reading its bytes is done.
+func (g *ring) post(k int) error {
+	u := g.units[k]
+	if q := g.sendAt[u.off]; q != nil {
+		if err := g.wait(q, -1); err != nil {
 			return err
 		}
-		recvs[k] = nil
-		if u.forward {
-			if err := isend(u.off, u.n, recvB); err != nil {
-				return err
-			}
-		}
-		if err := postUpTo(k); err != nil {
+		delete(g.sendAt, u.off)
+	}
+	q := &request{c: g.c, kind: kindRecv, peer: g.left, tag: tagRing, buf: g.recvB[u.off : u.off+u.n]}
+	if u.fold {
+		dst, err1 := g.recv.Slice(u.off, u.n)
+		own, err2 := g.send.Slice(u.off, u.n)
+		if err := cmp.Or(err1, err2); err != nil {
 			return err
 		}
-		if len(live) >= 256 {
-			live = pruneDone(live)
+		q.red = &reduction{dst: dst, own: own, dt: g.dt, op: g.op}
+	}
+	q, err := g.c.irecv(q)
+	if err != nil {
+		return err
+	}
+	g.live = append(g.live, q)
+	g.recvs[k] = q
+	return nil
+}
+
+// postUpTo posts receives up to ringWindow units past unit done, in
+// order, but never over a chunk that an earlier unit has yet to forward:
+// its data could not arrive before that send (it must go round the ring
+// first), but the send would read memory that the receive writes with
+// nothing in this process to order the two.
+func (g *ring) postUpTo(done int) error {
+	for ; g.next < len(g.units) && g.next <= done+ringWindow; g.next++ {
+		if j := g.prev[g.next]; j > done && g.units[j].forward {
+			break
+		}
+		if err := g.post(g.next); err != nil {
+			return err
 		}
 	}
-	for _, q := range live {
-		if err := wait(q, -1); err != nil {
-			return err
-		}
-	}
-	live = nil
 	return nil
 }
 

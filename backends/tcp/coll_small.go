@@ -51,14 +51,10 @@ func (c *Comm) allreduceSmall(ctx context.Context, sc *smallColl, send, recv mem
 	d := doubling.New(p, r)
 	if h := d.HandsTo(); h >= 0 {
 		// Hand the vector over, then take the result back.
-		q, err := sc.send(c, h, accB)
-		if err != nil {
+		if err := sc.sendWait(ctx, c, h, accB); err != nil {
 			return err
 		}
-		if err := run.wait(ctx, q, -1); err != nil {
-			return err
-		}
-		q, err = sc.recv(c, h, recvB, nil)
+		q, err := sc.recv(c, h, recvB, nil)
 		if err != nil {
 			return err
 		}
@@ -75,24 +71,7 @@ func (c *Comm) allreduceSmall(ctx context.Context, sc *smallColl, send, recv mem
 		}
 	}
 	for i := range d.Steps() {
-		peer := d.Partner(i)
-		// other = incoming op acc while acc is sent: the send only reads
-		// acc, and the receive writes other. The send goes first, so that
-		// the partner's wait ends as early as it can; the partner's
-		// message, if it comes before the receive is posted, stays in the
-		// socket until this rank reads it for the receive (readrole.go).
-		s, err := sc.send(c, peer, accB)
-		if err != nil {
-			return err
-		}
-		q, err := sc.recv(c, peer, otherB, sc.fold(other, acc, dt, op))
-		if err != nil {
-			return err
-		}
-		if err := run.wait(ctx, q, n); err != nil {
-			return err
-		}
-		if err := run.wait(ctx, s, -1); err != nil {
+		if err := sc.exchange(ctx, c, d.Partner(i), accB, otherB, sc.fold(other, acc, dt, op)); err != nil {
 			return err
 		}
 		acc, other = other, acc
@@ -102,13 +81,39 @@ func (c *Comm) allreduceSmall(ctx context.Context, sc *smallColl, send, recv mem
 		copy(recvB, accB)
 	}
 	if from := d.FoldsFrom(); from >= 0 {
-		q, err := sc.send(c, from, recvB)
-		if err != nil {
-			return err
-		}
-		return run.wait(ctx, q, -1)
+		return sc.sendWait(ctx, c, from, recvB)
 	}
 	return nil
+}
+
+// exchange is one step of the doubling with peer: into = incoming op acc
+// (red) while acc is sent. The send only reads acc, and the receive
+// writes into. The send goes first, so that the partner's wait ends as
+// early as it can; the partner's message, if it comes before the receive
+// is posted, stays in the socket until this rank reads it for the receive
+// (readrole.go).
+func (sc *smallColl) exchange(ctx context.Context, c *Comm, peer int, acc, into []byte, red *reduction) error {
+	s, err := sc.send(c, peer, acc)
+	if err != nil {
+		return err
+	}
+	q, err := sc.recv(c, peer, into, red)
+	if err != nil {
+		return err
+	}
+	if err := sc.run.wait(ctx, q, len(acc)); err != nil {
+		return err
+	}
+	return sc.run.wait(ctx, s, -1)
+}
+
+// sendWait sends b to dest and waits for the send.
+func (sc *smallColl) sendWait(ctx context.Context, c *Comm, dest int, b []byte) error {
+	q, err := sc.send(c, dest, b)
+	if err != nil {
+		return err
+	}
+	return sc.run.wait(ctx, q, -1)
 }
 
 // smallColl is the state of a small allreduce, kept by the communicator

@@ -3,7 +3,6 @@ package tcp
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/nodecoll"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -26,7 +27,7 @@ type Comm struct {
 	size  int
 	lim   limits
 	links []*link  // by rank; nil for this rank (and while Dial connects)
-	node  [32]byte // nodeKey of cfg.Node
+	node  [32]byte // shm.NodeKey of cfg.Node
 
 	mu     sync.Mutex
 	closed bool
@@ -50,7 +51,7 @@ type Comm struct {
 	// once nodeColl is final, for the calls after the first.
 	nodeMu    sync.Mutex
 	nodeDone  bool
-	nodeColl  *nodeColl
+	nodeColl  *nodecoll.Node
 	nodeReady atomic.Bool
 
 	// parked counts goroutines blocked in Wait without reading a link.
@@ -63,9 +64,6 @@ type Comm struct {
 	closeOnce sync.Once
 	stop      chan struct{} // closed by Close
 	bg        sync.WaitGroup
-	lnMu      sync.Mutex
-	ln        net.Listener
-	conns     map[net.Conn]struct{} // connections being handshaken or serving the store
 	closeErr  error
 }
 
@@ -82,8 +80,7 @@ func newComm(cfg Config) *Comm {
 		links: make([]*link, cfg.Size),
 		lost:  make([]error, cfg.Size),
 		stop:  make(chan struct{}),
-		conns: map[net.Conn]struct{}{},
-		node:  nodeKey(cfg.Node),
+		node:  shm.NodeKey(cfg.Node),
 	}
 	c.tbl.Init(cfg.Size)
 	return c
@@ -407,7 +404,6 @@ func (c *Comm) shutdown() {
 	c.coll.closeAll()
 
 	close(c.stop)
-	c.closeListener()
 	for _, l := range links {
 		if l != nil {
 			l.w.bye()
@@ -436,26 +432,10 @@ func (c *Comm) shutdown() {
 	c.bg.Wait()
 	c.nodeMu.Lock()
 	if c.nodeColl != nil {
-		c.nodeColl.close()
+		c.nodeColl.Close()
 	}
 	c.nodeDone = true
 	c.nodeMu.Unlock()
-}
-
-// closeListener stops accepting and cuts connections still in handshake.
-func (c *Comm) closeListener() {
-	c.lnMu.Lock()
-	ln := c.ln
-	c.ln = nil
-	conns := c.conns
-	c.conns = map[net.Conn]struct{}{}
-	c.lnMu.Unlock()
-	if ln != nil {
-		_ = ln.Close()
-	}
-	for cn := range conns {
-		_ = cn.Close()
-	}
 }
 
 // enqueue queues an unexpected message. c.mu is held.

@@ -2,12 +2,9 @@ package tcp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +26,12 @@ const (
 	// DefaultEagerBudget is the eager bytes a rank accepts from one peer
 	// before that peer's receives have taken them.
 	DefaultEagerBudget = 4 << 20
+	// DefaultSpin is Config.Spin's default: a waiter on a TCP link blocks
+	// at once.
+	DefaultSpin = 0
+	// DefaultShmSpin is Config.ShmSpin's default: how long a waiter polls
+	// a shared-memory link before it sleeps.
+	DefaultShmSpin = shm.DefaultSpin
 	// DefaultChunk is the size of the data frames a large message travels
 	// in, so that small messages are not held up behind it.
 	DefaultChunk = 1 << 20
@@ -82,22 +85,23 @@ const (
 	// (XPU_JOB_SECRET).
 	EnvJobSecret = jobenv.JobSecret
 	// EnvTimeout overrides Config.Timeout: a Go duration ("3s").
-	EnvTimeout = "XPU_TCP_TIMEOUT"
-	// EnvSpin sets Config.Spin: a Go duration ("50us"), 0 to block.
-	EnvSpin = "XPU_TCP_SPIN"
+	EnvTimeout = jobenv.TCPTimeout
+	// EnvSpin sets Config.Spin: a Go duration ("50us"); 0 or negative
+	// never polls.
+	EnvSpin = jobenv.TCPSpin
 	// EnvLinks sets Config.Links: "auto", "tcp" or "shm" (XPU_LINKS).
-	EnvLinks = "XPU_LINKS"
+	EnvLinks = jobenv.Links
 	// EnvNode sets Config.Node (XPU_NODE).
-	EnvNode = "XPU_NODE"
+	EnvNode = jobenv.Node
 	// EnvShmRing sets Config.ShmRing: a size in bytes ("256K", "1M"),
 	// a power of two from 4 KiB to 64 MiB.
-	EnvShmRing = "XPU_SHM_RING"
-	// EnvShmSpin sets Config.ShmSpin: a Go duration ("20us"), 0 or a
-	// negative one to sleep at once.
-	EnvShmSpin = "XPU_SHM_SPIN"
+	EnvShmRing = jobenv.ShmRing
+	// EnvShmSpin sets Config.ShmSpin: a Go duration ("20us"); 0 or
+	// negative sleeps at once.
+	EnvShmSpin = jobenv.ShmSpin
 	// EnvJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"). Every transport that joins a job reads it.
-	EnvJoinTimeout = join.EnvTimeout
+	EnvJoinTimeout = jobenv.JoinTimeout
 )
 
 // Config describes this rank's place in a job. Rank, Size, MasterAddr and
@@ -149,7 +153,9 @@ type Config struct {
 	// before it blocks (Linux; elsewhere it blocks at once). Polling
 	// trades a core for latency, as MPI libraries do by default: it pays
 	// only where every rank has a core of its own, and costs dearly where
-	// ranks share cores. Zero, the default, blocks at once.
+	// ranks share cores. Zero means DefaultSpin, which is no polling;
+	// negative never polls (the rule of every spin setting, see
+	// docs/launching.md).
 	Spin time.Duration
 	// Links says which links this rank makes: LinkAuto (the default)
 	// links the ranks of one node through shared memory and the others
@@ -167,7 +173,7 @@ type Config struct {
 	// two ranks'. Zero means DefaultShmRing.
 	ShmRing int
 	// ShmSpin is how long a goroutine that waits on a shared-memory link
-	// polls it before it sleeps. Zero means shm.DefaultSpin (50 µs);
+	// polls it before it sleeps. Zero means DefaultShmSpin (50 µs);
 	// negative sleeps at once. Once the job has formed, a rank whose node
 	// has more ranks than this process has processors gives the processor
 	// away (sched_yield) at every poll.
@@ -223,8 +229,11 @@ func (cfg Config) normalize() (Config, error) {
 			return bad("master address %q: %v", cfg.MasterAddr, err)
 		}
 	}
-	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 || cfg.Spin < 0 {
-		return bad("negative timeout, spin, budget or chunk")
+	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 {
+		return bad("negative timeout, budget or chunk")
+	}
+	if cfg.Spin < 0 {
+		cfg.Spin = 0 // never polls
 	}
 	if cfg.Spin > maxSpin || cfg.ShmSpin > maxSpin {
 		return bad("spin %v above %v", max(cfg.Spin, cfg.ShmSpin), maxSpin)
@@ -233,7 +242,7 @@ func (cfg Config) normalize() (Config, error) {
 		return bad("link mode %v", cfg.Links)
 	}
 	if cfg.ShmSpin == 0 {
-		cfg.ShmSpin = shm.DefaultSpin
+		cfg.ShmSpin = DefaultShmSpin
 	}
 	if cfg.ShmRing == 0 {
 		cfg.ShmRing = DefaultShmRing
@@ -318,52 +327,12 @@ func FromEnv(ctx context.Context) (*Comm, error) {
 //     ShmRing from XPU_SHM_RING, ShmSpin from XPU_SHM_SPIN.
 func ConfigFromEnv() (Config, error) {
 	var cfg Config
-	place, ok, err := jobenv.Find(jobenv.OS)
+	job, err := join.FromEnv(Name, jobenv.OS)
 	if err != nil {
 		return cfg, err
 	}
-	if !ok {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
-			"no rank in the environment (set %s and %s, or run under mpirun or srun)", EnvRank, EnvWorldSize)
-	}
-	cfg.Rank, cfg.Size = place.Rank, place.Size
-	host := firstEnv(EnvMasterAddr, "MASTER_ADDR")
-	if host == "" {
-		host = slurmMaster()
-	}
-	if host == "" && jobenv.AllLocal(jobenv.OS, cfg.Size) {
-		host = "127.0.0.1"
-	}
-	if host == "" && cfg.Size > 1 {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
-			"no master address (set %s to an address of rank 0's host)", EnvMasterAddr)
-	}
-	portVar, port := EnvMasterPort, strings.TrimSpace(os.Getenv(EnvMasterPort))
-	if port == "" {
-		portVar, port = "MASTER_PORT", strings.TrimSpace(os.Getenv("MASTER_PORT"))
-	}
-	if port != "" {
-		cfg.portFrom = "set by " + portVar
-	} else {
-		p, from := jobenv.JobPort(jobenv.OS)
-		port, cfg.portFrom = strconv.Itoa(p), "derived from "+from
-		if from == "" {
-			cfg.portFrom = "the default, as the launcher names no job"
-		}
-	}
-	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a port", portVar, port)
-	}
-	cfg.MasterAddr = net.JoinHostPort(host, port)
-	if s := os.Getenv(EnvJobSecret); s != "" {
-		cfg.Secret = []byte(s)
-	} else if id := jobenv.JobID(jobenv.OS); id != "" {
-		sum := sha256.Sum256([]byte("xpu-go tcp job " + id))
-		cfg.Secret = []byte(hex.EncodeToString(sum[:]))
-	} else {
-		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument,
-			"no job secret (set %s to the same random string on every rank)", EnvJobSecret)
-	}
+	cfg.Rank, cfg.Size, cfg.MasterAddr, cfg.portFrom = job.Rank, job.Size, job.MasterAddr, job.PortFrom
+	cfg.Secret, cfg.JoinTimeout = job.Secret, job.JoinTimeout
 	if t := os.Getenv(EnvTimeout); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 {
@@ -371,22 +340,15 @@ func ConfigFromEnv() (Config, error) {
 		}
 		cfg.Timeout = d
 	}
-	if cfg.JoinTimeout, err = join.TimeoutFromEnv(jobenv.OS); err != nil {
-		return cfg, xerr.Op(Name, "env", err)
-	}
 	if cfg.Links, err = ParseLinkMode(os.Getenv(EnvLinks)); err != nil {
 		return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not auto, tcp or shm", EnvLinks, os.Getenv(EnvLinks))
 	}
 	cfg.Node = strings.TrimSpace(os.Getenv(EnvNode))
-	if t := strings.TrimSpace(os.Getenv(EnvShmSpin)); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d > maxSpin {
-			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a duration up to %v", EnvShmSpin, t, maxSpin)
-		}
-		if d == 0 {
-			d = -1 // sleep at once
-		}
-		cfg.ShmSpin = d
+	if cfg.ShmSpin, err = jobenv.Spin(jobenv.OS, EnvShmSpin, maxSpin); err != nil {
+		return cfg, xerr.Op(Name, "env", err)
+	}
+	if cfg.Spin, err = jobenv.Spin(jobenv.OS, EnvSpin, maxSpin); err != nil {
+		return cfg, xerr.Op(Name, "env", err)
 	}
 	if v := strings.TrimSpace(os.Getenv(EnvShmRing)); v != "" {
 		r := xpu.Options{OptShmRing: v}.Reader(Name)
@@ -396,75 +358,7 @@ func ConfigFromEnv() (Config, error) {
 		}
 		cfg.ShmRing = int(n)
 	}
-	if t := os.Getenv(EnvSpin); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d < 0 || d > maxSpin {
-			return cfg, xerr.Errorf(Name, "env", xerr.ErrInvalidArgument, "%s=%q is not a duration in [0, %v]", EnvSpin, t, maxSpin)
-		}
-		cfg.Spin = d
-	}
 	return cfg, nil
-}
-
-func firstEnv(names ...string) string {
-	for _, n := range names {
-		if v := strings.TrimSpace(os.Getenv(n)); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// slurmMaster returns the first host of SLURM_NODELIST when the list is
-// simple ("a,b", "node[01-04,07]", "n1"), else SLURM_LAUNCH_NODE_IPADDR.
-func slurmMaster() string {
-	if os.Getenv("SLURM_PROCID") == "" {
-		return ""
-	}
-	if h := firstHost(os.Getenv("SLURM_NODELIST")); h != "" {
-		return h
-	}
-	return strings.TrimSpace(os.Getenv("SLURM_LAUNCH_NODE_IPADDR"))
-}
-
-// firstHost expands the first entry of a Slurm host list in its simple
-// forms; it returns "" for forms it does not understand.
-func firstHost(list string) string {
-	list = strings.TrimSpace(list)
-	if list == "" {
-		return ""
-	}
-	// The first entry ends at a comma outside brackets.
-	depth, end := 0, len(list)
-	for i, ch := range list {
-		switch ch {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 && end == len(list) {
-				end = i
-			}
-		}
-	}
-	first := list[:end]
-	open := strings.IndexByte(first, '[')
-	if open < 0 {
-		if strings.ContainsAny(first, "]") {
-			return ""
-		}
-		return first
-	}
-	if !strings.HasSuffix(first, "]") || strings.Count(first, "[") != 1 {
-		return ""
-	}
-	prefix, ranges := first[:open], first[open+1:len(first)-1]
-	lo, _, _ := strings.Cut(strings.Split(ranges, ",")[0], "-")
-	if lo == "" || strings.Trim(lo, "0123456789") != "" {
-		return ""
-	}
-	return prefix + lo
 }
 
 // InJob reports whether the environment names a job: a rank and a world

@@ -129,7 +129,7 @@ func (driver) Info(ctx context.Context) xpu.Info {
 	devs := []xpu.Device{{Index: 0, Name: "sockets", MemoryTotal: -1, MemoryFree: -1,
 		Transport: "TCP: ranks on other nodes (all ranks with " + EnvLinks + "=tcp)"}}
 	shmDev := xpu.Device{Index: 1, Name: "shared memory", MemoryTotal: -1, MemoryFree: -1}
-	if ok, detail := shmProbe(); ok {
+	if ok, detail := shm.Probe(); ok {
 		caps = append(caps, xpu.CapSharedMemory)
 		shmDev.Transport = "ranks of one node: " + detail + "; large messages: " + singleCopyInfo()
 	} else {

@@ -53,7 +53,14 @@ func TestConfigFromEnv(t *testing.T) {
 	cfg, err = ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, 50*time.Microsecond, cfg.Spin)
-	for _, bad := range []string{"-1us", "1s", "fast"} {
+	// Zero and negative never spin, as in every spin variable.
+	for _, never := range []string{"0", "-1us"} {
+		t.Setenv(EnvSpin, never)
+		cfg, err = ConfigFromEnv()
+		require.NoError(t, err, never)
+		require.Negative(t, cfg.Spin, never)
+	}
+	for _, bad := range []string{"1s", "fast"} {
 		t.Setenv(EnvSpin, bad)
 		_, err = ConfigFromEnv()
 		require.ErrorIs(t, err, comm.ErrInvalidArgument, bad)
@@ -134,21 +141,6 @@ func TestConfigFromSlurmEnv(t *testing.T) {
 	cfg, err = ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, "10.1.2.3:"+jobPort(t, "SLURM_JOB_ID=77"), cfg.MasterAddr)
-}
-
-func TestFirstHost(t *testing.T) {
-	for in, want := range map[string]string{
-		"n1":               "n1",
-		"a,b":              "a",
-		"node[01-04,07]":   "node01",
-		"node[3],x[1-2]":   "node3",
-		"rack1-n[001-100]": "rack1-n001",
-		"":                 "",
-		"bad]":             "",
-		"x[a-b]":           "",
-	} {
-		require.Equal(t, want, firstHost(in), in)
-	}
 }
 
 // TestConfigFromEnvLinks reads the variables of the links: their kind, the

@@ -1,6 +1,10 @@
 package tcp
 
-import "time"
+import (
+	"time"
+
+	"github.com/xpu-go/xpu/internal/nodecoll"
+)
 
 // SetRing sets the native ring's threshold and chunk for a test and
 // returns a function that restores them.
@@ -72,6 +76,6 @@ func WithoutIdleCheck(tmpl Config) Config {
 // NodeRing and NodeTiny are the entries of a rank's ring of small node
 // steps and the largest step through it.
 const (
-	NodeRing = nodeRing
-	NodeTiny = nodeTiny
+	NodeRing = nodecoll.Ring
+	NodeTiny = nodecoll.Tiny
 )

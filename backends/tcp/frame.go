@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -12,7 +13,7 @@ import (
 // does not exist. The link that carried it is cut, so operations with that
 // peer fail with comm.ErrPeerLost (the error says why). It matches
 // comm.ErrInvalidArgument too.
-var ErrProtocol = xerr.NewKind("protocol violation", xerr.ErrInvalidArgument)
+var ErrProtocol = join.ErrProtocol
 
 // Frame types. Every frame starts with a fixed header of headerSize bytes
 // (see docs/adr/0008-tcp-wire.md); eager and data frames carry a payload

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -60,7 +61,7 @@ type link struct {
 	wg       sync.WaitGroup
 }
 
-func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
+func newLink(c *Comm, peer int, conn net.Conn, h join.Terms) *link {
 	l := &link{c: c, peer: peer, conn: conn, downCh: make(chan struct{})}
 	l.shm, _ = conn.(*shm.Conn)
 	l.w = writer{
@@ -92,7 +93,7 @@ func newLink(c *Comm, peer int, conn net.Conn, h hello) *link {
 	l.role = readRole{conn: conn, parked: &c.parked, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: cmp.Or(c.cfg.idleCheck, idleCheck)}
 	l.role.released.L = &l.role.mu
-	l.credit = credit{peerLimit: int(h.eager), peerBudget: int(min(h.budget, MaxEagerBudget)), budget: c.lim.budget}
+	l.credit = credit{peerLimit: int(h.Limit), peerBudget: int(min(h.Budget, MaxEagerBudget)), budget: c.lim.budget}
 	if l.credit.peerLimit > l.credit.peerBudget {
 		l.credit.peerLimit = l.credit.peerBudget
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -188,7 +189,7 @@ func newFuzzLink(t *testing.T) *fuzzLink {
 	c := newComm(Config{Rank: 0, Size: 2, EagerLimit: fuzzEager, EagerBudget: fuzzBudget,
 		Chunk: fuzzChunk, Timeout: time.Hour, Heartbeat: time.Hour, CloseTimeout: time.Second})
 	conn := &fuzzConn{}
-	l := newLink(c, 1, conn, hello{purpose: purposePeer, rank: 1, size: 2, eager: fuzzPeerEager, budget: fuzzPeerBudg})
+	l := newLink(c, 1, conn, join.Terms{Limit: fuzzPeerEager, Budget: fuzzPeerBudg})
 	c.links[1] = l
 	return &fuzzLink{t: t, c: c, l: l, conn: conn}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -233,23 +234,16 @@ func rogue(t *testing.T, master string, secret []byte, rank, size int) map[int]n
 	cfg, err := Config{Rank: rank, Size: size, MasterAddr: master, Secret: secret}.normalize()
 	require.NoError(t, err)
 	c := newComm(cfg)
-	sconn, err := c.dialAuth(ctx, master, 0, purposeStore)
+	job, err := join.Dial(ctx, join.Config{Backend: Name, Rank: rank, Size: size, MasterAddr: master, Secret: cfg.Secret,
+		StepTimeout: cfg.Timeout, Tune: c.tune, Upgrade: c.linkConn,
+		Terms: join.Terms{Limit: uint32(c.lim.eager), Budget: uint64(c.lim.budget)}})
 	require.NoError(t, err)
-	sc := &storeClient{conn: sconn}
-	defer sconn.Close()
-	require.NoError(t, sc.call(ctx, storeSet, addrKey(rank), "127.0.0.1:9"))
 	conns := map[int]net.Conn{}
-	for j := range rank {
-		addr := master
-		if j > 0 {
-			addr, err = sc.get(ctx, addrKey(j))
-			require.NoError(t, err)
+	for j, p := range job.Peers {
+		if p.Conn != nil {
+			conns[j] = p.Conn
 		}
-		conn, _, err := c.dialPeer(ctx, addr, j)
-		require.NoError(t, err)
-		conns[j] = conn
 	}
-	require.NoError(t, sc.call(ctx, storeDone, "", ""))
 	t.Cleanup(func() {
 		for _, cn := range conns {
 			_ = cn.Close()

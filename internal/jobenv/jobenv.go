@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -20,6 +21,23 @@ const (
 	MasterPort = "XPU_MASTER_PORT" // its port
 	JobSecret  = "XPU_JOB_SECRET"  // the key that authenticates the job's ranks to each other
 	Backend    = "XPU_BACKEND"     // the backend chain of xpu.OpenDefault ("cuda,cpu")
+)
+
+// The settings of the multi-process transports, read by every transport
+// they concern (docs/launching.md has them in one table). A duration of
+// zero in a spin setting means no spin; an unset variable means the
+// transport's default.
+const (
+	JoinTimeout = "XPU_JOIN_TIMEOUT" // bound of joining a job, a positive Go duration
+	Links       = "XPU_LINKS"        // auto, tcp or shm: the links between ranks of one node
+	Node        = "XPU_NODE"         // a node name beside the machine: ranks of different nodes share no memory
+	ShmRing     = "XPU_SHM_RING"     // the size of each ring of a shared-memory link
+	ShmSpin     = "XPU_SHM_SPIN"     // how long a waiter polls a shared-memory link before it sleeps
+	TCPSpin     = "XPU_TCP_SPIN"     // how long a waiter polls a TCP link before it blocks
+	TCPTimeout  = "XPU_TCP_TIMEOUT"  // how long a silent peer takes to be declared lost
+	RDMADevice  = "XPU_RDMA_DEVICE"  // the RDMA device rdma uses
+	RDMAAddr    = "XPU_RDMA_ADDR"    // the address rdma's connection manager binds
+	RDMATimeout = "XPU_RDMA_TIMEOUT" // how long a silent rdma peer takes to be declared lost
 )
 
 // Getenv reads one variable; os.Getenv is one.
@@ -133,3 +151,22 @@ func (p Place) String() string {
 
 // Map returns a Getenv over m, for tests.
 func Map(m map[string]string) Getenv { return func(k string) string { return m[k] } }
+
+// Spin reads the spin setting name (a Go duration, at most max) through
+// env, by the one rule of every spin setting: unset gives 0 (the
+// transport's default), and zero or a negative duration gives -1 (never
+// spin). Anything else is an error matching xerr.ErrInvalidArgument.
+func Spin(env Getenv, name string, max time.Duration) (time.Duration, error) {
+	v := strings.TrimSpace(env(name))
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d > max {
+		return 0, xerr.Detail(xerr.ErrInvalidArgument, "%s=%q is not a duration up to %v", name, v, max)
+	}
+	if d <= 0 {
+		return -1, nil
+	}
+	return d, nil
+}

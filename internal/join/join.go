@@ -1,10 +1,16 @@
-// Package join is how one rank of a multi-process job waits for the job to
-// form: within a deadline, saying what it waits for while it waits, and
-// naming who is missing when it gives up. The tcp transport uses it; the
-// transports that come after it (rdma, shared memory) are meant to, so that
-// every transport bounds joining alike and words its failures alike.
+// Package join forms a multi-process job for any transport: it reads the
+// launcher's variables (FromEnv: xpu run's, Open MPI's, PMIx's, PMI's,
+// Slurm's), meets the other ranks at rank 0's rendezvous store,
+// authenticates every connection with the job's secret, and returns one
+// connection per peer (Dial), which the transport then runs its engine
+// over — the tcp engine its links (after moving them onto shared memory
+// through Config.Upgrade), rdma the exchange of its queue pairs'
+// addresses. It bounds joining alike for every transport, and words its
+// failures alike.
 //
-// A transport starts a Wait when it begins to join, and ends it with End:
+// Dial waits within a deadline, saying what it waits for while it waits,
+// and naming who is missing when it gives up. Its wait is a Wait, which a
+// transport may also use alone:
 //
 //	w, ctx := join.Start(ctx, join.Params{Backend: "tcp", Rank: r, Size: n, Master: addr})
 //	registered := join.NewRoster(n, 0)
@@ -55,7 +61,7 @@ const (
 	ProgressInterval = 5 * time.Second
 	// EnvTimeout sets the join timeout of every transport that joins
 	// through this package: a positive Go duration ("90s", "10m").
-	EnvTimeout = "XPU_JOIN_TIMEOUT"
+	EnvTimeout = jobenv.JoinTimeout
 	// OptTimeout is the Open option that sets it; it takes precedence over
 	// EnvTimeout.
 	OptTimeout = "join_timeout"

@@ -1,8 +1,12 @@
-// Package shm carries a byte stream between two processes of one machine
-// through shared memory: a segment holding two single-producer
-// single-consumer rings, one per direction, and a Conn over them that
-// implements net.Conn, so that a protocol written for a socket (the tcp
-// backend's frames) runs over it unchanged.
+// Package shm is the shared-memory transport between processes of one
+// machine: a segment holding two single-producer single-consumer rings,
+// one per direction, and a Conn over them that implements net.Conn, so
+// that a protocol written for a socket (the multi-process engine's frames,
+// backends/tcp) runs over it unchanged; the negotiation that decides, per
+// pair of ranks, whether their link moves onto it (Negotiate, NodeKey);
+// single copies straight between the processes' memories
+// (process_vm_readv/writev); and a Region that every rank of a node maps
+// for its collectives (package internal/nodecoll).
 //
 // # The segment
 //

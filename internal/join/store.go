@@ -1,4 +1,4 @@
-package tcp
+package join
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -38,11 +37,18 @@ const (
 // why; the client adds errStore.
 var errStore = errors.New("store request refused")
 
+// closed is a closed channel.
+var closed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
 type storeServer struct {
 	size int
 	// arrived holds the ranks that have reached the store (rank 0 and the
 	// clients that authenticated), finished those that said DONE.
-	arrived, finished *join.Roster
+	arrived, finished *Roster
 
 	mu      sync.Mutex
 	kv      map[string]string
@@ -53,7 +59,7 @@ type storeServer struct {
 }
 
 func newStoreServer(size int) *storeServer {
-	return &storeServer{size: size, arrived: join.NewRoster(size, 0), finished: join.NewRoster(size, 0),
+	return &storeServer{size: size, arrived: NewRoster(size, 0), finished: NewRoster(size, 0),
 		kv: map[string]string{}, changed: make(chan struct{}), done: map[int]bool{}, doneCh: make(chan struct{})}
 }
 
@@ -61,7 +67,7 @@ func newStoreServer(size int) *storeServer {
 // that serves no store it is closed already.
 func (s *storeServer) allDone() <-chan struct{} {
 	if s == nil {
-		return closedCh
+		return closed
 	}
 	return s.doneCh
 }
@@ -98,7 +104,7 @@ func (s *storeServer) serve(ctx context.Context, conn net.Conn, rank int, stop <
 		}
 		status := storeOK
 		switch {
-		case errors.Is(err, join.ErrTimeout):
+		case errors.Is(err, ErrTimeout):
 			status, reply = storeGaveUp, gaveUp()
 		case err != nil:
 			status, reply = storeErr, err.Error()
@@ -213,7 +219,7 @@ func (sc *storeClient) roundTrip(ctx context.Context, op uint8, key, val string)
 	case storeOK:
 		return reply, nil
 	case storeGaveUp:
-		return "", xerr.Detail(join.ErrTimeout, "rank 0 gave up: %s", reply)
+		return "", xerr.Detail(ErrTimeout, "rank 0 gave up: %s", reply)
 	}
 	return "", xerr.Detail(errStore, "%s", reply)
 }

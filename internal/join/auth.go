@@ -1,4 +1,4 @@
-package tcp
+package join
 
 import (
 	"crypto/hmac"
@@ -15,14 +15,26 @@ import (
 
 // ErrAuth reports a connection that could not prove membership of the job:
 // a wrong secret, a garbled or foreign handshake, or a rank or world size
-// that does not fit. It matches comm.ErrInvalidArgument too.
-var ErrAuth = xerr.NewKind("authentication failed", xerr.ErrInvalidArgument)
+// that does not fit. It matches xerr.ErrInvalidArgument too.
+var ErrAuth = xerr.ErrAuth
+
+// ErrProtocol reports bytes from a peer that break the wire protocol. It
+// matches xerr.ErrInvalidArgument too.
+var ErrProtocol = xerr.ErrProtocol
 
 // Connection purposes, announced in the hello.
 const (
 	purposePeer  uint8 = 1 // a link between two ranks
 	purposeStore uint8 = 2 // a client of the rendezvous store on rank 0
 )
+
+// Terms are two numbers a rank announces to each peer in its hello, under
+// the MAC, for the transport's own use (the tcp engine: the largest eager
+// message it accepts and the eager bytes it holds per peer).
+type Terms struct {
+	Limit  uint32
+	Budget uint64
+}
 
 const (
 	helloSize    = 64
@@ -40,8 +52,7 @@ type hello struct {
 	purpose uint8
 	rank    uint32
 	size    uint32
-	eager   uint32 // largest eager message this side accepts
-	budget  uint64 // eager bytes this side holds per peer
+	terms   Terms
 	nonce   [32]byte
 }
 
@@ -52,8 +63,8 @@ func (h *hello) encode() []byte {
 	b[5] = h.purpose
 	binary.LittleEndian.PutUint32(b[8:], h.rank)
 	binary.LittleEndian.PutUint32(b[12:], h.size)
-	binary.LittleEndian.PutUint32(b[16:], h.eager)
-	binary.LittleEndian.PutUint64(b[24:], h.budget)
+	binary.LittleEndian.PutUint32(b[16:], h.terms.Limit)
+	binary.LittleEndian.PutUint64(b[24:], h.terms.Budget)
 	copy(b[32:], h.nonce[:])
 	return b
 }
@@ -72,8 +83,8 @@ func decodeHello(b []byte) (hello, error) {
 	h.purpose = b[5]
 	h.rank = binary.LittleEndian.Uint32(b[8:])
 	h.size = binary.LittleEndian.Uint32(b[12:])
-	h.eager = binary.LittleEndian.Uint32(b[16:])
-	h.budget = binary.LittleEndian.Uint64(b[24:])
+	h.terms.Limit = binary.LittleEndian.Uint32(b[16:])
+	h.terms.Budget = binary.LittleEndian.Uint64(b[24:])
 	copy(h.nonce[:], b[32:])
 	if h.purpose != purposePeer && h.purpose != purposeStore {
 		return h, xerr.Detail(ErrAuth, "unknown purpose %d", h.purpose)

@@ -1,4 +1,4 @@
-package tcp
+package nodecoll
 
 import (
 	"context"
@@ -15,64 +15,14 @@ import (
 	"github.com/xpu-go/xpu/xerr"
 )
 
-// Collectives of a node in shared memory.
-//
-// Dial maps one more region into the ranks of each node (the ranks linked
-// through shared memory): a control line per rank of the node, a ring of
-// nodeRing small entries per rank, and a data slot per rank, in two halves
-// used by turns. Within a node, Barrier, Bcast, Reduce and Allreduce then
-// run in it, with no message at all: each rank
-// publishes its step in its control line (seq), copies its data into its
-// slot, and reads the others' slots directly. A job that spans nodes runs
-// them hierarchically: within each node in its region, across nodes
-// between the nodes' leaders (their lowest ranks) over their links with
-// the shared algorithms of package comm, then within each node again.
-//
-//   - Every node collective takes one or more steps, numbered alike on
-//     every rank (all ranks call the collectives in the same order with the
-//     same sizes). At step e a rank first waits until every rank has
-//     published e-1 — so nobody still reads what this rank last wrote in
-//     the half e%2 of its slot — then writes that half, then publishes e.
-//   - A step that moves at most nodeTiny bytes from some ranks to others
-//     (a small Bcast or Reduce) goes through the ring instead: entry
-//     e%nodeRing holds its bytes and its arguments, and a rank waits only
-//     until every rank has published e-nodeRing+1 before it writes it. A
-//     root that broadcasts, and the ranks that contribute to a reduction,
-//     so run up to nodeRing-1 steps ahead of their slowest reader instead
-//     of waiting for it at every step.
-//   - Allreduce up to nodeSmall bytes: every rank copies its vector into
-//     its slot, publishes, waits for every rank, and reduces every slot in
-//     rank order into its result: one step, and the bitwise-same result on
-//     every rank.
-//   - Larger allreduces go in chunks of nodeChunk per step, each in two
-//     phases: every rank copies its chunk in and publishes; rank r reduces
-//     part r of the chunk over every slot into its result and into the
-//     chunk's shared result, and publishes again (done); then every rank
-//     copies the other parts of the shared result out. Each part is reduced
-//     once, so every rank ends with the same bits.
-//   - Bcast: the root copies a chunk into its slot and publishes; the
-//     others wait for it, copy it out, and publish.
-//   - Reduce (one-node jobs): as Allreduce, but the ranks other than the
-//     root leave as soon as they have published their part, and only the
-//     root copies the result out.
-//   - Barrier: publish, and wait for every rank.
-//   - Allgather and Alltoall (one-node jobs): every rank copies what it
-//     sends into its slot, a part per rank, publishes, waits for every
-//     rank, and copies its part of every slot out.
-//
-// A waiter polls like a shared-memory link (Config.ShmSpin, yielding the
-// processor when the node is oversubscribed), then sleeps on a futex in the
-// region that a rank that publishes wakes when someone sleeps, looking
-// again every nodeNap. Every wait ends with ErrPeerLost as soon as any peer
-// is lost (its link failed: its death is seen through the link's
-// doorbell), with the collective's abort or context, or with
-// ErrInvalidArgument when the ranks disagree on the arguments (then the
-// node's collectives stay broken).
 const (
 	nodeLine  = 128      // a rank's control line
 	nodeSmall = 16 << 10 // largest one-step allreduce
 	nodeChunk = 256 << 10
-	nodeNap   = 10 * time.Millisecond
+	// Tags and Tags+1 are the reserved tags of the setup's messages: a
+	// host keeps them free of its own messages.
+	Tags    = comm.MaxReservedTag - 62
+	nodeNap = 10 * time.Millisecond
 	// A rank's ring of small steps: nodeRing entries of nodeEntry bytes,
 	// each the step's length (8 bytes) and kind (4 bytes), then its data
 	// from byte 16 on: a small broadcast's bytes and arguments share one
@@ -84,9 +34,9 @@ const (
 	entryData = 16
 	nodeTiny  = nodeEntry - entryData // largest step through the ring
 	// tagNode and tagNodeTable are the reserved tags of the setup's
-	// messages.
-	tagNode      = tagRing + 2
-	tagNodeTable = tagRing + 3
+	// messages (Tags, Tags+1).
+	tagNode      = Tags
+	tagNodeTable = Tags + 1
 )
 
 // Kinds of step, written beside its length for the check of arguments
@@ -116,21 +66,23 @@ const (
 	nodeInline = 16
 )
 
-type nodeColl struct {
-	c        *Comm
+type Node struct {
+	host     Host
+	aborted  abort // host.Aborted, bound once
+	opts     Options
+	rank     int
 	region   *shm.Region
 	mem      []byte
-	p        int     // ranks of the node
-	me       int     // this rank's index among them
-	members  []int   // the node's ranks, in order (index: their place)
-	leaders  []int   // every node's lowest rank, in order; nil for a one-node job
-	leaderOf []int   // by rank: the lowest rank of its node (with leaders)
-	closed   bool    // close has run (mu)
-	slot     int     // bytes of each half of a slot
-	rings    int     // offset of the rings in mem
-	slots    int     // offset of the slots in mem
-	res      int     // offset of the shared results in mem
-	light    collRun // the run of a one-node job's collective (mu)
+	p        int   // ranks of the node
+	me       int   // this rank's index among them
+	members  []int // the node's ranks, in order (index: their place)
+	leaders  []int // every node's lowest rank, in order; nil for a one-node job
+	leaderOf []int // by rank: the lowest rank of its node (with leaders)
+	closed   bool  // close has run (mu)
+	slot     int   // bytes of each half of a slot
+	rings    int   // offset of the rings in mem
+	slots    int   // offset of the slots in mem
+	res      int   // offset of the shared results in mem
 	step     uint64
 	known    uint64     // a step every rank of the node is known to have published
 	mu       sync.Mutex // one node collective at a time
@@ -154,7 +106,7 @@ func nodeLayout(p, slot int) (ctl, bell, rings, slots, res, size int) {
 }
 
 // word returns word off of rank r's control line, for atomic access.
-func (n *nodeColl) word(r, off int) *atomic.Uint64 {
+func (n *Node) word(r, off int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(&n.mem[r*nodeLine+off]))
 }
 
@@ -169,26 +121,26 @@ func (n *nodeColl) word(r, off int) *atomic.Uint64 {
 // slower (~200 -> ~255 ns) as they made small reductions faster.
 
 // args returns the words of rank r's arguments in half h, as plain words.
-func (n *nodeColl) args(r, h int) (length *uint64, kind *uint32) {
+func (n *Node) args(r, h int) (length *uint64, kind *uint32) {
 	at := r * nodeLine
 	return (*uint64)(unsafe.Pointer(&n.mem[at+offLen+8*h])), (*uint32)(unsafe.Pointer(&n.mem[at+offKind+4*h]))
 }
 
 // inline returns half h of rank r's inline vector.
-func (n *nodeColl) inline(r int, h uint64) []byte {
+func (n *Node) inline(r int, h uint64) []byte {
 	at := r*nodeLine + offInline + int(h)*nodeInline
 	return n.mem[at : at+nodeInline : at+nodeInline]
 }
 
 // entry returns entry e%nodeRing of rank r's ring.
-func (n *nodeColl) entry(r int, e uint64) []byte {
+func (n *Node) entry(r int, e uint64) []byte {
 	at := n.rings + (r*nodeRing+int(e%nodeRing))*nodeEntry
 	return n.mem[at : at+nodeEntry : at+nodeEntry]
 }
 
 // small returns the first total bytes of a one-step allreduce's vector
 // of rank r in half h: inline in its control line, or in its slot.
-func (n *nodeColl) small(r int, h uint64, total int) []byte {
+func (n *Node) small(r int, h uint64, total int) []byte {
 	if total <= nodeInline {
 		return n.inline(r, h)[:total]
 	}
@@ -196,78 +148,83 @@ func (n *nodeColl) small(r int, h uint64, total int) []byte {
 }
 
 // half returns half h of rank r's slot.
-func (n *nodeColl) half(r int, h uint64) []byte {
+func (n *Node) half(r int, h uint64) []byte {
 	at := n.slots + (r*2+int(h))*n.slot
 	return n.mem[at : at+n.slot : at+n.slot]
 }
 
 // result returns half h of the shared result.
-func (n *nodeColl) result(h uint64) []byte {
+func (n *Node) result(h uint64) []byte {
 	at := n.res + int(h)*n.slot
 	return n.mem[at : at+n.slot : at+n.slot]
 }
 
-// nodeColls returns the nodes' collectives, nil when collectives run over the
-// links. The first call of a rank — at its first Barrier, Bcast,
-// Allreduce, Allgather or Alltoall, which every rank makes at the same
-// point — sets them up as a
-// collective of its own (setupNode): a lost peer aborts it as any other.
-// Should it fail on a rank (a lost peer, the context's end), that rank
-// runs its collectives over the links; a group that lost a peer has its
-// later collectives aborted anyway.
-func (c *Comm) nodeColls(ctx context.Context) (*nodeColl, error) {
-	if c.nodeReady.Load() {
-		return c.nodeColl, nil
-	}
-	c.nodeMu.Lock()
-	defer c.nodeMu.Unlock()
-	if c.nodeDone {
-		return c.nodeColl, nil
-	}
-	c.nodeDone = true
-	err := c.collective(ctx, "setup", c.setupNode)
-	c.nodeReady.Store(true)
-	return c.nodeColl, err
+// A Host is the communicator whose ranks run a node's collectives.
+type Host interface {
+	// Rank and Size place this rank in the job.
+	Rank() int
+	Size() int
+	// Isend and Irecv carry the setup's messages (tags Tags and Tags+1)
+	// and, in a job that spans nodes, the leaders' collectives.
+	Isend(b memspace.Block, dest, tag int) (comm.Request, error)
+	Irecv(b memspace.Block, src, tag int) (comm.Request, error)
+	// Begin starts the host's collective name, numbered as the host
+	// numbers its collectives, or says why it may not run. It returns the
+	// context the collective runs under: for a light run (a job of one
+	// node) ctx itself may do, an abort of the run then being what Aborted
+	// reports; otherwise a context that an abort cancels (and Aborted
+	// reports nil). End ends the collective with its error and returns
+	// what the caller sees. One collective of a Node runs at a time.
+	Begin(ctx context.Context, name string, light bool) (context.Context, error)
+	End(ctx context.Context, name string, light bool, err error) error
+	Aborted() error
+	// Lost returns why a peer of the job is lost, nil while none is. Waits
+	// call it every few polls: it must be cheap while nothing is lost.
+	Lost() error
+	// Closed is the error of a collective of a closed host.
+	Closed() error
 }
 
-// OneNode reports whether every rank of c runs on this machine and c's
-// collectives run in a region of shared memory that they all map. It is
-// known from c's first collective on (every rank's is the same call);
-// before it, and for a job of one rank, OneNode is false. Another
-// backend that bootstraps over a tcp job (backends/rdma) keeps the job for
-// its collectives when it is true.
-func (c *Comm) OneNode() bool {
-	if !c.nodeReady.Load() {
-		return false
-	}
-	n := c.nodeColl
-	return n != nil && n.leaders == nil && n.p == c.size
+// Options tune how a node's ranks wait for each other.
+type Options struct {
+	// Spin is how long a waiter polls before it sleeps (as shm.Polling
+	// takes it: negative never polls).
+	Spin time.Duration
+	// Yield, when set and true, makes every poll give the processor away:
+	// the node has more ranks than processors.
+	Yield *atomic.Bool
+	// Logf, when set, receives why a rank could not attach the region.
+	Logf func(format string, args ...any)
 }
 
-// setupNode maps a region into the ranks of each node: the node's lowest
-// rank makes it and offers it, with the list of the node's ranks, to every
-// other rank of the node over their links; each answers whether it could
+// abort reports why a light run must stop, nil while it may go on.
+type abort func() error
+
+// noAbort is the abort of a run whose context an abort cancels.
+func noAbort() error { return nil }
+
+// Setup maps a region into the ranks of each node, as a collective of
+// host that every rank calls at the same point: members are this rank's
+// node's ranks in order (this rank among them), from which the node's
+// lowest rank makes the region and offers it, with the list of the node's
+// ranks, to every other rank of the node; each answers whether it could
 // attach (and saw the same ranks), and the lowest rank tells the node
 // whether its region is on. Then every rank learns every rank's node and
-// verdict (an allgather over the links): the regions are used only when
-// every node's is on, so that all ranks run the collectives alike; else
-// they run over the links as before.
-func (c *Comm) setupNode(ctx context.Context) error {
-	if c.size < 2 {
-		return nil
-	}
-	var members []int
-	for j, l := range c.links {
-		if j == c.rank || (l != nil && l.shm != nil) {
-			members = append(members, j)
-		}
+// verdict: the regions are used only when every node's is on, so that all
+// ranks run the collectives alike. Setup returns nil (and no error) when
+// the collectives are to run over the host's point-to-point: a region
+// failed, or no two ranks share a node.
+func Setup(ctx context.Context, h Host, members []int, opts Options) (*Node, error) {
+	size := h.Size()
+	if size < 2 || len(members) == 0 {
+		return nil, nil
 	}
 	var reg *shm.Region
 	ok := true // a node of one needs no region
 	if len(members) > 1 {
 		var err error
-		if reg, err = c.nodeRegion(ctx, members); err != nil {
-			return err
+		if reg, err = nodeRegion(ctx, h, members, opts); err != nil {
+			return nil, err
 		}
 		ok = reg != nil
 	}
@@ -276,22 +233,22 @@ func (c *Comm) setupNode(ctx context.Context) error {
 	if ok {
 		mine[1] = 1
 	}
-	all := make([]int32, 2*c.size)
-	if len(members) < c.size {
-		if err := c.nodeTable(ctx, mine, all); err != nil {
+	all := make([]int32, 2*size)
+	if len(members) < size {
+		if err := nodeTable(ctx, h, mine, all); err != nil {
 			if reg != nil {
 				reg.Close()
 			}
-			return err
+			return nil, err
 		}
 	} else {
-		for j := range c.size {
+		for j := range size {
 			all[2*j], all[2*j+1] = mine[0], mine[1]
 		}
 	}
 	var leaders []int
-	leaderOf := make([]int, c.size)
-	for j := range c.size {
+	leaderOf := make([]int, size)
+	for j := range size {
 		leaderOf[j] = int(all[2*j])
 		if all[2*j+1] == 0 {
 			ok = false
@@ -300,40 +257,84 @@ func (c *Comm) setupNode(ctx context.Context) error {
 			leaders = append(leaders, j)
 		}
 	}
-	if !ok || len(leaders) == c.size {
+	if !ok || len(leaders) == size {
 		// A node's region failed, or no two ranks share a node.
 		if reg != nil {
 			reg.Close()
 		}
-		return nil
+		return nil, nil
 	}
-	n := newNodeColl(c, reg, nodeChunk, members)
+	n := newNode(h, opts, reg, nodeChunk, members)
 	if len(leaders) > 1 {
 		n.leaders, n.leaderOf = leaders, leaderOf
 	}
-	c.nodeColl = n
-	return nil
+	return n, nil
 }
+
+// Members returns the ranks of h's job whose key is this rank's, in order:
+// the ranks of this rank's node when key is shm.NodeKey of the job's node
+// name. It is a collective of h's point-to-point (tag Tags+1).
+func Members(ctx context.Context, h Host, key [32]byte) ([]int, error) {
+	size, rank := h.Size(), h.Rank()
+	keys := make([]byte, 32*size)
+	copy(keys[32*rank:], key[:])
+	if size > 1 {
+		if rank != 0 {
+			if err := sendWait(ctx, h, key[:], 0, tagNodeTable); err != nil {
+				return nil, err
+			}
+			if err := recvWait(ctx, h, keys, 0, tagNodeTable); err != nil {
+				return nil, err
+			}
+		} else {
+			for j := 1; j < size; j++ {
+				if err := recvWait(ctx, h, keys[32*j:32*(j+1)], j, tagNodeTable); err != nil {
+					return nil, err
+				}
+			}
+			for j := 1; j < size; j++ {
+				if err := sendWait(ctx, h, keys, j, tagNodeTable); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	var members []int
+	for j := range size {
+		if [32]byte(keys[32*j:32*(j+1)]) == key {
+			members = append(members, j)
+		}
+	}
+	return members, nil
+}
+
+// OneNode reports whether every rank of the job maps n's region: the
+// collectives run in it alone, with no message.
+func (n *Node) OneNode() bool { return n.leaders == nil && n.p == n.host.Size() }
+
+// SpansNodes reports whether the job spans nodes: only Barrier, Bcast and
+// Allreduce run hierarchically; the other collectives are the host's.
+func (n *Node) SpansNodes() bool { return n.leaders != nil }
 
 // nodeTable gathers every rank's entry (2 words) on rank 0, which sends
 // the whole table to every rank: with a tag of its own, so that what a
 // setup cut short leaves behind never matches another collective.
-func (c *Comm) nodeTable(ctx context.Context, mine, all []int32) error {
+func nodeTable(ctx context.Context, h Host, mine, all []int32) error {
 	bytes := func(v []int32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)) }
-	if c.rank != 0 {
-		if err := c.sendWait(ctx, bytes(mine), 0, tagNodeTable); err != nil {
+	if h.Rank() != 0 {
+		if err := sendWait(ctx, h, bytes(mine), 0, tagNodeTable); err != nil {
 			return err
 		}
-		return c.recvWait(ctx, bytes(all), 0, tagNodeTable)
+		return recvWait(ctx, h, bytes(all), 0, tagNodeTable)
 	}
 	copy(all, mine)
-	for j := 1; j < c.size; j++ {
-		if err := c.recvWait(ctx, bytes(all[2*j:2*j+2]), j, tagNodeTable); err != nil {
+	for j := 1; j < h.Size(); j++ {
+		if err := recvWait(ctx, h, bytes(all[2*j:2*j+2]), j, tagNodeTable); err != nil {
 			return err
 		}
 	}
-	for j := 1; j < c.size; j++ {
-		if err := c.sendWait(ctx, bytes(all), j, tagNodeTable); err != nil {
+	for j := 1; j < h.Size(); j++ {
+		if err := sendWait(ctx, h, bytes(all), j, tagNodeTable); err != nil {
 			return err
 		}
 	}
@@ -341,8 +342,12 @@ func (c *Comm) nodeTable(ctx context.Context, mine, all []int32) error {
 }
 
 // sendWait sends b to dest with a reserved tag and waits for the send.
-func (c *Comm) sendWait(ctx context.Context, b []byte, dest, tag int) error {
-	q, err := c.isend(b, dest, tag)
+func sendWait(ctx context.Context, h Host, b []byte, dest, tag int) error {
+	blk, err := memspace.FromSlice(b)
+	if err != nil {
+		return err
+	}
+	q, err := h.Isend(blk.Block(), dest, tag)
 	if err == nil {
 		_, err = q.Wait(ctx)
 	}
@@ -350,8 +355,12 @@ func (c *Comm) sendWait(ctx context.Context, b []byte, dest, tag int) error {
 }
 
 // recvWait receives into b from src with a reserved tag.
-func (c *Comm) recvWait(ctx context.Context, b []byte, src, tag int) error {
-	q, err := c.irecv(&request{c: c, kind: kindRecv, peer: src, tag: tag, buf: b})
+func recvWait(ctx context.Context, h Host, b []byte, src, tag int) error {
+	blk, err := memspace.FromSlice(b)
+	if err != nil {
+		return err
+	}
+	q, err := h.Irecv(blk.Block(), src, tag)
 	if err == nil {
 		_, err = q.Wait(ctx)
 	}
@@ -360,55 +369,61 @@ func (c *Comm) recvWait(ctx context.Context, b []byte, src, tag int) error {
 
 // nodeRegion makes (on the node's lowest rank) or attaches the node's
 // region; nil when the node's verdict is off.
-func (c *Comm) nodeRegion(ctx context.Context, members []int) (*shm.Region, error) {
+func nodeRegion(ctx context.Context, h Host, members []int, opts Options) (*shm.Region, error) {
 	_, _, _, _, _, size := nodeLayout(len(members), nodeChunk)
-	send := func(j int, b []byte) error { return c.sendWait(ctx, b, j, tagNode) }
-	recv := func(j int, b []byte) error { return c.recvWait(ctx, b, j, tagNode) }
+	send := func(j int, b []byte) error { return sendWait(ctx, h, b, j, tagNode) }
+	recv := func(j int, b []byte) error { return recvWait(ctx, h, b, j, tagNode) }
 	list := make([]byte, 4*len(members))
 	for i, j := range members {
 		binary.LittleEndian.PutUint32(list[4*i:], uint32(j))
 	}
-	leader := members[0]
-	if c.rank == leader {
-		reg, err := shm.NewRegion(size)
-		var offer []byte
-		if err == nil {
-			offer = reg.Offer().Encode()
-		} else {
-			offer = shm.RegionOffer{}.Encode()
-		}
-		offer = append(offer, list...)
-		ok := err == nil
-		for _, j := range members[1:] {
-			if err := send(j, offer); err != nil {
-				return nil, err
-			}
-		}
-		for _, j := range members[1:] {
-			var ans [1]byte
-			if err := recv(j, ans[:]); err != nil {
-				return nil, err
-			}
-			ok = ok && ans[0] == 1
-		}
-		verdict := []byte{0}
-		if ok {
-			verdict[0] = 1
-		}
-		for _, j := range members[1:] {
-			if err := send(j, verdict); err != nil {
-				return nil, err
-			}
-		}
-		if reg != nil {
-			reg.Attached()
-			if !ok {
-				reg.Close()
-				return nil, nil
-			}
-		}
-		return reg, nil
+	if leader := members[0]; h.Rank() != leader {
+		return attachRegion(h, members[0], size, list, send, recv, opts)
 	}
+	reg, err := shm.NewRegion(size)
+	var offer []byte
+	if err == nil {
+		offer = reg.Offer().Encode()
+	} else {
+		offer = shm.RegionOffer{}.Encode()
+	}
+	offer = append(offer, list...)
+	ok := err == nil
+	for _, j := range members[1:] {
+		if err := send(j, offer); err != nil {
+			return nil, err
+		}
+	}
+	for _, j := range members[1:] {
+		var ans [1]byte
+		if err := recv(j, ans[:]); err != nil {
+			return nil, err
+		}
+		ok = ok && ans[0] == 1
+	}
+	verdict := []byte{0}
+	if ok {
+		verdict[0] = 1
+	}
+	for _, j := range members[1:] {
+		if err := send(j, verdict); err != nil {
+			return nil, err
+		}
+	}
+	if reg != nil {
+		reg.Attached()
+		if !ok {
+			reg.Close()
+			return nil, nil
+		}
+	}
+	return reg, nil
+}
+
+// attachRegion takes the leader's offer of a region of size bytes for the
+// ranks of list, answers whether this rank could attach, and returns the
+// region when the leader's verdict is on.
+func attachRegion(h Host, leader, size int, list []byte, send, recv func(int, []byte) error, opts Options) (*shm.Region, error) {
 	b := make([]byte, shm.OfferSize+len(list))
 	if err := recv(leader, b); err != nil {
 		return nil, err
@@ -418,12 +433,12 @@ func (c *Comm) nodeRegion(ctx context.Context, members []int) (*shm.Region, erro
 	switch {
 	case err != nil || o.PID == 0:
 	case o.Size != size || string(b[shm.OfferSize:]) != string(list):
-		err = xerr.Detail(ErrProtocol, "rank %d offers a node region of %d bytes for other ranks", leader, o.Size)
+		err = xerr.Detail(xerr.ErrProtocol, "rank %d offers a node region of %d bytes for other ranks", leader, o.Size)
 	default:
 		reg, err = shm.AttachRegion(o)
 	}
-	if err != nil && c.cfg.Logf != nil {
-		c.cfg.Logf("tcp: rank %d: no node region: %v", c.rank, err)
+	if err != nil && opts.Logf != nil {
+		opts.Logf("rank %d: no node region: %v", h.Rank(), err)
 	}
 	ans := []byte{0}
 	if err == nil && reg != nil {
@@ -443,10 +458,10 @@ func (c *Comm) nodeRegion(ctx context.Context, members []int) (*shm.Region, erro
 	return reg, nil
 }
 
-func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
-	n := &nodeColl{c: c, region: reg, p: len(members), members: members, slot: slot}
+func newNode(h Host, opts Options, reg *shm.Region, slot int, members []int) *Node {
+	n := &Node{host: h, aborted: h.Aborted, opts: opts, rank: h.Rank(), region: reg, p: len(members), members: members, slot: slot}
 	for i, j := range members {
-		if j == c.rank {
+		if j == n.rank {
 			n.me = i
 		}
 	}
@@ -462,8 +477,8 @@ func newNodeColl(c *Comm, reg *shm.Region, slot int, members []int) *nodeColl {
 	return n
 }
 
-// close unmaps the region; no collective may be running.
-func (n *nodeColl) close() {
+// Close unmaps the region; no collective may be running.
+func (n *Node) Close() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.closed = true
@@ -473,43 +488,38 @@ func (n *nodeColl) close() {
 	}
 }
 
-// run runs body as a collective of c: a light one (no derived context: an
-// abort is recorded in the run, which the node's waits check) for a
-// one-node job; for a job that spans nodes, whose leaders talk over their
-// links with the shared algorithms, a full one, whose abort cancels the
-// context those wait with.
-func (n *nodeColl) run(ctx context.Context, name string, body func(ctx context.Context, run *collRun) error) error {
+// run runs body as the host's collective name, one at a time: a light one
+// (no derived context: an abort is what Host.Aborted reports) for a
+// one-node job; for a job that spans nodes, whose leaders talk over the
+// host's point-to-point with the shared algorithms, a full one, whose
+// abort cancels the context those wait with. body is called here and
+// nowhere else, so that it costs no allocation.
+func (n *Node) run(ctx context.Context, name string, body func(ctx context.Context, run abort) error) error {
 	n.mu.Lock() // one node collective at a time
 	defer n.mu.Unlock()
-	open := func(ctx context.Context, run *collRun) error {
-		if n.closed {
-			return n.c.closedErr()
-		}
-		return body(ctx, run)
-	}
-	if n.leaders != nil {
-		return n.c.collective(ctx, name, func(ctx context.Context) error { return open(ctx, &collRun{}) })
-	}
-	// One light run serves them all: once a collective has ended no abort
-	// refers to its run (collEnd drops it from the running under the lock
-	// aborts take).
-	run := &n.light
-	if run.err.Load() != nil {
-		run.err.Store(nil)
-	}
-	if err := n.c.collBegin(name, run); err != nil {
+	light := n.leaders == nil
+	cctx, err := n.host.Begin(ctx, name, light)
+	if err != nil {
 		return err
 	}
-	return n.c.collEnd(ctx, name, run, open(ctx, run), run.aborted)
+	switch {
+	case n.closed:
+		err = n.host.Closed()
+	case light:
+		err = body(cctx, n.aborted)
+	default:
+		err = body(cctx, noAbort)
+	}
+	return n.host.End(ctx, name, light, err)
 }
 
 // across is the job's leaders as a communicator of their own (rank i is
 // leaders[i]), over this rank's links, for the shared algorithms.
-type across struct{ n *nodeColl }
+type across struct{ n *Node }
 
 func (a across) Rank() int {
 	for i, j := range a.n.leaders {
-		if j == a.n.c.rank {
+		if j == a.n.rank {
 			return i
 		}
 	}
@@ -517,18 +527,18 @@ func (a across) Rank() int {
 }
 func (a across) Size() int { return len(a.n.leaders) }
 func (a across) Isend(b memspace.Block, dest, tag int) (comm.Request, error) {
-	return a.n.c.Isend(b, a.n.leaders[dest], tag)
+	return a.n.host.Isend(b, a.n.leaders[dest], tag)
 }
 func (a across) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
 	if src != comm.AnySource {
 		src = a.n.leaders[src]
 	}
-	return a.n.c.Irecv(b, src, tag)
+	return a.n.host.Irecv(b, src, tag)
 }
 func (a across) Close() error { return nil }
 
 // leaderIndex returns the place of rank's leader among the leaders.
-func (n *nodeColl) leaderIndex(rank int) int {
+func (n *Node) leaderIndex(rank int) int {
 	for i, j := range n.leaders {
 		if j == n.leaderOf[rank] {
 			return i
@@ -541,7 +551,7 @@ func (n *nodeColl) leaderIndex(rank int) int {
 // within the node, then across the leaders when the job spans nodes, then
 // within the node again.
 
-func (n *nodeColl) jobBarrier(ctx context.Context, run *collRun) error {
+func (n *Node) jobBarrier(ctx context.Context, run abort) error {
 	if err := n.barrier(ctx, run); err != nil || n.leaders == nil {
 		return err
 	}
@@ -553,8 +563,8 @@ func (n *nodeColl) jobBarrier(ctx context.Context, run *collRun) error {
 	return n.barrier(ctx, run)
 }
 
-func (n *nodeColl) jobBcast(ctx context.Context, run *collRun, buf memspace.Block, root int) error {
-	b, err := hostBytes(buf)
+func (n *Node) jobBcast(ctx context.Context, run abort, buf memspace.Block, root int) error {
+	b, err := buf.Bytes()
 	if err != nil {
 		return err
 	}
@@ -578,7 +588,7 @@ func (n *nodeColl) jobBcast(ctx context.Context, run *collRun, buf memspace.Bloc
 	return n.bcast(ctx, run, b, 0)
 }
 
-func (n *nodeColl) jobAllreduce(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+func (n *Node) jobAllreduce(ctx context.Context, run abort, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	if err := n.allreduce(ctx, run, send, recv, dt, op); err != nil || n.leaders == nil {
 		return err
 	}
@@ -587,7 +597,7 @@ func (n *nodeColl) jobAllreduce(ctx context.Context, run *collRun, send, recv me
 			return err
 		}
 	}
-	b, err := hostBytes(recv)
+	b, err := recv.Bytes()
 	if err != nil {
 		return err
 	}
@@ -595,7 +605,7 @@ func (n *nodeColl) jobAllreduce(ctx context.Context, run *collRun, send, recv me
 }
 
 // index returns the place of rank among the node's ranks.
-func (n *nodeColl) index(rank int) int {
+func (n *Node) index(rank int) int {
 	for i, j := range n.members {
 		if j == rank {
 			return i
@@ -606,13 +616,13 @@ func (n *nodeColl) index(rank int) int {
 
 // errDisagree is the error of a node collective whose ranks passed
 // different arguments.
-func (n *nodeColl) errDisagree() error {
-	return xerr.Errorf(Name, "collective", xerr.ErrInvalidArgument,
-		"rank %d: the ranks called a collective with different arguments (length, type, operation or root)", n.c.rank)
+func (n *Node) errDisagree() error {
+	return xerr.Detail(xerr.ErrInvalidArgument,
+		"rank %d: the ranks called a collective with different arguments (length, type, operation or root)", n.rank)
 }
 
 // publish stores v in word off of this rank's line and wakes sleepers.
-func (n *nodeColl) publish(off int, v uint64) {
+func (n *Node) publish(off int, v uint64) {
 	// Swap, not Store: sleepers is loaded next, and a waiter adds itself
 	// to them before it looks at this word (a store then a load on each
 	// side needs a full fence, which Store is not under the race
@@ -627,7 +637,7 @@ func (n *nodeColl) publish(off int, v uint64) {
 // await waits until word off of rank only (of every rank when -1) is at
 // least v: polling, then sleeping on the bell; it fails when a peer is lost, the
 // ranks disagree, or ctx ends.
-func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, only int) error {
+func (n *Node) await(ctx context.Context, run abort, off int, v uint64, only int) error {
 	ready := func() bool {
 		if only >= 0 {
 			return n.word(only, off).Load() >= v
@@ -642,8 +652,8 @@ func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, o
 	if ready() {
 		return nil
 	}
-	spin := n.c.cfg.ShmSpin
-	yield := n.c.shmYield.Load()
+	spin := n.opts.Spin
+	yield := n.opts.Yield != nil && n.opts.Yield.Load()
 	var until time.Time
 	for polls := 1; ; polls++ {
 		if ready() {
@@ -676,22 +686,15 @@ func (n *nodeColl) await(ctx context.Context, run *collRun, off int, v uint64, o
 }
 
 // blocked says why a wait must end.
-func (n *nodeColl) blocked(ctx context.Context, run *collRun) error {
+func (n *Node) blocked(ctx context.Context, run abort) error {
 	if n.broken.Load() != 0 {
 		return n.errDisagree()
 	}
-	if err := run.aborted(); err != nil {
+	if err := run(); err != nil {
 		return err
 	}
-	if n.c.anyLost.Load() {
-		c := n.c
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, e := range c.lost {
-			if e != nil {
-				return fmt.Errorf("a rank of the node is lost: %w", e)
-			}
-		}
+	if err := n.host.Lost(); err != nil {
+		return fmt.Errorf("a rank of the node is lost: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		if cause := context.Cause(ctx); cause != nil {
@@ -703,7 +706,7 @@ func (n *nodeColl) blocked(ctx context.Context, run *collRun) error {
 }
 
 // begin starts step e: it waits until every rank has published e-1.
-func (n *nodeColl) begin(ctx context.Context, run *collRun) (uint64, error) {
+func (n *Node) begin(ctx context.Context, run abort) (uint64, error) {
 	n.step++
 	e := n.step
 	if n.known >= e-1 {
@@ -715,7 +718,7 @@ func (n *nodeColl) begin(ctx context.Context, run *collRun) (uint64, error) {
 // beginTiny starts step e through the ring: it waits until every rank has
 // published e-nodeRing+1, so that nobody still reads what this rank last
 // wrote in entry e%nodeRing.
-func (n *nodeColl) beginTiny(ctx context.Context, run *collRun) (uint64, error) {
+func (n *Node) beginTiny(ctx context.Context, run abort) (uint64, error) {
 	n.step++
 	e := n.step
 	if e < nodeRing || n.known >= e-nodeRing+1 {
@@ -727,7 +730,7 @@ func (n *nodeColl) beginTiny(ctx context.Context, run *collRun) (uint64, error) 
 // postTiny begins a step through the ring and publishes data, with its
 // arguments (its length and kind), in this rank's entry; it returns the
 // step.
-func (n *nodeColl) postTiny(ctx context.Context, run *collRun, data []byte, kind uint32) (uint64, error) {
+func (n *Node) postTiny(ctx context.Context, run abort, data []byte, kind uint32) (uint64, error) {
 	e, err := n.beginTiny(ctx, run)
 	if err != nil {
 		return e, err
@@ -742,7 +745,7 @@ func (n *nodeColl) postTiny(ctx context.Context, run *collRun, data []byte, kind
 
 // agreeTiny checks that the ranks of only (every rank when -1) described
 // step e alike in their entries, as agree does.
-func (n *nodeColl) agreeTiny(e uint64, length int, kind uint32, only int) error {
+func (n *Node) agreeTiny(e uint64, length int, kind uint32, only int) error {
 	for j := range n.p {
 		if only >= 0 && j != only {
 			continue
@@ -757,7 +760,7 @@ func (n *nodeColl) agreeTiny(e uint64, length int, kind uint32, only int) error 
 }
 
 // awaitAll waits until every rank has published step v, and remembers it.
-func (n *nodeColl) awaitAll(ctx context.Context, run *collRun, v uint64) error {
+func (n *Node) awaitAll(ctx context.Context, run abort, v uint64) error {
 	if err := n.await(ctx, run, offSeq, v, -1); err != nil {
 		return err
 	}
@@ -775,14 +778,14 @@ func (n *nodeColl) awaitAll(ctx context.Context, run *collRun, v uint64) error {
 
 // describe records the arguments of step e for the others to check, in
 // the words of half e%2: a rank that goes on to step e+1 leaves them be.
-func (n *nodeColl) describe(e uint64, length int, kind uint32) {
+func (n *Node) describe(e uint64, length int, kind uint32) {
 	l, k := n.args(n.me, int(e%2))
 	*l, *k = uint64(length), kind
 }
 
 // agree checks that the ranks of only (every rank when -1) described step
 // e alike; on a mismatch the node's collectives break, on every rank.
-func (n *nodeColl) agree(e uint64, length int, kind uint32, only int) error {
+func (n *Node) agree(e uint64, length int, kind uint32, only int) error {
 	h := int(e % 2)
 	for j := range n.p {
 		if only >= 0 && j != only {
@@ -797,7 +800,7 @@ func (n *nodeColl) agree(e uint64, length int, kind uint32, only int) error {
 
 // disagree breaks the node's collectives, on every rank, and returns the
 // error of arguments that differ.
-func (n *nodeColl) disagree() error {
+func (n *Node) disagree() error {
 	n.broken.Store(1)
 	n.bell.Add(1)
 	shm.Wake(n.bell)
@@ -805,7 +808,7 @@ func (n *nodeColl) disagree() error {
 }
 
 // barrier: publish, and wait for every rank.
-func (n *nodeColl) barrier(ctx context.Context, run *collRun) error {
+func (n *Node) barrier(ctx context.Context, run abort) error {
 	if n.p == 1 {
 		return nil
 	}
@@ -823,7 +826,7 @@ func (n *nodeColl) barrier(ctx context.Context, run *collRun) error {
 
 // bcast copies buf on the node's rank of index root to every rank of the
 // node, a chunk per step.
-func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int) error {
+func (n *Node) bcast(ctx context.Context, run abort, buf []byte, root int) error {
 	if n.p == 1 {
 		return nil
 	}
@@ -874,7 +877,7 @@ func (n *nodeColl) bcast(ctx context.Context, run *collRun, buf []byte, root int
 
 // allreduce reduces send over every rank into recv (host bytes of blocks
 // sendB and recvB).
-func (n *nodeColl) allreduce(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
+func (n *Node) allreduce(ctx context.Context, run abort, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	sendB, recvB, err := hostPair(send, recv)
 	if err != nil {
 		return err
@@ -948,7 +951,7 @@ func foldBytes(dst []byte, p int, vec func(j int) []byte, dt comm.DType, op comm
 // arguments (total bytes, kind), then reduces part me of the chunk (whole
 // elements) over every slot into the step's shared result, and publishes
 // it done. It returns the step and the bounds of this rank's part.
-func (n *nodeColl) reduceStep(ctx context.Context, run *collRun, chunk []byte, total int, kind uint32, dt comm.DType, op comm.Op) (e uint64, lo, hi int, err error) {
+func (n *Node) reduceStep(ctx context.Context, run abort, chunk []byte, total int, kind uint32, dt comm.DType, op comm.Op) (e uint64, lo, hi int, err error) {
 	if e, err = n.begin(ctx, run); err != nil {
 		return e, 0, 0, err
 	}
@@ -974,14 +977,14 @@ func (n *nodeColl) reduceStep(ctx context.Context, run *collRun, chunk []byte, t
 
 // reduce reduces send over every rank of a one-node job into recv on the
 // rank of index root.
-func (n *nodeColl) reduce(ctx context.Context, run *collRun, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
-	sendB, err := hostBytes(send)
+func (n *Node) reduce(ctx context.Context, run abort, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
+	sendB, err := send.Bytes()
 	if err != nil {
 		return err
 	}
 	var recvB []byte
 	if n.me == root {
-		if recvB, err = hostBytes(recv); err != nil {
+		if recvB, err = recv.Bytes(); err != nil {
 			return err
 		}
 	}
@@ -1029,7 +1032,7 @@ func (n *nodeColl) reduce(ctx context.Context, run *collRun, send, recv memspace
 // off+k) of out(j) into part j of its slot half — one part for all when
 // shared (Allgather: the same bytes for every rank) — publishes, waits for
 // every rank, and copies its part of every rank j's slot into in(j).
-func (n *nodeColl) exchange(ctx context.Context, run *collRun, size int, kind uint32, shared bool,
+func (n *Node) exchange(ctx context.Context, run abort, size int, kind uint32, shared bool,
 	out, in func(j int) []byte) error {
 	share := n.slot / n.p
 	if shared {
@@ -1070,7 +1073,7 @@ func (n *nodeColl) exchange(ctx context.Context, run *collRun, size int, kind ui
 }
 
 // allgather concatenates send of every rank of a one-node job into recv.
-func (n *nodeColl) allgather(ctx context.Context, run *collRun, send, recv memspace.Block) error {
+func (n *Node) allgather(ctx context.Context, run abort, send, recv memspace.Block) error {
 	s, r, err := hostPair(send, recv)
 	if err != nil {
 		return err
@@ -1080,7 +1083,7 @@ func (n *nodeColl) allgather(ctx context.Context, run *collRun, send, recv memsp
 }
 
 // alltoall sends part j of send to rank j of a one-node job.
-func (n *nodeColl) alltoall(ctx context.Context, run *collRun, send, recv memspace.Block) error {
+func (n *Node) alltoall(ctx context.Context, run abort, send, recv memspace.Block) error {
 	s, r, err := hostPair(send, recv)
 	if err != nil {
 		return err
@@ -1092,17 +1095,17 @@ func (n *nodeColl) alltoall(ctx context.Context, run *collRun, send, recv memspa
 
 // hostPair returns the host views of a collective's two blocks.
 func hostPair(send, recv memspace.Block) ([]byte, []byte, error) {
-	s, err := hostBytes(send)
+	s, err := send.Bytes()
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := hostBytes(recv)
+	r, err := recv.Bytes()
 	return s, r, err
 }
 
 // fold reduces bytes [lo, hi) of half h of every slot, in rank order, into
 // bytes [lo, hi) of half h of the shared result.
-func (n *nodeColl) fold(lo, hi int, h uint64, dt comm.DType, op comm.Op) error {
+func (n *Node) fold(lo, hi int, h uint64, dt comm.DType, op comm.Op) error {
 	if hi <= lo {
 		return nil
 	}
