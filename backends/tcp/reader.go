@@ -159,7 +159,7 @@ func (lr liveReader) Read(p []byte) (int, error) {
 			continue
 		}
 		if err != nil && errors.Is(err, shm.ErrCorrupt) {
-			err = xerr.Detail(ErrProtocol, "shared-memory link: %v", err)
+			err = xerr.Detail(ErrProtocol, "shared-memory link: %w", err)
 		}
 		return n, err
 	}
