@@ -1,6 +1,8 @@
 // Package impl holds what backend implementers need and users of xpu do
 // not: the argument checks every communicator and memory space makes in the
-// same words, and tag matching with the reserved tags of the collectives.
+// same words, tag matching with the reserved tags of the collectives, and
+// the reduction kernel of the shared algorithms (ReduceBytes), for a
+// backend that reduces on the host in its own collectives.
 // It stands to the concept packages as database/sql/driver stands to
 // database/sql: a user's `go doc comm` shows the API to call, and a backend
 // author imports impl as well.

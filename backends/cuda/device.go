@@ -31,7 +31,7 @@ func libraryPath(opt string) string {
 func load(path string) (*cu.Lib, error) {
 	l, err := cu.Open(libraryPath(path))
 	if err != nil {
-		return nil, xerr.Errorf(Name, "open", xpu.ErrUnavailable, "%v", err)
+		return nil, xerr.Errorf(Name, "open", xpu.ErrUnavailable, "%w", err)
 	}
 	return l, nil
 }

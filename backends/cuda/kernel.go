@@ -48,7 +48,7 @@ func (x *Executor) LoadModule(image string) (*Module, error) {
 				log = "no log"
 			}
 			return nil, xerr.Dev(Name, x.d.idx, "load-module",
-				xerr.Detail(ErrBadModule, "%v: %s", err, strings.Join(strings.Fields(log), " ")))
+				xerr.Detail(ErrBadModule, "%w: %s", err, strings.Join(strings.Fields(log), " ")))
 		}
 		return nil, devErr(x.d.idx, "load-module", err)
 	}

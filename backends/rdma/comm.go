@@ -171,13 +171,13 @@ func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 	n := max(size-1, 1) * per * c.slot
 	arena, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
-		return nil, xerr.Errorf(Name, "open", memspace.ErrOutOfMemory, "%d bytes of slots: %v", n, err)
+		return nil, xerr.Errorf(Name, "open", memspace.ErrOutOfMemory, "%d bytes of slots: %w", n, err)
 	}
 	c.arena = arena
 	c.mr, err = fc.Register(unsafe.Pointer(&arena[0]), n)
 	if err != nil {
 		_ = syscall.Munmap(arena)
-		return nil, xerr.Errorf(Name, "open", xerr.ErrUnavailable, "register %d bytes of slots: %v", n, err)
+		return nil, xerr.Errorf(Name, "open", xerr.ErrUnavailable, "register %d bytes of slots: %w", n, err)
 	}
 	i := 0
 	for r := range size {
@@ -369,7 +369,7 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 // registerSend registers a rendezvous send's buffer for the peer to read.
 func (c *Comm) registerSend(r *request) error {
 	if err := c.register(r, r.buf); err != nil {
-		return xerr.Errorf(Name, "send", comm.ErrNotSupported, "register a %d-byte buffer: %v", len(r.buf), err)
+		return xerr.Errorf(Name, "send", comm.ErrNotSupported, "register a %d-byte buffer: %w", len(r.buf), err)
 	}
 	r.addr, r.rkey = uint64(uintptr(unsafe.Pointer(&r.buf[0]))), r.mr.RKey
 	return nil
@@ -483,7 +483,7 @@ func (c *Comm) startRead(r *request, m *request) {
 			// Refuse the message rather than leave the sender waiting.
 			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fCanceled, id: m.id}})
 			c.flush(p)
-			r.complete(comm.Status{}, xerr.Errorf(Name, "recv", comm.ErrNotSupported, "register a %d-byte buffer: %v", r.accept, err))
+			r.complete(comm.Status{}, xerr.Errorf(Name, "recv", comm.ErrNotSupported, "register a %d-byte buffer: %w", r.accept, err))
 			return
 		}
 	}
@@ -590,7 +590,7 @@ func (c *Comm) post(p *peer, o out) {
 	if err != nil {
 		p.freeSend = append(p.freeSend, s)
 		if r != nil {
-			c.finishSend(r, comm.Status{}, c.lostOp("send", r.tag, xerr.Detail(comm.ErrPeerLost, "rank %d: post a send: %v", p.rank, err)))
+			c.finishSend(r, comm.Status{}, c.lostOp("send", r.tag, xerr.Detail(comm.ErrPeerLost, "rank %d: post a send: %w", p.rank, err)))
 		}
 		c.linkFailed(p, fmt.Errorf("post a send: %w", err), false)
 		return
@@ -622,7 +622,7 @@ func (c *Comm) finishSend(r *request, st comm.Status, err error) {
 // every rank. c.mu is held.
 func (c *Comm) lostOp(op string, tag int, cause error) error {
 	c.sawLoss = true
-	err := xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %v", c.rank, cause)
+	err := xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, cause)
 	if tag > comm.MaxTag {
 		c.revoke(c.rank, true)
 	}

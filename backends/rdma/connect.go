@@ -1,12 +1,12 @@
 package rdma
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -23,8 +23,10 @@ import (
 // own. A process without the secret is rejected, and the job goes on.
 
 // ErrAuth reports a connection whose peer could not prove it holds the
-// job secret. It matches comm.ErrPeerLost.
-var ErrAuth = xerr.NewKind("rdma peer failed authentication", comm.ErrPeerLost)
+// job secret: the same value as every backend's (xerr.ErrAuth), matching
+// comm.ErrInvalidArgument. A rank that fails to connect for it fails its
+// join with an error that matches comm.ErrPeerLost too.
+var ErrAuth = xerr.ErrAuth
 
 const (
 	helloMagic = "XPUr"
@@ -157,7 +159,10 @@ func (c *Comm) connect(ctx context.Context, ln fabric.Listener, addrs []string, 
 			}
 			if from, err := checkHello(secret, reply, true, c.rank, addrs[j]); err != nil || from != j {
 				_ = ep.Close()
-				fail(fmt.Errorf("connect to rank %d at %s: %w", j, addrs[j], errors.Join(err, ErrAuth)))
+				if err == nil {
+					err = fmt.Errorf("the answer came from rank %d", from)
+				}
+				fail(xerr.Detail(ErrAuth, "connect to rank %d at %s: %w", j, addrs[j], err))
 				return
 			}
 			setEP(p, ep)
@@ -208,7 +213,7 @@ func newGroup(ctx context.Context, prov fabric.Provider, dev, host string, n int
 		fc, err := prov.Open(dev, cqDepth(cfg, n))
 		if err != nil {
 			cleanup()
-			return nil, xerr.Errorf(Name, "group", errUnavailable, "open device %q: %v", dev, err)
+			return nil, xerr.Errorf(Name, "group", errUnavailable, "open device %q: %w", dev, err)
 		}
 		c, err := newComm(cfg, i, n, fc)
 		if err != nil {
@@ -220,7 +225,7 @@ func newGroup(ctx context.Context, prov fabric.Provider, dev, host string, n int
 		ln, err := fc.Listen(host + ":0")
 		if err != nil {
 			cleanup()
-			return nil, xerr.Errorf(Name, "group", errUnavailable, "listen on %s: %v", host, err)
+			return nil, xerr.Errorf(Name, "group", errUnavailable, "listen on %s: %w", host, err)
 		}
 		lns = append(lns, ln)
 		addrs[i] = ln.Addr()
@@ -240,9 +245,9 @@ func newGroup(ctx context.Context, prov fabric.Provider, dev, host string, n int
 		_ = ln.Close()
 	}
 	lns = nil
-	if err := errors.Join(errs...); err != nil {
+	if err := cmp.Or(errs...); err != nil {
 		cleanup()
-		return nil, xerr.Errorf(Name, "group", comm.ErrPeerLost, "%v", err)
+		return nil, xerr.Errorf(Name, "group", comm.ErrPeerLost, "%w", err)
 	}
 	for _, c := range cs {
 		c.start()

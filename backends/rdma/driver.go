@@ -101,7 +101,7 @@ var provider = verbs.Provider
 func usable(prov fabric.Provider, dev string) ([]fabric.DeviceInfo, error) {
 	devs, err := prov.Devices()
 	if err != nil {
-		return nil, xerr.Errorf(Name, "open", xpu.ErrUnavailable, "%v", err)
+		return nil, xerr.Errorf(Name, "open", xpu.ErrUnavailable, "%w", err)
 	}
 	for _, d := range devs {
 		if dev != "" && d.Name != dev {

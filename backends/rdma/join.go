@@ -81,7 +81,7 @@ func joinJob(ctx context.Context, prov fabric.Provider, dev, host string, jc job
 func deviceHost(prov fabric.Provider, dev string) (string, error) {
 	devs, err := prov.Devices()
 	if err != nil {
-		return "", xerr.Errorf(Name, "join", errUnavailable, "%v", err)
+		return "", xerr.Errorf(Name, "join", errUnavailable, "%w", err)
 	}
 	for _, d := range devs {
 		if dev != "" && d.Name != dev {

@@ -75,7 +75,7 @@ func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
 	}
 	reg, err := c.regs.get(buf, data)
 	if err != nil {
-		return nil, xerr.Errorf(Name, "expose", comm.ErrNotSupported, "register %d bytes: %v", len(data), err)
+		return nil, xerr.Errorf(Name, "expose", comm.ErrNotSupported, "register %d bytes: %w", len(data), err)
 	}
 	g := &region{c: c, blk: buf, data: data, reg: reg, key: comm.RemoteKey{
 		Rank: c.rank, Addr: uint64(uintptr(unsafe.Pointer(&data[0]))), Len: len(data), Key: uint64(reg.mr.RKey)}}
@@ -124,7 +124,7 @@ func (c *Comm) oneSided(kind int, local memspace.Block, key comm.RemoteKey, off 
 		return nil, xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %v", c.rank, p.lost)
 	}
 	if err := c.register(r, data); err != nil {
-		return nil, xerr.Errorf(Name, op, comm.ErrNotSupported, "register %d bytes: %v", n, err)
+		return nil, xerr.Errorf(Name, op, comm.ErrNotSupported, "register %d bytes: %w", n, err)
 	}
 	c.nextID++
 	r.rid = c.nextID
@@ -168,7 +168,7 @@ func (c *Comm) postOps(p *peer) {
 			RemoteAddr: r.addr, RKey: r.rkey,
 		}
 		if err := p.post1(wr); err != nil {
-			c.finishOne(r, xerr.Errorf(Name, "put", comm.ErrPeerLost, "rank %d: post: %v", c.rank, err))
+			c.finishOne(r, xerr.Errorf(Name, "put", comm.ErrPeerLost, "rank %d: post: %w", c.rank, err))
 			c.linkFailed(p, fmt.Errorf("post a one-sided transfer: %w", err), false)
 			return
 		}
@@ -186,7 +186,7 @@ func (c *Comm) onOne(wc *fabric.Completion) {
 	p := c.peers[r.peer]
 	p.inflight--
 	if wc.Err != nil {
-		c.finishOne(r, xerr.Errorf(Name, "one-sided", comm.ErrPeerLost, "rank %d: with rank %d: %v", c.rank, r.peer, wc.Err))
+		c.finishOne(r, xerr.Errorf(Name, "one-sided", comm.ErrPeerLost, "rank %d: with rank %d: %w", c.rank, r.peer, wc.Err))
 		c.linkFailed(p, fmt.Errorf("one-sided transfer: %w", wc.Err), false)
 		return
 	}
@@ -211,7 +211,7 @@ func (c *Comm) finishOne(r *request, err error) {
 // their buffers are in use until then. c.mu is held.
 func (c *Comm) failOnes(p *peer, cause error) {
 	for _, r := range p.ops {
-		c.finishOne(r, xerr.Errorf(Name, "one-sided", comm.ErrPeerLost, "rank %d: %v", c.rank, cause))
+		c.finishOne(r, xerr.Errorf(Name, "one-sided", comm.ErrPeerLost, "rank %d: %w", c.rank, cause))
 	}
 	p.ops = nil
 }

@@ -277,7 +277,7 @@ func (c *Comm) handle(wc *fabric.Completion) {
 		p.inflight--
 		r.finished++
 		if wc.Err != nil && r.failed == nil {
-			r.failed = xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d: read from rank %d: %v", c.rank, r.src, wc.Err)
+			r.failed = xerr.Errorf(Name, "recv", comm.ErrPeerLost, "rank %d: read from rank %d: %w", c.rank, r.src, wc.Err)
 			c.linkFailed(p, fmt.Errorf("read: %w", wc.Err), false)
 		}
 		c.maybeFinishRead(r)
@@ -310,7 +310,7 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 	p.credits += int(h.credits)
 	p.budget += int(h.budget)
 	if p.credits > c.cfg.Slots || p.budget > c.cfg.EagerBudget {
-		c.protocolError(p, fmt.Errorf("%w: rank %d returned more credits or budget than it was given", ErrProtocol, p.rank))
+		c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d returned more credits or budget than it was given", p.rank))
 		return
 	}
 	tag := int(h.tag)
@@ -327,14 +327,14 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 			break
 		}
 		if p.held+len(payload) > c.cfg.EagerBudget {
-			c.protocolError(p, fmt.Errorf("%w: rank %d sent eager bytes beyond its budget", ErrProtocol, p.rank))
+			c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d sent eager bytes beyond its budget", p.rank))
 			return
 		}
 		p.held += len(payload)
 		c.tbl.Arrive(&request{c: c, kind: kindEagerMsg, peer: p.rank, tag: tag, buf: append([]byte(nil), payload...)}, p.rank, tag)
 	case kRTS:
 		if h.size > 1<<62 || (h.size > 0 && h.rkey == 0 && h.addr == 0) {
-			c.protocolError(p, fmt.Errorf("%w: rank %d announced a %d-byte message at %#x", ErrProtocol, p.rank, h.size, h.addr))
+			c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d announced a %d-byte message at %#x", p.rank, h.size, h.addr))
 			return
 		}
 		m := &request{c: c, kind: kindRTSMsg, peer: p.rank, tag: tag, size: int(h.size), id: h.id, addr: h.addr, rkey: h.rkey}
@@ -353,7 +353,7 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 	case kFin:
 		r := c.rdv[h.id]
 		if r == nil || r.peer != p.rank {
-			c.protocolError(p, fmt.Errorf("%w: rank %d finished message %d, which it was not sent", ErrProtocol, p.rank, h.id))
+			c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d finished message %d, which it was not sent", p.rank, h.id))
 			return
 		}
 		switch {
@@ -408,11 +408,11 @@ func (c *Comm) linkFailed(p *peer, cause error, graceful bool) {
 		return
 	}
 	if !errors.Is(cause, comm.ErrPeerLost) {
-		cause = xerr.Detail(comm.ErrPeerLost, "%v", cause)
+		cause = xerr.Detail(comm.ErrPeerLost, "%w", cause)
 	}
 	p.lost = cause
 	c.nlost++
-	lost := func(op string) error { return xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %v", c.rank, cause) }
+	lost := func(op string) error { return xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, cause) }
 	reserved := false
 	fail := func(r *request, op string) {
 		reserved = reserved || r.tag > comm.MaxTag

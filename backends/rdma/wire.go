@@ -2,7 +2,6 @@ package rdma
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -72,9 +71,10 @@ func (h *header) put(b []byte) {
 }
 
 // ErrProtocol reports a message that breaks the protocol: the link to its
-// sender is cut. It matches comm.ErrPeerLost, as the peer is lost to this
-// rank from then on.
-var ErrProtocol = xerr.NewKind("rdma protocol violation", xerr.ErrPeerLost)
+// sender is cut, so the operations with it fail with comm.ErrPeerLost and
+// this cause. It is every backend's (xerr.ErrProtocol), and matches
+// comm.ErrInvalidArgument.
+var ErrProtocol = xerr.ErrProtocol
 
 // parseHeader decodes the header of a received message of n bytes. It
 // checks what can be checked without the communicator's state: the
@@ -82,7 +82,7 @@ var ErrProtocol = xerr.NewKind("rdma protocol violation", xerr.ErrPeerLost)
 func parseHeader(b []byte, n int) (header, error) {
 	var h header
 	if n < hdrLen || n > len(b) {
-		return h, fmt.Errorf("%w: a %d-byte message (header %d, slot %d)", ErrProtocol, n, hdrLen, len(b))
+		return h, xerr.Detail(ErrProtocol, "a %d-byte message (header %d, slot %d)", n, hdrLen, len(b))
 	}
 	h.kind = b[0]
 	h.flags = b[1]
@@ -94,13 +94,13 @@ func parseHeader(b []byte, n int) (header, error) {
 	h.id = binary.LittleEndian.Uint64(b[24:])
 	h.addr = binary.LittleEndian.Uint64(b[32:])
 	if h.kind == 0 || h.kind >= kMaxKind {
-		return h, fmt.Errorf("%w: unknown message kind %d", ErrProtocol, h.kind)
+		return h, xerr.Detail(ErrProtocol, "unknown message kind %d", h.kind)
 	}
 	if h.kind != kEager && n != hdrLen {
-		return h, fmt.Errorf("%w: a kind-%d message with %d bytes of payload", ErrProtocol, h.kind, n-hdrLen)
+		return h, xerr.Detail(ErrProtocol, "a kind-%d message with %d bytes of payload", h.kind, n-hdrLen)
 	}
 	if h.tag > 1<<31-1 {
-		return h, fmt.Errorf("%w: tag %d out of range", ErrProtocol, h.tag)
+		return h, xerr.Detail(ErrProtocol, "tag %d out of range", h.tag)
 	}
 	return h, nil
 }

@@ -239,7 +239,7 @@ func (l *link) pull(r *request, id, addr uint64, inline bool) (handled bool, err
 			// The peer is gone, or the link: its memory with it.
 			fault = fmt.Errorf("single copy from the peer's memory: %w", cerr)
 		case errors.Is(cerr, shm.ErrFault):
-			fault = xerr.Detail(ErrProtocol, "rank %d announced %d bytes at %#x, which it does not map: %v", l.peer, r.size, addr, cerr)
+			fault = xerr.Detail(ErrProtocol, "rank %d announced %d bytes at %#x, which it does not map: %w", l.peer, r.size, addr, cerr)
 		case errors.Is(cerr, shm.ErrNoProcess):
 			fault = fmt.Errorf("the process of rank %d has gone: %w", l.peer, cerr)
 		case folded.Load() || !errors.Is(cerr, shm.ErrNotPermitted):

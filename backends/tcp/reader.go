@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -125,13 +125,16 @@ func (rd *reader) readInto(r *request, off, n int) error {
 
 // fold computes dst[off:off+k] = in[:k] op own[off:off+k].
 func (red *reduction) fold(off int, in memspace.Block, k int) error {
-	d, err1 := red.dst.Slice(off, k)
-	o, err2 := red.own.Slice(off, k)
-	x, err3 := in.Slice(0, k)
+	d, err1 := red.dst.Bytes()
+	o, err2 := red.own.Bytes()
+	x, err3 := in.Bytes()
 	if err := cmp.Or(err1, err2, err3); err != nil {
 		return err
 	}
-	return comm.ReduceLocal(d, x, o, red.dt, red.op)
+	if off+k > len(d) || off+k > len(o) || k > len(x) {
+		return xerr.Detail(xerr.ErrInvalidArgument, "fold of bytes [%d, %d) of a %d-byte receive", off, off+k, len(d))
+	}
+	return impl.ReduceBytes(d[off:off+k], x[:k], o[off:off+k], red.dt, red.op)
 }
 
 // liveReader is what a link's reader.br reads: the socket, polled first
@@ -159,7 +162,7 @@ func (lr liveReader) Read(p []byte) (int, error) {
 			continue
 		}
 		if err != nil && errors.Is(err, shm.ErrCorrupt) {
-			err = xerr.Detail(ErrProtocol, "shared-memory link: %v", err)
+			err = xerr.Detail(ErrProtocol, "shared-memory link: %w", err)
 		}
 		return n, err
 	}

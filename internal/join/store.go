@@ -228,7 +228,7 @@ func (sc *storeClient) roundTrip(ctx context.Context, op uint8, key, val string)
 // ctx ended, else rank 0 went away before the job formed.
 func (sc *storeClient) connErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}
 	if errors.Is(err, ErrProtocol) {
 		return err

@@ -22,7 +22,7 @@
 // reason. When ctx is cancelled Run forwards the signal that cancelled it
 // (SIGINT or SIGTERM, read from the cause that signal.NotifyContext gives;
 // SIGTERM otherwise) the same way and returns an error matching ctx.Err();
-// Spec.Timeout does the same with an error matching ErrTimeout and
+// Spec.Timeout does the same with an error matching ErrJobTimeout and
 // context.DeadlineExceeded. Run returns only after every rank has been
 // reaped and its output copied, so it leaves no process or goroutine behind
 // (a rank's own children that outlive it and keep its output open are cut

@@ -57,9 +57,9 @@ var (
 	// killed by a signal, or could not be started or waited for. The error
 	// Run returns is a *RankError that matches it.
 	ErrRankFailed = errors.New("rank failed")
-	// ErrTimeout reports that the job ran past Spec.Timeout. It matches
+	// ErrJobTimeout reports that the job ran past Spec.Timeout. It matches
 	// context.DeadlineExceeded.
-	ErrTimeout = xerr.NewKind("job timed out", context.DeadlineExceeded)
+	ErrJobTimeout = xerr.NewKind("job timed out", context.DeadlineExceeded)
 )
 
 // Spec describes a job.
@@ -311,7 +311,7 @@ func (s *Spec) jobEnv() []string {
 
 // Run runs the job spec describes and waits for it; see the package doc.
 // It returns nil only when every rank exited with status 0; otherwise a
-// *RankError, an error matching ctx.Err(), or one matching ErrTimeout. The
+// *RankError, an error matching ctx.Err(), or one matching ErrJobTimeout. The
 // Result is returned whenever ranks were started, with or without an error.
 func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := spec.normalize(); err != nil {
@@ -395,7 +395,7 @@ func (j *job) run() (*Result, error) {
 	ctx := j.parent
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.Timeout, ErrTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, s.Timeout, ErrJobTimeout)
 		defer cancel()
 	}
 	j.res = &Result{Ranks: make([]RankStatus, s.N), MasterAddr: s.MasterAddr, MasterPort: s.MasterPort}
@@ -621,13 +621,13 @@ func (j *job) interrupted(ctx context.Context, running int) error {
 	s := &j.spec
 	cause := context.Cause(ctx)
 	sig := SignalName(signalOf(cause))
-	if errors.Is(cause, ErrTimeout) && j.parent.Err() == nil {
+	if errors.Is(cause, ErrJobTimeout) && j.parent.Err() == nil {
 		j.logf("job timed out after %v; sending %s to %d %s", s.Timeout, sig, running, plural(running, "rank"))
-		return fmt.Errorf("%w after %v", ErrTimeout, s.Timeout)
+		return fmt.Errorf("%w after %v", ErrJobTimeout, s.Timeout)
 	}
 	j.logf("interrupted; sending %s to %d %s", sig, running, plural(running, "rank"))
 	if cause != nil && cause != ctx.Err() {
-		return fmt.Errorf("job interrupted (%v): %w", cause, ctx.Err())
+		return fmt.Errorf("job interrupted (%w): %w", cause, ctx.Err())
 	}
 	return fmt.Errorf("job interrupted: %w", ctx.Err())
 }

@@ -253,7 +253,7 @@ func TestRunTimeout(t *testing.T) {
 	spec := roleSpec(2, "sleep")
 	spec.Timeout = 300 * time.Millisecond
 	res, err := Run(guard(t), spec)
-	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, ErrJobTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, "job timed out after 300ms", err.Error())
 	for i, st := range res.Ranks {

@@ -62,7 +62,7 @@ func MPICommand(path, flavour string, root bool, n int, prog string, args []stri
 func FindMPI(ctx context.Context) (path, flavour string, err error) {
 	path, err = exec.LookPath("mpirun")
 	if err != nil {
-		return "", "", xerr.Errorf(place, "", ErrNoMPI, "%v", err)
+		return "", "", xerr.Errorf(place, "", ErrNoMPI, "%w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -87,7 +87,7 @@ func FindMPI(ctx context.Context) (path, flavour string, err error) {
 // Run) does the same, on Linux: mpirun stops its ranks, which are its to
 // stop. RunMPI returns nil when mpirun exits with status 0, an
 // error matching ErrRankFailed when it fails, and one matching ctx.Err() or
-// ErrTimeout when the job is interrupted.
+// ErrJobTimeout when the job is interrupted.
 func RunMPI(ctx context.Context, spec Spec) error {
 	if err := spec.normalize(); err != nil {
 		return err
@@ -112,7 +112,7 @@ func RunMPI(ctx context.Context, spec Spec) error {
 
 	if spec.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, spec.Timeout, ErrTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, spec.Timeout, ErrJobTimeout)
 		defer cancel()
 	}
 	// Should this process die, the watchdog sends mpirun SIGTERM, once, and
@@ -178,8 +178,8 @@ func waitMPI(ctx context.Context, cmd *exec.Cmd, spec *Spec, waited <-chan error
 			return werr, interrupted
 		case <-ctx.Done():
 			cause := context.Cause(ctx)
-			if errors.Is(cause, ErrTimeout) {
-				interrupted = fmt.Errorf("%w after %v", ErrTimeout, spec.Timeout)
+			if errors.Is(cause, ErrJobTimeout) {
+				interrupted = fmt.Errorf("%w after %v", ErrJobTimeout, spec.Timeout)
 			} else {
 				interrupted = fmt.Errorf("job interrupted: %w", ctx.Err())
 			}

@@ -79,7 +79,7 @@ func TestRunMPIFake(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		env := withEnv(os.Environ(), "FAKE_MPIRUN_SLEEP=1")
 		err := RunMPI(guard(t), Spec{N: 2, Prog: "p", Env: env, Timeout: 200 * time.Millisecond})
-		require.ErrorIs(t, err, ErrTimeout)
+		require.ErrorIs(t, err, ErrJobTimeout)
 	})
 	t.Run("cancel", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(guard(t))

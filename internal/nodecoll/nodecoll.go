@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -934,11 +935,11 @@ func (n *Node) allreduce(ctx context.Context, run abort, send, recv memspace.Blo
 // dst = vec(1) op vec(0), then dst = vec(j) op dst — the same bits on
 // every rank that folds the same vectors.
 func foldBytes(dst []byte, p int, vec func(j int) []byte, dt comm.DType, op comm.Op) error {
-	if err := comm.ReduceBytes(dst, vec(1), vec(0), dt, op); err != nil {
+	if err := impl.ReduceBytes(dst, vec(1), vec(0), dt, op); err != nil {
 		return err
 	}
 	for j := 2; j < p; j++ {
-		if err := comm.ReduceBytes(dst, vec(j), dst, dt, op); err != nil {
+		if err := impl.ReduceBytes(dst, vec(j), dst, dt, op); err != nil {
 			return err
 		}
 	}

@@ -217,7 +217,7 @@ func checkHeader(mem []byte, nonce [nonceSize]byte) (int, error) {
 	}
 	size := int(binary.LittleEndian.Uint32(mem[offRingSize:]))
 	if err := checkRingSize(size); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if len(mem) != segmentSize(size) {
 		return 0, fmt.Errorf("%w: %d bytes for rings of %d", ErrCorrupt, len(mem), size)

@@ -43,10 +43,10 @@ const minAffinityCPUs = 1024
 func Open() (nvml.Interface, error) {
 	probe := dl.New(LibraryName, dl.RTLD_LAZY|dl.RTLD_LOCAL)
 	if err := probe.Open(); err != nil {
-		return nil, xerr.Errorf(backend, opOpen, xerr.ErrUnavailable, "no NVIDIA driver library: %v", err)
+		return nil, xerr.Errorf(backend, opOpen, xerr.ErrUnavailable, "no NVIDIA driver library: %w", err)
 	}
 	if err := probe.Close(); err != nil {
-		return nil, xerr.Errorf(backend, opOpen, xerr.ErrUnavailable, "closing %s after probing it: %v", LibraryName, err)
+		return nil, xerr.Errorf(backend, opOpen, xerr.ErrUnavailable, "closing %s after probing it: %w", LibraryName, err)
 	}
 	return nvml.New(nvml.WithLibraryPath(LibraryName)), nil
 }
