@@ -8,7 +8,7 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/eager"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -23,10 +23,10 @@ const (
 	// OptEagerLimit sets the largest message sent eagerly, from 0 (no
 	// eager messages: Options.EagerLimit < 0) to math.MaxInt; default
 	// DefaultEagerLimit.
-	OptEagerLimit = eager.OptLimit
+	OptEagerLimit = p2p.OptLimit
 	// OptEagerBudget sets Options.EagerBudget, from 1 to math.MaxInt;
 	// default DefaultEagerBudget.
-	OptEagerBudget = eager.OptBudget
+	OptEagerBudget = p2p.OptBudget
 )
 
 func init() { xpu.Register(Name, driver{}) }
@@ -48,7 +48,7 @@ func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	}
 	r := opts.Reader(Name)
 	var o Options
-	o.EagerLimit, o.EagerBudget = eager.Read(r, eager.Bounds{
+	o.EagerLimit, o.EagerBudget = p2p.Read(r, p2p.Bounds{
 		DefaultLimit: DefaultEagerLimit, MaxLimit: math.MaxInt,
 		DefaultBudget: DefaultEagerBudget, MaxBudget: math.MaxInt,
 	})

@@ -175,7 +175,8 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	if r == nil {
-		r = &request{owner: c, tag: tag, eager: true, done: closedCh, st: st}
+		r = &request{owner: c, tag: tag, eager: true}
+		r.Completed(st, nil)
 	}
 	return r, nil
 }
@@ -231,8 +232,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 	if len(data) <= c.g.eager && d.held+len(data) <= c.g.budget {
 		r.buf, r.pooled = eagerCopy(data)
 		r.eager = true
-		r.done = closedCh
-		r.st = st
+		r.Completed(st, nil)
 		d.held += len(data)
 		d.enqueue(r)
 		d.mu.Unlock()
@@ -243,7 +243,6 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 		return nil, comm.Status{}, c.lost(tag, xerr.Errorf(Name, "send", errRevoked, "rank %d to %d", c.rank, dest))
 	}
 	r.buf = data
-	r.done = make(chan struct{})
 	d.enqueue(r)
 	d.mu.Unlock()
 	return r, comm.Status{}, nil
@@ -264,7 +263,8 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 		return nil, err
 	}
 	if r == nil {
-		r = &request{recv: true, owner: c, done: closedCh, st: st, err: res}
+		r = &request{recv: true, owner: c}
+		r.Completed(st, res)
 	}
 	return r, nil
 }
@@ -330,7 +330,7 @@ func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.St
 		c.mu.Unlock()
 		return nil, comm.Status{}, nil, c.lost(tag, xerr.Errorf(Name, "recv", errRevoked, "rank %d from %d", c.rank, source))
 	}
-	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data, done: make(chan struct{})}
+	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data}
 	c.tbl.Post(r, r.src, r.tag)
 	c.mu.Unlock()
 	return r, comm.Status{}, nil, nil
@@ -344,9 +344,9 @@ func waitOrCancel(ctx context.Context, r *request) (comm.Status, error) {
 		return st, err
 	}
 	_ = r.Cancel()
-	<-r.done
-	if r.err == nil {
-		return r.st, nil
+	<-r.Chan()
+	if st, rerr := r.Result(); rerr == nil {
+		return st, nil
 	}
 	return comm.Status{}, err
 }

@@ -5,18 +5,10 @@ import (
 	"errors"
 
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/xerr"
 )
-
-// closedCh is the done channel of every request that completes while it is
-// started: it needs no channel of its own.
-var closedCh = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}()
 
 // request is a send or a receive in flight, and also the message of an
 // eager send waiting in a receiver's unexpected queue.
@@ -26,7 +18,7 @@ var closedCh = func() chan struct{} {
 // copy before queueing. The queue fields are guarded by the mutex of the
 // receiving rank (dst.mu), in whose queues the request may sit. st and err
 // are written once, by whoever takes the request out of its queue (or by
-// the starter for a request that never queues), before done is closed.
+// the starter for a request that never queues): Done.
 type request struct {
 	recv  bool
 	src   int    // send: the sender; receive: the source wanted (or AnySource)
@@ -42,9 +34,7 @@ type request struct {
 	// Entry is the request's place in dst.tbl (posted or unexpected).
 	match.Entry[request]
 
-	done chan struct{}
-	st   comm.Status
-	err  error
+	p2p.Done
 }
 
 var _ comm.Request = (*request)(nil)
@@ -55,38 +45,17 @@ func (r *request) complete(st comm.Status, err error) {
 	if err != nil && errors.Is(err, comm.ErrPeerLost) {
 		r.owner.sawLoss.Store(true)
 	}
-	r.st, r.err = st, err
-	close(r.done)
+	r.Complete(st, err)
 }
 
 // Wait blocks until the request completes and returns its status. For a
 // receive the status holds the source, tag and bytes delivered; for a send
 // the destination, tag and message length. On ctx done it returns ctx.Err()
 // and the request stays pending.
-func (r *request) Wait(ctx context.Context) (comm.Status, error) {
-	select {
-	case <-r.done:
-		return r.st, r.err
-	default:
-	}
-	if ctx == nil {
-		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
-	}
-	if err := impl.WaitDone(ctx, r.done); err != nil {
-		return comm.Status{}, err
-	}
-	return r.st, r.err
-}
+func (r *request) Wait(ctx context.Context) (comm.Status, error) { return r.Done.Wait(ctx, Name) }
 
 // Test reports without blocking whether the request has completed.
-func (r *request) Test() (comm.Status, bool, error) {
-	select {
-	case <-r.done:
-		return r.st, true, r.err
-	default:
-		return comm.Status{}, false, nil
-	}
-}
+func (r *request) Test() (comm.Status, bool, error) { return r.Done.Test() }
 
 // Cancel cancels the request if no message has matched it yet: an
 // unmatched receive, or an unmatched rendezvous send. It then fails with

@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -59,7 +60,7 @@ type Comm struct {
 	mu       sync.Mutex
 	closed   bool
 	tbl      match.Table[request, *request]
-	selfHeld int // bytes of eager messages to itself held
+	self     p2p.Self // the eager budget of sends to this rank
 	sawLoss  bool
 	revoked  error
 	nlost    int
@@ -329,7 +330,7 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &request{c: c, kind: kindSend, peer: dest, tag: tag, buf: data, blk: buf, done: make(chan struct{})}
+	r := &request{c: c, kind: kindSend, peer: dest, tag: tag, buf: data, blk: buf}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -398,14 +399,13 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 	n := len(r.buf)
 	if rr := c.tbl.TakePosted(c.rank, r.tag); rr != nil {
 		k := copy(rr.buf, r.buf)
-		rr.complete(recvOutcome(c.rank, c.rank, r.tag, n, k))
-		r.complete(sendStatus(r), nil)
+		rr.complete(p2p.Outcome(Name, c.rank, c.rank, r.tag, n, k))
+		r.complete(r.sendStatus(), nil)
 		return r, nil
 	}
-	if c.cfg.EagerLimit >= 0 && n <= c.cfg.EagerLimit && c.selfHeld+n <= c.cfg.EagerBudget {
-		c.selfHeld += n
+	if c.self.Take(n, c.cfg.EagerLimit, c.cfg.EagerBudget) {
 		c.tbl.Arrive(&request{c: c, kind: kindEagerMsg, peer: c.rank, tag: r.tag, buf: append([]byte(nil), r.buf...)}, c.rank, r.tag)
-		r.complete(sendStatus(r), nil)
+		r.complete(r.sendStatus(), nil)
 		return r, nil
 	}
 	r.kind = kindSelf
@@ -421,7 +421,7 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data, blk: buf, done: make(chan struct{})}
+	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data, blk: buf}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -455,18 +455,18 @@ func (c *Comm) deliverUnexpected(r *request, m *request) {
 	case kindEagerMsg:
 		k := copy(r.buf, m.buf)
 		if m.peer == c.rank {
-			c.selfHeld -= len(m.buf)
+			c.self.Give(len(m.buf))
 		} else {
 			p := c.peers[m.peer]
 			p.held -= len(m.buf)
 			p.owedBud += len(m.buf)
 			c.flush(p)
 		}
-		r.complete(recvOutcome(c.rank, m.peer, m.tag, len(m.buf), k))
+		r.complete(p2p.Outcome(Name, c.rank, m.peer, m.tag, len(m.buf), k))
 	case kindSelf:
 		k := copy(r.buf, m.buf)
-		r.complete(recvOutcome(c.rank, c.rank, m.tag, len(m.buf), k))
-		m.complete(sendStatus(m), nil)
+		r.complete(p2p.Outcome(Name, c.rank, c.rank, m.tag, len(m.buf), k))
+		m.complete(m.sendStatus(), nil)
 	case kindRTSMsg:
 		c.startRead(r, m)
 	}
@@ -537,7 +537,7 @@ func (c *Comm) maybeFinishRead(r *request) {
 	}
 	p.ctrl = append(p.ctrl, out{h: header{kind: kFin, id: r.id}})
 	c.flush(p)
-	r.complete(recvOutcome(c.rank, r.src, r.tag, r.size, r.accept))
+	r.complete(p2p.Outcome(Name, c.rank, r.src, r.tag, r.size, r.accept))
 }
 
 // flush sends what waits for p while slots, credits and send-queue room
@@ -600,7 +600,7 @@ func (c *Comm) post(p *peer, o out) {
 	p.lastSend = c.clock.Load()
 	if r != nil {
 		if h.kind == kEager {
-			r.complete(sendStatus(r), nil)
+			r.complete(r.sendStatus(), nil)
 		} else {
 			r.announced = true
 			c.rdv[r.id] = r

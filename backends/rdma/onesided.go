@@ -106,7 +106,7 @@ func (c *Comm) oneSided(kind int, local memspace.Block, key comm.RemoteKey, off 
 		return nil, xerr.Errorf(Name, op, comm.ErrInvalidArgument, "%d bytes at offset %d of %v", n, off, key)
 	}
 	r := &request{c: c, kind: kind, peer: key.Rank, buf: data, blk: local, size: n,
-		addr: key.Addr + uint64(off), rkey: uint32(key.Key), done: make(chan struct{})}
+		addr: key.Addr + uint64(off), rkey: uint32(key.Key)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -236,11 +236,11 @@ func (c *Comm) Flush(ctx context.Context, rank int) error {
 	c.mu.Unlock()
 	var first error
 	for _, r := range wait {
-		if err := impl.WaitDone(ctx, r.done); err != nil {
+		if err := impl.WaitDone(ctx, r.Chan()); err != nil {
 			return err
 		}
-		if r.err != nil && first == nil {
-			first = r.err
+		if _, err := r.Result(); err != nil && first == nil {
+			first = err
 		}
 	}
 	return first

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -214,11 +215,9 @@ func (c *Comm) spinWait(r *request) bool {
 	var last time.Time
 	progressed := false
 	for i := 0; ; i++ {
-		select {
-		case <-r.done:
+		if r.IsDone() {
 			done = true
 			return true
-		default:
 		}
 		if c.stopping.Load() {
 			return false
@@ -323,7 +322,7 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 		if r := c.tbl.TakePosted(p.rank, tag); r != nil {
 			k := copy(r.buf, payload)
 			p.owedBud += len(payload)
-			r.complete(recvOutcome(c.rank, p.rank, tag, len(payload), k))
+			r.complete(p2p.Outcome(Name, c.rank, p.rank, tag, len(payload), k))
 			break
 		}
 		if p.held+len(payload) > c.cfg.EagerBudget {
@@ -364,7 +363,7 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 		case h.flags&fCanceled != 0:
 			c.finishSend(r, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrCanceled, "rank %d: refused or canceled by rank %d", c.rank, p.rank))
 		default:
-			c.finishSend(r, sendStatus(r), nil)
+			c.finishSend(r, r.sendStatus(), nil)
 		}
 	case kCancel:
 		for m := range c.tbl.UnexpectedFrom(p.rank) {

@@ -2,12 +2,11 @@ package rdma
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -56,10 +55,7 @@ type request struct {
 	cancelAsked bool
 	failed      error // a read's outcome, recorded until its READs settle
 
-	done chan struct{}
-	fin  atomic.Bool
-	st   comm.Status
-	err  error
+	p2p.Done
 }
 
 var _ comm.Request = (*request)(nil)
@@ -72,58 +68,40 @@ const spinMax = 64 << 10
 
 // complete records the outcome and wakes waiters; only the first call
 // counts.
-func (r *request) complete(st comm.Status, err error) bool {
-	if !r.fin.CompareAndSwap(false, true) {
-		return false
-	}
-	r.st, r.err = st, err
-	close(r.done)
-	return true
-}
+func (r *request) complete(st comm.Status, err error) bool { return r.Complete(st, err) }
 
 // Wait blocks until the request completes, or ctx ends (the request then
-// stays pending).
+// stays pending). A waiter for at most spinMax bytes polls the completion
+// queue first (Config.Spin).
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
-	select {
-	case <-r.done:
-		return r.st, r.err
-	default:
+	if r.IsDone() {
+		return r.Result()
 	}
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
 	if len(r.buf) <= spinMax {
 		if ctx.Err() == nil && r.c.spinWait(r) {
-			return r.st, r.err
+			return r.Result()
 		}
 	} else {
 		r.c.armForWaiter()
 	}
-	if err := impl.WaitDone(ctx, r.done); err != nil {
-		return comm.Status{}, err
-	}
-	return r.st, r.err
+	return r.Done.Wait(ctx, Name)
 }
 
 // Test reports without blocking whether the request has completed. It
 // polls the completion queue once first, so a loop of Tests makes
 // progress without waking the engine.
 func (r *request) Test() (comm.Status, bool, error) {
-	select {
-	case <-r.done:
-		return r.st, true, r.err
-	default:
+	if r.IsDone() {
+		return r.Done.Test()
 	}
 	if r.c.progressStarted {
 		var wcs [8]fabric.Completion
 		_, _ = r.c.poll(wcs[:])
 	}
-	select {
-	case <-r.done:
-		return r.st, true, r.err
-	default:
-		return comm.Status{}, false, nil
-	}
+	return r.Done.Test()
 }
 
 // Cancel cancels the request where no message has matched it yet; it then
@@ -136,7 +114,7 @@ func (r *request) Cancel() error {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r.fin.Load() {
+	if r.Finishing() {
 		return nil
 	}
 	canceled := xerr.Errorf(Name, "cancel", comm.ErrCanceled, "rank %d", c.rank)
@@ -167,17 +145,5 @@ func (r *request) Cancel() error {
 	return nil
 }
 
-func sendStatus(r *request) comm.Status {
-	return comm.Status{Source: r.peer, Tag: r.tag, Count: len(r.buf)}
-}
-
-// recvOutcome is the status of a receive of a size-byte message from src
-// of which k bytes were taken, with ErrTruncated when k < size.
-func recvOutcome(rank, src, tag, size, k int) (comm.Status, error) {
-	st := comm.Status{Source: src, Tag: tag, Count: k}
-	if k < size {
-		return st, xerr.Errorf(Name, "recv", comm.ErrTruncated, "rank %d: %d-byte message from %d tag %d into a %d-byte buffer",
-			rank, size, src, tag, k)
-	}
-	return st, nil
-}
+// sendStatus is the status of the completed send r.
+func (r *request) sendStatus() comm.Status { return p2p.SendStatus(r.peer, r.tag, len(r.buf)) }

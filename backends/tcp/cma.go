@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -270,7 +271,7 @@ func (l *link) pull(r *request, id, addr uint64, inline bool) (handled bool, err
 	l.cma.pulls.Add(1)
 	// A failure to queue means the link is down; the message is whole.
 	_ = l.w.sendCtl(frame{typ: framePulled, a: uint64(n), b: id}, inline)
-	r.complete(recvOutcome(l.c.rank, l.peer, r.tag, r.size, n))
+	r.complete(p2p.Outcome(Name, l.c.rank, l.peer, r.tag, r.size, n))
 	return true, nil
 }
 
@@ -291,7 +292,7 @@ func (l *link) onPulled(taken int, id uint64) error {
 	}
 	delete(l.w.announced, id)
 	l.w.mu.Unlock()
-	r.complete(sendStatus(r), nil)
+	r.complete(r.sendStatus(), nil)
 	return nil
 }
 

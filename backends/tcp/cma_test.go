@@ -491,9 +491,10 @@ func TestPulledChecks(t *testing.T) {
 	require.ErrorIs(t, l.onPulled(len(msg)+1, r.id), ErrProtocol, "more than the message")
 	require.ErrorIs(t, l.onPulled(1, r.id+1), ErrProtocol, "no such message")
 	require.NoError(t, l.onPulled(len(msg)-1, r.id))
-	require.True(t, r.isDone())
-	require.NoError(t, r.err)
-	require.Equal(t, len(msg), r.st.Count)
+	require.True(t, r.IsDone())
+	st, err := r.Result()
+	require.NoError(t, err)
+	require.Equal(t, len(msg), st.Count)
 }
 
 // Variables of TestSingleCopyRank, the rank process of

@@ -134,20 +134,20 @@ func checkCount(st comm.Status, want int) error {
 	return nil
 }
 
-// p2p is a view of a Comm with point-to-point calls only, so that the
+// plain is a view of a Comm with point-to-point calls only, so that the
 // shared algorithms of package comm run over it instead of calling back
 // into the native collectives.
-type p2p struct{ c *Comm }
+type plain struct{ c *Comm }
 
-func (v p2p) Rank() int { return v.c.rank }
-func (v p2p) Size() int { return v.c.size }
-func (v p2p) Isend(b memspace.Block, dest, tag int) (comm.Request, error) {
+func (v plain) Rank() int { return v.c.rank }
+func (v plain) Size() int { return v.c.size }
+func (v plain) Isend(b memspace.Block, dest, tag int) (comm.Request, error) {
 	return v.c.Isend(b, dest, tag)
 }
-func (v p2p) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
+func (v plain) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
 	return v.c.Irecv(b, src, tag)
 }
-func (v p2p) Close() error { return nil }
+func (v plain) Close() error { return nil }
 
 // collective runs body as collective name with the abort protocol above,
 // under a context derived from ctx that an abort cancels.
@@ -298,7 +298,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	if n != nil {
 		return n.Barrier(ctx)
 	}
-	return c.collective(ctx, "barrier", func(ctx context.Context) error { return comm.Barrier(ctx, p2p{c}) })
+	return c.collective(ctx, "barrier", func(ctx context.Context) error { return comm.Barrier(ctx, plain{c}) })
 }
 
 // Bcast copies buf on root to every rank.
@@ -313,7 +313,7 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 	if n != nil {
 		return n.Bcast(ctx, buf, root)
 	}
-	return c.collective(ctx, "bcast", func(ctx context.Context) error { return comm.BcastBlock(ctx, p2p{c}, buf, root) })
+	return c.collective(ctx, "bcast", func(ctx context.Context) error { return comm.BcastBlock(ctx, plain{c}, buf, root) })
 }
 
 // Reduce reduces send over every rank into recv on root.
@@ -329,7 +329,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 		return n.Reduce(ctx, send, recv, dt, op, root)
 	}
 	return c.collective(ctx, "reduce", func(ctx context.Context) error {
-		return comm.ReduceBlock(ctx, p2p{c}, send, recv, dt, op, root)
+		return comm.ReduceBlock(ctx, plain{c}, send, recv, dt, op, root)
 	})
 }
 
@@ -364,7 +364,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) 
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	return c.collective(ctx, "gather", func(ctx context.Context) error { return comm.GatherBlock(ctx, p2p{c}, send, recv, root) })
+	return c.collective(ctx, "gather", func(ctx context.Context) error { return comm.GatherBlock(ctx, plain{c}, send, recv, root) })
 }
 
 // Scatter hands part i of send on root to rank i.
@@ -372,7 +372,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int)
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	return c.collective(ctx, "scatter", func(ctx context.Context) error { return comm.ScatterBlock(ctx, p2p{c}, send, recv, root) })
+	return c.collective(ctx, "scatter", func(ctx context.Context) error { return comm.ScatterBlock(ctx, plain{c}, send, recv, root) })
 }
 
 // Allgather concatenates send of every rank into recv on every rank.
@@ -387,7 +387,7 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	if n != nil && !n.SpansNodes() {
 		return n.Allgather(ctx, send, recv)
 	}
-	return c.collective(ctx, "allgather", func(ctx context.Context) error { return comm.AllgatherBlock(ctx, p2p{c}, send, recv) })
+	return c.collective(ctx, "allgather", func(ctx context.Context) error { return comm.AllgatherBlock(ctx, plain{c}, send, recv) })
 }
 
 // Alltoall sends part j of send to rank j.
@@ -402,7 +402,7 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	if n != nil && !n.SpansNodes() {
 		return n.Alltoall(ctx, send, recv)
 	}
-	return c.collective(ctx, "alltoall", func(ctx context.Context) error { return comm.AlltoallBlock(ctx, p2p{c}, send, recv) })
+	return c.collective(ctx, "alltoall", func(ctx context.Context) error { return comm.AlltoallBlock(ctx, plain{c}, send, recv) })
 }
 
 // ReduceScatter reduces send over every rank and leaves block i in recv on
@@ -412,7 +412,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt 
 		return comm.ErrFallback
 	}
 	return c.collective(ctx, "reduce-scatter", func(ctx context.Context) error {
-		return comm.ReduceScatterBlock(ctx, p2p{c}, send, recv, dt, op)
+		return comm.ReduceScatterBlock(ctx, plain{c}, send, recv, dt, op)
 	})
 }
 

@@ -187,13 +187,13 @@ func (sc *smallColl) send(c *Comm, dest int, buf []byte) (*request, error) {
 // its buffer no more once complete.
 func settle(qs []*request) {
 	for _, q := range qs {
-		if q != nil && !q.fin.Load() {
+		if q != nil && !q.Finishing() {
 			_ = q.Cancel()
 		}
 	}
 	for _, q := range qs {
 		if q != nil {
-			<-q.doneChan()
+			<-q.Chan()
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/nodecoll"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -36,8 +37,8 @@ type Comm struct {
 	// tbl holds the posted receives and the unexpected messages: eager
 	// payloads, announcements of rendezvous messages, and sends to this
 	// rank waiting for their receive.
-	tbl      match.Table[request, *request]
-	selfHeld int // bytes of eager messages to itself held
+	tbl  match.Table[request, *request]
+	self p2p.Self // the eager budget of sends to this rank
 
 	// anyLost mirrors nlost > 0, and shut mirrors closed: for waits that
 	// poll and collectives that start, without mu.
@@ -182,8 +183,7 @@ func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
 	}
 	if done {
 		// Written or copied: r was never shared.
-		r.st = sendStatus(r)
-		r.completed()
+		r.Completed(r.sendStatus(), nil)
 	}
 	return r, nil
 }
@@ -198,15 +198,12 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 	}
 	if rr := c.tbl.TakePosted(c.rank, r.tag); rr != nil {
 		rr.complete(deliverTo(c.rank, rr, r.buf, c.rank, r.tag))
-		r.st = sendStatus(r)
-		r.completed()
+		r.Completed(r.sendStatus(), nil)
 		return r, nil
 	}
-	if n <= c.lim.eager && c.selfHeld+n <= c.lim.budget {
-		c.selfHeld += n
+	if c.self.Take(n, c.lim.eager, c.lim.budget) {
 		c.enqueue(&request{c: c, kind: kindEagerMsg, peer: c.rank, tag: r.tag, buf: append([]byte(nil), r.buf...)})
-		r.st = sendStatus(r)
-		r.completed()
+		r.Completed(r.sendStatus(), nil)
 		return r, nil
 	}
 	r.kind = kindSelf
@@ -251,13 +248,14 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 		return comm.Status{}, err
 	}
 	st, err := comm.Await(ctx, r)
-	if r.isDone() {
+	if r.IsDone() {
 		// Completed: no one else refers to r any more (complete touches
 		// nothing after it marks it done; queues and maps drop r first).
 		// The next Recv writes every field; until then r must not keep
 		// the caller's buffer or an error alive — the rest it refers to
 		// lives as long as c (zeroing all of it cost ~5 ns a message).
-		r.buf, r.err = nil, nil
+		r.buf = nil
+		r.Forget()
 		c.spare.Store(r)
 	}
 	// Else still pending past the grace: it stays with the link.
@@ -278,20 +276,18 @@ func (c *Comm) irecv(r *request) (*request, error) {
 			if m.via != nil {
 				m.via.consumed(len(m.buf))
 			} else {
-				c.selfHeld -= len(m.buf)
+				c.self.Give(len(m.buf))
 			}
 			c.mu.Unlock()
 			st, err := deliverMsg(r, m)
 			putBuf(m.pooled)
-			r.st, r.err = st, err
-			r.completed()
+			r.Completed(st, err)
 			return r, nil
 		case kindSelf:
 			st, err := deliverTo(c.rank, r, m.buf, c.rank, m.tag)
 			c.mu.Unlock()
-			m.complete(sendStatus(m), nil)
-			r.st, r.err = st, err
-			r.completed()
+			m.complete(m.sendStatus(), nil)
+			r.Completed(st, err)
 			return r, nil
 		case kindRTSMsg:
 			c.mu.Unlock()
@@ -336,7 +332,7 @@ func deliverTo(rank int, r *request, msg []byte, src, tag int) (comm.Status, err
 	} else {
 		copy(r.buf, msg)
 	}
-	return recvOutcome(rank, src, tag, len(msg), k)
+	return p2p.Outcome(Name, rank, src, tag, len(msg), k)
 }
 
 // peerDown records that peer is lost and fails what waits on it: receives

@@ -7,9 +7,9 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/eager"
 	"github.com/xpu-go/xpu/internal/grouptrack"
 	"github.com/xpu-go/xpu/internal/join"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -26,10 +26,10 @@ const (
 	// OptEagerLimit sets Config.EagerLimit: a size in bytes ("16K") up to
 	// MaxEagerLimit, 64 KiB by default; 0 sends every nonempty message by
 	// rendezvous.
-	OptEagerLimit = eager.OptLimit
+	OptEagerLimit = p2p.OptLimit
 	// OptEagerBudget sets Config.EagerBudget: a size in bytes ("4M") from
 	// 1 byte to MaxEagerBudget, 4 MiB by default.
-	OptEagerBudget = eager.OptBudget
+	OptEagerBudget = p2p.OptBudget
 	// OptJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"), DefaultJoinTimeout by default; it takes precedence over
 	// XPU_JOIN_TIMEOUT.
@@ -101,7 +101,7 @@ func optionsConfig(opts xpu.Options) (Config, error) {
 	r := opts.Reader(Name)
 	timeout := r.Duration(OptTimeout, 0, time.Nanosecond, math.MaxInt64)
 	joinTimeout := r.Duration(OptJoinTimeout, 0, time.Nanosecond, math.MaxInt64)
-	limit, budget := eager.Read(r, eager.Bounds{
+	limit, budget := p2p.Read(r, p2p.Bounds{
 		DefaultLimit: DefaultEagerLimit, MaxLimit: MaxEagerLimit,
 		DefaultBudget: DefaultEagerBudget, MaxBudget: MaxEagerBudget,
 	})

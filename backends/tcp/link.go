@@ -11,6 +11,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/join"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -255,7 +256,7 @@ func (l *link) step(r *request) (yield bool, err error) {
 	// (Swap: a store then a load needs a full fence, which Store is not
 	// under the race detector.)
 	l.role.atBoundary.Swap(true)
-	if r != nil && r.fin.Load() {
+	if r != nil && r.Finishing() {
 		l.role.atBoundary.Store(false)
 		return true, nil
 	}
@@ -330,7 +331,7 @@ func (l *link) onEager(tag, n int) error {
 			r.complete(comm.Status{}, l.lostErr(err))
 			return err
 		}
-		r.complete(recvOutcome(c.rank, l.peer, tag, n, k))
+		r.complete(p2p.Outcome(Name, c.rank, l.peer, tag, n, k))
 		return nil
 	}
 	buf, h := getBuf(n)
@@ -417,7 +418,7 @@ func (l *link) accept(r *request, tag int, id uint64, size int, addr uint64, inl
 	r.accept = min(size, len(r.buf))
 	if r.accept == 0 {
 		_ = l.w.sendCtl(frame{typ: frameCTS, b: id}, inline)
-		r.complete(recvOutcome(l.c.rank, l.peer, tag, size, 0))
+		r.complete(p2p.Outcome(Name, l.c.rank, l.peer, tag, size, 0))
 		return nil
 	}
 	if l.pullable(addr) {
@@ -464,7 +465,7 @@ func (l *link) onCTS(accept int, id, token uint64) error {
 	r.token, r.accept = token, accept
 	if accept == 0 {
 		l.w.mu.Unlock()
-		r.complete(sendStatus(r), nil)
+		r.complete(r.sendStatus(), nil)
 		return nil
 	}
 	if l.w.closed {
@@ -494,7 +495,7 @@ func (l *link) onData(n int, token uint64, off int) error {
 	r.got += n
 	if r.got == r.accept {
 		l.rd.unregister(token)
-		r.complete(recvOutcome(l.c.rank, r.peer, r.tag, r.size, r.accept))
+		r.complete(p2p.Outcome(Name, l.c.rank, r.peer, r.tag, r.size, r.accept))
 	}
 	return nil
 }

@@ -330,12 +330,12 @@ func runLinkProg(t *testing.T, in []byte) {
 	// The link is down: every request must have completed, with a count
 	// its buffer holds.
 	for i, q := range fl.reqs {
-		if !q.fin.Load() {
+		if !q.Finishing() {
 			t.Fatalf("request %d (kind %d, tag %d, %d bytes) still pending after the link failed with %v",
 				i, q.kind, q.tag, len(q.buf), fl.err)
 		}
-		if q.kind == kindRecv && q.st.Count > len(q.buf) {
-			t.Fatalf("receive %d of %d bytes reports %d", i, len(q.buf), q.st.Count)
+		if st, _ := q.Result(); q.kind == kindRecv && st.Count > len(q.buf) {
+			t.Fatalf("receive %d of %d bytes reports %d", i, len(q.buf), st.Count)
 		}
 	}
 	fl.c.mu.Lock()

@@ -235,7 +235,7 @@ func (ro *readRole) takeForWaiter(ctx context.Context, r *request) (held, handle
 	granted := true
 	select {
 	case <-ro.grant:
-	case <-r.doneChan():
+	case <-r.Chan():
 		granted = false
 	case <-ctx.Done():
 		granted = false
@@ -327,7 +327,7 @@ func (ro *readRole) unkickStale(ctx context.Context, r *request) {
 	ro.mu.Lock()
 	// A completion, the context's end and close each mark their cause
 	// before they kick, under mu: a kick still live here is stale.
-	if !r.fin.Load() && ctx.Err() == nil && !ro.closed {
+	if !r.Finishing() && ctx.Err() == nil && !ro.closed {
 		ro.unkickLocked()
 	}
 	ro.mu.Unlock()
@@ -451,7 +451,7 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 	}
 	r.direct.Swap(l) // then r's completion is looked at: a fence (ADR 28)
 	l.rd.spin = l.rd.raw != nil
-	for !r.fin.Load() && ctx.Err() == nil && !l.closing() {
+	for !r.Finishing() && ctx.Err() == nil && !l.closing() {
 		yield, err := l.step(r)
 		if err != nil {
 			l.readFailed(err)
@@ -462,7 +462,7 @@ func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
 		}
 	}
 	l.rd.spin = false
-	if !r.isDone() {
+	if !r.IsDone() {
 		// Once complete is done with r it looks at direct no more.
 		r.direct.Store(nil)
 	}

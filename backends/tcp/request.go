@@ -5,21 +5,11 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
-
-// closedCh is a closed channel: the done channel of a completed request.
-var closedCh = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}()
-
-// doneSig is request.sig once complete is done with the request.
-var doneSig = &closedCh
 
 // Kinds of request, and of entry in the unexpected queue.
 const (
@@ -79,41 +69,10 @@ type request struct {
 	other  int
 	direct atomic.Pointer[link]
 
-	// fin is set by the one call of complete that takes effect, as it
-	// begins; sig says when it has finished with the request: nil while
-	// the request is pending and nobody has asked for a channel, the
-	// channel of a goroutine that blocks on it (doneChan), which complete
-	// closes, or doneSig once complete has recorded the outcome. A
-	// request whose waiters poll or read the link themselves (most
-	// receives) so costs no channel.
-	fin atomic.Bool
-	sig atomic.Pointer[chan struct{}]
-	st  comm.Status
-	err error
-}
-
-// isDone reports whether the request has completed: its outcome is
-// recorded and complete touches it no more.
-func (r *request) isDone() bool { return r.sig.Load() == doneSig }
-
-// doneChan returns a channel closed once the request has completed.
-func (r *request) doneChan() <-chan struct{} {
-	for {
-		if p := r.sig.Load(); p != nil {
-			return *p
-		}
-		ch := make(chan struct{})
-		if r.sig.CompareAndSwap(nil, &ch) {
-			return ch
-		}
-	}
-}
-
-// completed marks r, not yet shared, complete with the outcome already
-// recorded in st and err.
-func (r *request) completed() {
-	r.fin.Store(true)
-	r.sig.Store(doneSig)
+	// Done is the request's completion (package internal/p2p): a request
+	// whose waiters poll or read the link themselves (most receives)
+	// costs no channel.
+	p2p.Done
 }
 
 // reduction describes how a receive folds incoming bytes into its buffer.
@@ -129,18 +88,15 @@ var _ comm.Request = (*request)(nil)
 // complete records the outcome and wakes waiters. Only the first call has
 // an effect; it reports whether it was that one.
 func (r *request) complete(st comm.Status, err error) bool {
-	if !r.fin.CompareAndSwap(false, true) {
+	if !r.Begin(st, err) {
 		return false
 	}
-	r.st, r.err = st, err
 	if l := r.direct.Load(); l != nil && l.role.atBoundary.Load() {
 		// The waiter reads the socket itself and may be blocked there.
 		l.role.kickWaiter()
 	}
 	// Nothing touches r after this: its owner may reuse it (Comm.Recv).
-	if p := r.sig.Swap(doneSig); p != nil {
-		close(*p)
-	}
+	r.Publish()
 	return true
 }
 
@@ -149,15 +105,15 @@ func (r *request) complete(st comm.Status, err error) bool {
 // tag and message length. On ctx done it returns ctx.Err() and the request
 // stays pending.
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
-	if r.isDone() {
-		return r.st, r.err
+	if r.IsDone() {
+		return r.Result()
 	}
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
 	if l := r.readsFrom(); l != nil && l.waitDirect(ctx, r) {
-		if r.isDone() {
-			return r.st, r.err
+		if r.IsDone() {
+			return r.Result()
 		}
 		if err := ctx.Err(); err != nil {
 			return comm.Status{}, err
@@ -179,16 +135,13 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 			l.role.wakeReader()
 		}
 	}
-	if err := impl.WaitDone(ctx, r.doneChan()); err != nil {
-		return comm.Status{}, err
-	}
-	return r.st, r.err
+	return r.Done.Wait(ctx, Name)
 }
 
 // Test reports without blocking whether the request has completed.
 func (r *request) Test() (comm.Status, bool, error) {
-	if r.isDone() {
-		return r.st, true, r.err
+	if r.IsDone() {
+		return r.Done.Test()
 	}
 	r.wakeReaders()
 	return comm.Status{}, false, nil
@@ -258,17 +211,4 @@ func (r *request) Cancel() error {
 }
 
 // sendStatus is the status of the completed send r.
-func sendStatus(r *request) comm.Status {
-	return comm.Status{Source: r.peer, Tag: r.tag, Count: len(r.buf)}
-}
-
-// recvOutcome is the status of a receive of a size-byte message from src
-// of which k bytes were taken, with ErrTruncated when k < size.
-func recvOutcome(rank, src, tag, size, k int) (comm.Status, error) {
-	st := comm.Status{Source: src, Tag: tag, Count: k}
-	if k < size {
-		return st, xerr.Errorf(Name, "recv", comm.ErrTruncated, "rank %d: %d-byte message from %d tag %d into a %d-byte buffer",
-			rank, size, src, tag, k)
-	}
-	return st, nil
-}
+func (r *request) sendStatus() comm.Status { return p2p.SendStatus(r.peer, r.tag, len(r.buf)) }

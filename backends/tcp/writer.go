@@ -319,11 +319,11 @@ func (w *writer) flush() bool {
 		}
 		for _, f := range batch {
 			if f.req != nil {
-				f.req.complete(sendStatus(f.req), nil)
+				f.req.complete(f.req.sendStatus(), nil)
 			}
 		}
 		if last {
-			chunk.complete(sendStatus(chunk), nil)
+			chunk.complete(chunk.sendStatus(), nil)
 		}
 		if bye {
 			if tc, ok := w.conn.(interface{ CloseWrite() error }); ok {

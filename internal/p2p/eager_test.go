@@ -1,4 +1,4 @@
-package eager_test
+package p2p_test
 
 import (
 	"testing"
@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu"
-	"github.com/xpu-go/xpu/internal/eager"
+	"github.com/xpu-go/xpu/internal/p2p"
 )
 
-var bounds = eager.Bounds{DefaultLimit: 64 << 10, MaxLimit: 1 << 30, DefaultBudget: 4 << 20, MaxBudget: 1 << 40}
+var bounds = p2p.Bounds{DefaultLimit: 64 << 10, MaxLimit: 1 << 30, DefaultBudget: 4 << 20, MaxBudget: 1 << 40}
 
 func TestRead(t *testing.T) {
 	for _, c := range []struct {
@@ -23,7 +23,7 @@ func TestRead(t *testing.T) {
 		{xpu.Options{"eager_limit": "1GiB", "eager_budget": "1"}, 1 << 30, 1},
 	} {
 		r := c.opts.Reader("b")
-		limit, budget := eager.Read(r, bounds)
+		limit, budget := p2p.Read(r, bounds)
 		require.NoError(t, r.Err(), c.opts)
 		assert.Equal(t, []int{c.limit, c.budget}, []int{limit, budget}, c.opts)
 	}
@@ -31,7 +31,7 @@ func TestRead(t *testing.T) {
 		{"eager_limit": "-1"}, {"eager_limit": "1GiB1"}, {"eager_limit": "2G"}, {"eager_budget": "0"}, {"eager_budget": "2T"},
 	} {
 		r := opts.Reader("b")
-		eager.Read(r, bounds)
+		p2p.Read(r, bounds)
 		assert.ErrorIs(t, r.Err(), xpu.ErrInvalidArgument, opts)
 	}
 }

@@ -1,10 +1,10 @@
-// Package eager holds the eager-message options every communicator that
-// sends small messages ahead of their receive reads, with one meaning:
-// eager_limit is the largest message sent eagerly, a size from 0 (none: every
-// nonempty message goes by rendezvous) up to the backend's bound, and
-// eager_budget the eager bytes a rank holds for one peer, a size of at least
-// one byte.
-package eager
+package p2p
+
+// The eager-message options every communicator that sends small messages
+// ahead of their receive reads, with one meaning: eager_limit is the largest
+// message sent eagerly, a size from 0 (none: every nonempty message goes by
+// rendezvous) up to the backend's bound, and eager_budget the eager bytes a
+// rank holds for one peer, a size of at least one byte.
 
 import "github.com/xpu-go/xpu"
 
