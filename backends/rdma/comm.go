@@ -45,30 +45,50 @@ type Comm struct {
 	rank  int
 	size  int
 	fc    fabric.Context
+	regs  *regCache
+	peers []*peer
+	// node runs the collectives in shared memory when every rank runs on
+	// this machine (nodecoll.go); nil otherwise. Set under mu as the rank
+	// joins, never changed after.
+	node *nodeJob
+	slots
+
+	mu      sync.Mutex
+	tbl     match.Table[request, *request]
+	self    p2p.Self // the eager budget of sends to this rank
+	sawLoss bool
+	revoked error
+	nlost   int
+	transfers
+	lifecycle
+	engine
+}
+
+// slots are the registered memory of the eager protocol: every peer's
+// receive and send slots in one arena.
+type slots struct {
 	arena []byte // receive and send slots of every peer, registered as mr
 	mr    *fabric.MR
-	regs  *regCache
 	slot  int // slot size
-	peers []*peer
 	// sendDepth is the send-queue depth of each endpoint.
 	sendDepth int
-	// node is the tcp job this rank keeps for its collectives when every
-	// rank runs on this machine (nodecoll.go); nil otherwise. Set before
-	// the progress engine starts, never changed.
-	node *nodeJob
+}
 
-	mu       sync.Mutex
+// transfers are the tables of the transfers in flight that the peers
+// name by id: rendezvous sends and reads, one-sided transfers and the
+// regions they reach. Guarded by Comm.mu.
+type transfers struct {
+	nextID  uint64
+	rdv     map[uint64]*request // announced rendezvous sends, by id
+	reads   map[uint64]*request // rendezvous receives reading, by rid
+	ones    map[uint64]*request // one-sided transfers, by rid
+	exposed map[*region]struct{}
+}
+
+// lifecycle is what Close needs: whether the rank is closed (Comm.mu),
+// the goodbyes it waits for, and the goroutines it stops.
+type lifecycle struct {
 	closed   bool
-	tbl      match.Table[request, *request]
-	self     p2p.Self // the eager budget of sends to this rank
-	sawLoss  bool
-	revoked  error
-	nlost    int
-	nextID   uint64
-	rdv      map[uint64]*request // announced rendezvous sends, by id
-	reads    map[uint64]*request // rendezvous receives reading, by rid
-	ones     map[uint64]*request // one-sided transfers, by rid
-	exposed  map[*region]struct{}
 	byes     int // goodbyes not yet completed
 	byesDone chan struct{}
 
@@ -79,10 +99,16 @@ type Comm struct {
 	progressStarted bool
 	// mute stops the heartbeats (tests: a frozen rank).
 	mute bool
+}
+
+// engine is the state of the progress engine (progress.go) that its
+// goroutines and the waiters share without Comm.mu.
+type engine struct {
 	// polling is held by the goroutine polling the completion queue.
 	// spinners counts the goroutines polling for their own requests
 	// (spinWait).
-	polling atomic.Bool
+	polling  atomic.Bool
+	spinners atomic.Int32
 	// lossSeq counts the endpoint losses the watchers have recorded
 	// (each peer's lostSeq says which); lossDone is the highest the poller
 	// has applied. A poll applies only the losses recorded before it
@@ -95,7 +121,6 @@ type Comm struct {
 	// stopping is set as stop closes, for loops that poll rather than
 	// select.
 	stopping atomic.Bool
-	spinners atomic.Int32
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -156,15 +181,11 @@ func (p *peer) unqueue(r *request) {
 func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 	c := &Comm{
 		cfg: cfg, rank: rank, size: size, fc: fc,
-		slot:      cfg.slotSize(),
-		peers:     make([]*peer, size),
-		rdv:       map[uint64]*request{},
-		reads:     map[uint64]*request{},
-		ones:      map[uint64]*request{},
-		exposed:   map[*region]struct{}{},
-		stop:      make(chan struct{}),
-		byesDone:  make(chan struct{}),
-		sendDepth: cfg.Slots + readDepth + 4,
+		peers: make([]*peer, size),
+		slots: slots{slot: cfg.slotSize(), sendDepth: cfg.Slots + readDepth + 4},
+		transfers: transfers{rdv: map[uint64]*request{}, reads: map[uint64]*request{},
+			ones: map[uint64]*request{}, exposed: map[*region]struct{}{}},
+		lifecycle: lifecycle{stop: make(chan struct{}), byesDone: make(chan struct{})},
 	}
 	c.tbl.Init(size)
 	c.regs = newRegCache(fc)

@@ -109,41 +109,12 @@ func (c *Comm) connect(ctx context.Context, ln fabric.Listener, addrs []string, 
 		mu.Unlock()
 		cancel()
 	}
-	setEP := func(p *peer, ep fabric.Endpoint) bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if p.ep != nil {
-			return false
-		}
-		p.ep = ep
-		return true
-	}
 	if want := c.size - 1 - c.rank; want > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for got := 0; got < want; {
-				req, err := ln.Accept(ctx)
-				if err != nil {
-					fail(fmt.Errorf("accept the connections of ranks above %d: %w", c.rank, err))
-					return
-				}
-				from, err := checkHello(secret, req.Private(), false, c.rank, addrs[c.rank])
-				if err != nil || from <= c.rank || from >= c.size {
-					_ = req.Reject()
-					continue
-				}
-				p := c.peers[from]
-				ep, err := req.Accept(c.endpointConfig(p), hello(secret, true, c.rank, from, addrs[c.rank]))
-				if err != nil {
-					fail(fmt.Errorf("accept rank %d: %w", from, err))
-					return
-				}
-				if !setEP(p, ep) {
-					_ = ep.Close()
-					continue
-				}
-				got++
+			if err := c.acceptAbove(ctx, ln, want, addrs[c.rank], secret); err != nil {
+				fail(err)
 			}
 		}()
 	}
@@ -151,27 +122,69 @@ func (c *Comm) connect(ctx context.Context, ln fabric.Listener, addrs []string, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := c.peers[j]
-			ep, reply, err := c.fc.Dial(ctx, addrs[j], c.endpointConfig(p), hello(secret, false, c.rank, j, addrs[j]))
-			if err != nil {
-				fail(fmt.Errorf("connect to rank %d at %s: %w", j, addrs[j], err))
-				return
+			if err := c.dialBelow(ctx, j, addrs[j], secret); err != nil {
+				fail(err)
 			}
-			if from, err := checkHello(secret, reply, true, c.rank, addrs[j]); err != nil || from != j {
-				_ = ep.Close()
-				if err == nil {
-					err = fmt.Errorf("the answer came from rank %d", from)
-				}
-				fail(xerr.Detail(ErrAuth, "connect to rank %d at %s: %w", j, addrs[j], err))
-				return
-			}
-			setEP(p, ep)
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return first
+	return first
+}
+
+// setEP gives p its endpoint; false when it has one already.
+func (c *Comm) setEP(p *peer, ep fabric.Endpoint) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.ep != nil {
+		return false
 	}
+	p.ep = ep
+	return true
+}
+
+// acceptAbove accepts the connections of the want ranks above this one on
+// ln (at mine), rejecting requests that do not prove the secret.
+func (c *Comm) acceptAbove(ctx context.Context, ln fabric.Listener, want int, mine string, secret []byte) error {
+	for got := 0; got < want; {
+		req, err := ln.Accept(ctx)
+		if err != nil {
+			return fmt.Errorf("accept the connections of ranks above %d: %w", c.rank, err)
+		}
+		from, err := checkHello(secret, req.Private(), false, c.rank, mine)
+		if err != nil || from <= c.rank || from >= c.size {
+			_ = req.Reject()
+			continue
+		}
+		p := c.peers[from]
+		ep, err := req.Accept(c.endpointConfig(p), hello(secret, true, c.rank, from, mine))
+		if err != nil {
+			return fmt.Errorf("accept rank %d: %w", from, err)
+		}
+		if !c.setEP(p, ep) {
+			_ = ep.Close()
+			continue
+		}
+		got++
+	}
+	return nil
+}
+
+// dialBelow connects to rank j, below this one, at addr, and checks that
+// the answer proves the secret.
+func (c *Comm) dialBelow(ctx context.Context, j int, addr string, secret []byte) error {
+	p := c.peers[j]
+	ep, reply, err := c.fc.Dial(ctx, addr, c.endpointConfig(p), hello(secret, false, c.rank, j, addr))
+	if err != nil {
+		return fmt.Errorf("connect to rank %d at %s: %w", j, addr, err)
+	}
+	if from, err := checkHello(secret, reply, true, c.rank, addr); err != nil || from != j {
+		_ = ep.Close()
+		if err == nil {
+			err = fmt.Errorf("the answer came from rank %d", from)
+		}
+		return xerr.Detail(ErrAuth, "connect to rank %d at %s: %w", j, addr, err)
+	}
+	c.setEP(p, ep)
 	return nil
 }
 

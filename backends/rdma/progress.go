@@ -312,59 +312,14 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 		c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d returned more credits or budget than it was given", p.rank))
 		return
 	}
-	tag := int(h.tag)
+	ok := true
 	switch h.kind {
 	case kEager:
-		payload := b[hdrLen:n]
-		if c.closed {
-			break
-		}
-		if r := c.tbl.TakePosted(p.rank, tag); r != nil {
-			k := copy(r.buf, payload)
-			p.owedBud += len(payload)
-			r.complete(p2p.Outcome(Name, c.rank, p.rank, tag, len(payload), k))
-			break
-		}
-		if p.held+len(payload) > c.cfg.EagerBudget {
-			c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d sent eager bytes beyond its budget", p.rank))
-			return
-		}
-		p.held += len(payload)
-		c.tbl.Arrive(&request{c: c, kind: kindEagerMsg, peer: p.rank, tag: tag, buf: append([]byte(nil), payload...)}, p.rank, tag)
+		ok = c.onEager(p, int(h.tag), b[hdrLen:n])
 	case kRTS:
-		if h.size > 1<<62 || (h.size > 0 && h.rkey == 0 && h.addr == 0) {
-			c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d announced a %d-byte message at %#x", p.rank, h.size, h.addr))
-			return
-		}
-		m := &request{c: c, kind: kindRTSMsg, peer: p.rank, tag: tag, size: int(h.size), id: h.id, addr: h.addr, rkey: h.rkey}
-		switch {
-		case c.closed:
-			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fClosed, id: h.id}})
-		case tag > comm.MaxTag && c.revoked != nil:
-			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fRevoke, id: h.id}})
-		default:
-			if r := c.tbl.TakePosted(p.rank, tag); r != nil {
-				c.startRead(r, m)
-			} else {
-				c.tbl.Arrive(m, p.rank, tag)
-			}
-		}
+		ok = c.onRTS(p, h)
 	case kFin:
-		r := c.rdv[h.id]
-		if r == nil || r.peer != p.rank {
-			c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d finished message %d, which it was not sent", p.rank, h.id))
-			return
-		}
-		switch {
-		case h.flags&fRevoke != 0:
-			c.finishSend(r, comm.Status{}, c.revokedErr(p.rank))
-		case h.flags&fClosed != 0:
-			c.finishSend(r, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrPeerLost, "rank %d: rank %d closed before receiving it", c.rank, p.rank))
-		case h.flags&fCanceled != 0:
-			c.finishSend(r, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrCanceled, "rank %d: refused or canceled by rank %d", c.rank, p.rank))
-		default:
-			c.finishSend(r, r.sendStatus(), nil)
-		}
+		ok = c.onFin(p, h)
 	case kCancel:
 		for m := range c.tbl.UnexpectedFrom(p.rank) {
 			if m.kind == kindRTSMsg && m.id == h.id {
@@ -384,12 +339,84 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 	case kRevoke:
 		c.revoke(p.rank, false)
 	}
+	if !ok {
+		return
+	}
 	if err := p.ep.PostRecv(wrID(wrRecv, p.rank, s), c.slotSGE(s, c.slot)); err != nil {
 		c.linkFailed(p, fmt.Errorf("post a receive: %w", err), false)
 		return
 	}
 	p.owedCred++
 	c.flush(p)
+}
+
+// onEager takes an eager message's payload from p: into a posted receive,
+// or into the unexpected queue within p's eager budget. false: p broke the
+// protocol and is cut. c.mu is held.
+func (c *Comm) onEager(p *peer, tag int, payload []byte) bool {
+	if c.closed {
+		return true
+	}
+	if r := c.tbl.TakePosted(p.rank, tag); r != nil {
+		k := copy(r.buf, payload)
+		p.owedBud += len(payload)
+		r.complete(p2p.Outcome(Name, c.rank, p.rank, tag, len(payload), k))
+		return true
+	}
+	if p.held+len(payload) > c.cfg.EagerBudget {
+		c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d sent eager bytes beyond its budget", p.rank))
+		return false
+	}
+	p.held += len(payload)
+	c.tbl.Arrive(&request{c: c, kind: kindEagerMsg, peer: p.rank, tag: tag, buf: append([]byte(nil), payload...)}, p.rank, tag)
+	return true
+}
+
+// onRTS takes p's announcement of a large message: a posted receive reads
+// it, else it waits in the unexpected queue; a closed rank, or a revoked
+// one for a collective's message, refuses it. false: p broke the protocol
+// and is cut. c.mu is held.
+func (c *Comm) onRTS(p *peer, h header) bool {
+	tag := int(h.tag)
+	if h.size > 1<<62 || (h.size > 0 && h.rkey == 0 && h.addr == 0) {
+		c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d announced a %d-byte message at %#x", p.rank, h.size, h.addr))
+		return false
+	}
+	m := &request{c: c, kind: kindRTSMsg, peer: p.rank, tag: tag, size: int(h.size), id: h.id, addr: h.addr, rkey: h.rkey}
+	switch {
+	case c.closed:
+		p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fClosed, id: h.id}})
+	case tag > comm.MaxTag && c.revoked != nil:
+		p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fRevoke, id: h.id}})
+	default:
+		if r := c.tbl.TakePosted(p.rank, tag); r != nil {
+			c.startRead(r, m)
+		} else {
+			c.tbl.Arrive(m, p.rank, tag)
+		}
+	}
+	return true
+}
+
+// onFin completes the rendezvous send p has finished reading, refused or
+// canceled. false: p broke the protocol and is cut. c.mu is held.
+func (c *Comm) onFin(p *peer, h header) bool {
+	r := c.rdv[h.id]
+	if r == nil || r.peer != p.rank {
+		c.protocolError(p, xerr.Detail(ErrProtocol, "rank %d finished message %d, which it was not sent", p.rank, h.id))
+		return false
+	}
+	switch {
+	case h.flags&fRevoke != 0:
+		c.finishSend(r, comm.Status{}, c.revokedErr(p.rank))
+	case h.flags&fClosed != 0:
+		c.finishSend(r, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrPeerLost, "rank %d: rank %d closed before receiving it", c.rank, p.rank))
+	case h.flags&fCanceled != 0:
+		c.finishSend(r, comm.Status{}, xerr.Errorf(Name, "send", comm.ErrCanceled, "rank %d: refused or canceled by rank %d", c.rank, p.rank))
+	default:
+		c.finishSend(r, r.sendStatus(), nil)
+	}
+	return true
 }
 
 // protocolError cuts the link to p after a message that breaks the
@@ -542,10 +569,51 @@ func (c *Comm) Close() error {
 
 func (c *Comm) close() {
 	c.mu.Lock()
+	// A rank that saw a loss, or leaves with a collective's receive posted,
+	// asks its peers to revoke their collectives.
 	revoke := c.sawLoss
 	for r := range c.tbl.Posted() {
 		revoke = revoke || r.tag > comm.MaxTag
 	}
+	c.settleForClose()
+	c.sayGoodbyes(revoke)
+	c.mu.Unlock()
+
+	// The node's collectives end (the one running fails) while the queue
+	// pairs say their goodbyes.
+	if c.node != nil {
+		c.node.close(c.closedErr("close"))
+	}
+	t := time.NewTimer(c.cfg.CloseTimeout)
+	select {
+	case <-c.byesDone:
+	case <-t.C:
+	}
+	t.Stop()
+
+	for _, p := range c.peers {
+		if p != nil && p.ep != nil {
+			_ = p.ep.Close()
+		}
+	}
+	c.stopping.Store(true)
+	close(c.stop)
+	c.fc.Wake()
+	c.bg.Wait()
+	for _, g := range c.failInFlight() {
+		_ = g.Close()
+	}
+	c.regs.close()
+	_ = c.fc.Deregister(c.mr)
+	_ = c.fc.Close()
+	_ = syscallMunmap(c.arena)
+}
+
+// settleForClose marks c closed and fails what no peer's message can
+// complete any more: posted receives, sends to this rank, and the sends
+// still queued for want of credits; it refuses the announcements of
+// messages not yet matched. c.mu is held.
+func (c *Comm) settleForClose() {
 	c.closed = true
 	closed := func(op string) error { return c.closedErr(op) }
 	for r := range c.tbl.Posted() {
@@ -574,6 +642,17 @@ func (c *Comm) close() {
 			}
 		}
 		p.queue = nil
+	}
+}
+
+// sayGoodbyes queues a goodbye to every peer still up, asking it to
+// revoke its collectives when revoke is set, and flushes every peer. c.mu
+// is held.
+func (c *Comm) sayGoodbyes(revoke bool) {
+	for _, p := range c.peers {
+		if p == nil || p.lost != nil {
+			continue
+		}
 		var flags uint8
 		if revoke {
 			flags = fRevoke
@@ -589,31 +668,15 @@ func (c *Comm) close() {
 			c.flush(p)
 		}
 	}
-	c.mu.Unlock()
+}
 
-	// The node's collectives end (the one running fails) while the queue
-	// pairs say their goodbyes.
-	if c.node != nil {
-		c.node.close(c.closedErr("close"))
-	}
-	t := time.NewTimer(c.cfg.CloseTimeout)
-	select {
-	case <-c.byesDone:
-	case <-t.C:
-	}
-	t.Stop()
-
-	for _, p := range c.peers {
-		if p != nil && p.ep != nil {
-			_ = p.ep.Close()
-		}
-	}
-	c.stopping.Store(true)
-	close(c.stop)
-	c.fc.Wake()
-	c.bg.Wait()
-
+// failInFlight fails, once the engine has stopped, the transfers that
+// were in flight (rendezvous sends and reads, one-sided transfers), marks
+// every peer closed, and returns the exposed regions.
+func (c *Comm) failInFlight() []*region {
+	closed := func(op string) error { return c.closedErr(op) }
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, p := range c.peers {
 		if p != nil && p.lost == nil {
 			p.lost = xerr.Detail(comm.ErrClosed, "rank %d closed", c.rank)
@@ -634,12 +697,5 @@ func (c *Comm) close() {
 	for g := range c.exposed {
 		regions = append(regions, g)
 	}
-	c.mu.Unlock()
-	for _, g := range regions {
-		_ = g.Close()
-	}
-	c.regs.close()
-	_ = c.fc.Deregister(c.mr)
-	_ = c.fc.Close()
-	_ = syscallMunmap(c.arena)
+	return regions
 }

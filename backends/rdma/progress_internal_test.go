@@ -26,7 +26,7 @@ func (f *armFake) Wake()                                 { f.wakes.Add(1) }
 // the other's poll and the arming raised no event).
 func TestArmForWaiterWakesTheEngineWhenAnotherPolls(t *testing.T) {
 	f := &armFake{}
-	c := &Comm{fc: f, progressStarted: true}
+	c := &Comm{fc: f, lifecycle: lifecycle{progressStarted: true}}
 
 	c.armForWaiter()
 	require.Equal(t, int32(1), f.arms.Load())

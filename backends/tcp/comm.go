@@ -46,14 +46,7 @@ type Comm struct {
 	shut    atomic.Bool
 	// shmYield says that the node is oversubscribed (tuneShm).
 	shmYield atomic.Bool
-	// nodeColl runs Barrier, Bcast, Reduce and Allreduce through the nodes'
-	// shared regions (setupNode, at the first of them: nodeDone); nil
-	// when they run over the links. nodeMu guards both; nodeReady is set
-	// once nodeColl is final, for the calls after the first.
-	nodeMu    sync.Mutex
-	nodeDone  bool
-	nodeColl  *nodecoll.Node
-	nodeReady atomic.Bool
+	nodes
 
 	// parked counts goroutines blocked in Wait without reading a link.
 	parked atomic.Int32
@@ -61,11 +54,33 @@ type Comm struct {
 	spare atomic.Pointer[request]
 
 	coll collState
+	lifecycle
+}
 
+// nodes are the collectives of the nodes in their shared regions
+// (nodehost.go): nodeColl runs Barrier, Bcast, Reduce and Allreduce through
+// them (set up at the first of them: nodeDone); nil when they run over the
+// links. nodeMu guards both; nodeReady is set once nodeColl is final, for
+// the calls after the first.
+type nodes struct {
+	nodeMu    sync.Mutex
+	nodeDone  bool
+	nodeColl  *nodecoll.Node
+	nodeReady atomic.Bool
+}
+
+// lifecycle is what Close needs: it runs once, stops the goroutines, and
+// keeps its error.
+type lifecycle struct {
 	closeOnce sync.Once
 	stop      chan struct{} // closed by Close
 	bg        sync.WaitGroup
 	closeErr  error
+
+	// parked counts goroutines blocked in Wait without reading a link.
+	parked atomic.Int32
+	// spare is a request for Recv to reuse.
+	spare atomic.Pointer[request]
 }
 
 var (
@@ -77,11 +92,11 @@ var (
 func newComm(cfg Config) *Comm {
 	c := &Comm{
 		cfg: cfg, rank: cfg.Rank, size: cfg.Size,
-		lim:   limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
-		links: make([]*link, cfg.Size),
-		lost:  make([]error, cfg.Size),
-		stop:  make(chan struct{}),
-		node:  shm.NodeKey(cfg.Node),
+		lim:       limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
+		links:     make([]*link, cfg.Size),
+		lost:      make([]error, cfg.Size),
+		lifecycle: lifecycle{stop: make(chan struct{})},
+		node:      shm.NodeKey(cfg.Node),
 	}
 	c.tbl.Init(cfg.Size)
 	return c

@@ -212,22 +212,8 @@ func (cfg Config) normalize() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return cfg, xerr.Errorf(Name, "dial", xerr.ErrInvalidArgument, format, args...)
 	}
-	if cfg.Size < 1 || cfg.Size > MaxRanks {
-		return bad("world size %d outside [1, %d]", cfg.Size, MaxRanks)
-	}
-	if cfg.Rank < 0 || cfg.Rank >= cfg.Size {
-		return bad("rank %d outside [0, %d)", cfg.Rank, cfg.Size)
-	}
-	if len(cfg.Secret) == 0 {
-		return bad("empty job secret (set %s)", EnvJobSecret)
-	}
-	if cfg.Size > 1 && cfg.MasterAddr == "" && (cfg.Rank != 0 || cfg.Listener == nil) {
-		return bad("no master address")
-	}
-	if cfg.MasterAddr != "" {
-		if _, _, err := net.SplitHostPort(cfg.MasterAddr); err != nil {
-			return bad("master address %q: %v", cfg.MasterAddr, err)
-		}
+	if err := cfg.checkPlace(); err != nil {
+		return cfg, err
 	}
 	if cfg.Timeout < 0 || cfg.Heartbeat < 0 || cfg.CloseTimeout < 0 || cfg.EagerBudget < 0 || cfg.Chunk < 0 {
 		return bad("negative timeout, budget or chunk")
@@ -289,6 +275,30 @@ func (cfg Config) normalize() (Config, error) {
 	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
 	return cfg, nil
+}
+
+// checkPlace checks the rank's place in its job: rank, size, secret and
+// master.
+func (cfg Config) checkPlace() error {
+	bad := func(format string, args ...any) error {
+		return xerr.Errorf(Name, "dial", xerr.ErrInvalidArgument, format, args...)
+	}
+	switch {
+	case cfg.Size < 1 || cfg.Size > MaxRanks:
+		return bad("world size %d outside [1, %d]", cfg.Size, MaxRanks)
+	case cfg.Rank < 0 || cfg.Rank >= cfg.Size:
+		return bad("rank %d outside [0, %d)", cfg.Rank, cfg.Size)
+	case len(cfg.Secret) == 0:
+		return bad("empty job secret (set %s)", EnvJobSecret)
+	case cfg.Size > 1 && cfg.MasterAddr == "" && (cfg.Rank != 0 || cfg.Listener == nil):
+		return bad("no master address")
+	}
+	if cfg.MasterAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.MasterAddr); err != nil {
+			return bad("master address %q: %w", cfg.MasterAddr, err)
+		}
+	}
+	return nil
 }
 
 // FromEnv joins the job described by the environment (see ConfigFromEnv)
