@@ -33,23 +33,6 @@ const (
 	opMax
 )
 
-// elemSize is the size of an element of dt, 0 for no type.
-func elemSize(dt uint8) int {
-	switch dt {
-	case dtInt8, dtUint8:
-		return 1
-	case dtInt16, dtUint16:
-		return 2
-	case dtInt32, dtUint32, dtFloat32:
-		return 4
-	case dtInt64, dtUint64, dtFloat64, dtComplex64:
-		return 8
-	case dtComplex128:
-		return 16
-	}
-	return 0
-}
-
 // ReduceBytes computes dst[i] = a[i] op b[i] over elements of dt, a
 // comm.DType, with op, a comm.Op: the kernel of the shared collective
 // algorithms, for a backend that reduces on the host in its own buffers (a
@@ -59,11 +42,15 @@ func elemSize(dt uint8) int {
 // or operation (Min and Max of complex numbers), slices of different
 // lengths, a length that is not a whole number of elements, or a partial
 // overlap.
-func ReduceBytes[D, O interface {
+func ReduceBytes[D interface {
+	~uint8
+	fmt.Stringer
+	Size() int
+}, O interface {
 	~uint8
 	fmt.Stringer
 }](dst, a, b []byte, dt D, op O) error {
-	n, size := len(dst), elemSize(uint8(dt))
+	n, size := len(dst), dt.Size()
 	switch {
 	case size == 0 || op < opSum || op > opMax:
 		return xerr.Detail(xerr.ErrInvalidArgument, "reduction %v of %v", op, dt)
