@@ -103,23 +103,40 @@ var ErrUnknownOption = xerr.NewKind("unknown option", xerr.ErrInvalidArgument)
 type OptionReader struct {
 	opts    Options
 	backend string
+	aliases []string // the backend's other names, read only when opts has keys
 	known   []string
 	err     error
 }
 
 // Reader returns an OptionReader of o for the driver registered as backend.
+// Keys scoped to an alias of backend (RegisterAlias) are its own too, after
+// those scoped to backend.
 func (o Options) Reader(backend string) *OptionReader {
-	return &OptionReader{opts: o, backend: backend}
+	r := &OptionReader{opts: o, backend: backend}
+	if len(o) != 0 {
+		r.aliases = aliasesOf(backend)
+	}
+	return r
+}
+
+// ownScope reports whether options scoped to scope are this reader's.
+func (r *OptionReader) ownScope(scope string) bool {
+	return scope == r.backend || slices.Contains(r.aliases, scope)
 }
 
 // lookup marks key known and returns its value, scoped keys first.
 func (r *OptionReader) lookup(key string) (string, bool) {
 	r.known = append(r.known, key)
-	if r.err != nil {
+	if r.err != nil || len(r.opts) == 0 {
 		return "", false
 	}
 	if v, ok := r.opts[r.backend+"."+key]; ok {
 		return v, true
+	}
+	for _, a := range r.aliases {
+		if v, ok := r.opts[a+"."+key]; ok {
+			return v, true
+		}
 	}
 	v, ok := r.opts[key]
 	return v, ok
@@ -244,7 +261,7 @@ func (r *OptionReader) Err() error {
 	for k := range r.opts {
 		name := k
 		if scope, rest, ok := strings.Cut(k, "."); ok {
-			if scope != r.backend {
+			if !r.ownScope(scope) {
 				continue
 			}
 			name = rest
@@ -266,7 +283,11 @@ func (r *OptionReader) Err() error {
 		want = r.backend + " takes " + strings.Join(known, ", ")
 		// One suggestion, within two edits; of several as near, the first
 		// in sorted order.
-		if near := nearest.Names(strings.TrimPrefix(k, r.backend+"."), known, 1, 2); len(near) > 0 {
+		bare := k
+		if scope, rest, ok := strings.Cut(k, "."); ok && r.ownScope(scope) {
+			bare = rest
+		}
+		if near := nearest.Names(bare, known, 1, 2); len(near) > 0 {
 			want = fmt.Sprintf("%s (did you mean %s?)", want, near[0])
 		}
 	}

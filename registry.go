@@ -16,6 +16,7 @@ import (
 var (
 	driversMu sync.RWMutex
 	drivers   = map[string]Driver{}
+	aliases   = map[string]string{} // alias -> the name it stands for
 )
 
 // EnvBackend is the environment variable OpenDefault reads: a
@@ -36,13 +37,62 @@ func Register(name string, d Driver) {
 	if d == nil {
 		panic("xpu: Register driver is nil")
 	}
+	checkName("Register", name)
+	drivers[name] = d
+}
+
+// checkName panics, for fn, when name is not a valid driver name or is
+// taken already by a driver or an alias. The caller holds driversMu.
+func checkName(fn, name string) {
 	if name == "" || strings.ContainsAny(name, ", \t\n./") {
-		panic("xpu: Register with an invalid name " + fmt.Sprintf("%q", name))
+		panic("xpu: " + fn + " with an invalid name " + fmt.Sprintf("%q", name))
 	}
 	if _, dup := drivers[name]; dup {
-		panic("xpu: Register called twice for driver " + name)
+		panic("xpu: " + fn + " called twice for driver " + name)
 	}
-	drivers[name] = d
+	if to, dup := aliases[name]; dup {
+		panic("xpu: " + fn + " of " + name + ", an alias of " + to)
+	}
+}
+
+// RegisterAlias makes alias a second name of the driver registered as
+// name, which a backend keeps when it is renamed: Open, Describe, a chain
+// of EnvBackend and options scoped "alias.key" accept it as they accept
+// name, and the Backend opened is named name. Drivers does not list it;
+// Info.Aliases does. It panics, as Register does, when name is not
+// registered or alias is invalid or taken.
+func RegisterAlias(alias, name string) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if _, ok := drivers[name]; !ok {
+		panic("xpu: RegisterAlias " + alias + " of " + name + ", which is not registered")
+	}
+	checkName("RegisterAlias", alias)
+	aliases[alias] = name
+}
+
+// aliasesOf returns the sorted aliases of the driver registered as name.
+func aliasesOf(name string) []string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	var out []string
+	for a, to := range aliases {
+		if to == name {
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// canonical returns the name an alias stands for, or name itself.
+func canonical(name string) string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	if to, ok := aliases[name]; ok {
+		return to
+	}
+	return name
 }
 
 // unregister is for tests only (see export_test.go).
@@ -50,6 +100,11 @@ func unregister(name string) {
 	driversMu.Lock()
 	defer driversMu.Unlock()
 	delete(drivers, name)
+	for a, to := range aliases {
+		if to == name || a == name {
+			delete(aliases, a)
+		}
+	}
 }
 
 // Drivers returns the sorted names of the registered drivers.
@@ -64,11 +119,14 @@ func Drivers() []string {
 	return names
 }
 
-// lookup returns the driver registered under name, or an error of op
-// matching ErrUnknownBackend that lists the registered names.
+// lookup returns the driver registered under name or an alias of it, or an
+// error of op matching ErrUnknownBackend that lists the registered names.
 func lookup(op, name string) (Driver, error) {
 	driversMu.RLock()
 	d, ok := drivers[name]
+	if to, alias := aliases[name]; alias {
+		d, ok = drivers[to]
+	}
 	driversMu.RUnlock()
 	if !ok {
 		avail := strings.Join(Drivers(), ", ")
@@ -80,12 +138,14 @@ func lookup(op, name string) (Driver, error) {
 	return d, nil
 }
 
-// Open opens the backend registered under name.
+// Open opens the backend registered under name, or under the name an alias
+// stands for.
 func Open(ctx context.Context, name string, opts Options) (*Backend, error) {
 	d, err := lookup("open", name)
 	if err != nil {
 		return nil, err
 	}
+	name = canonical(name)
 	b, err := d.Open(ctx, opts)
 	if err != nil {
 		// A driver's own *xerr.Error names the backend already.
@@ -163,15 +223,20 @@ func OpenDefault(ctx context.Context, opts Options) (*Backend, []error, error) {
 	return nil, reasons, &SkipError{Chain: chain[:len(reasons)], Reasons: reasons}
 }
 
-// Describe returns the Info of the backend registered under name.
+// Describe returns the Info of the backend registered under name, or under
+// the name an alias stands for.
 func Describe(ctx context.Context, name string) (Info, error) {
 	d, err := lookup("describe", name)
 	if err != nil {
 		return Info{}, err
 	}
+	name = canonical(name)
 	info := d.Info(ctx)
 	if info.Name == "" {
 		info.Name = name
+	}
+	if info.Aliases == nil {
+		info.Aliases = aliasesOf(name)
 	}
 	return info, nil
 }

@@ -206,3 +206,61 @@ func TestXerrError(t *testing.T) {
 	assert.ErrorIs(t, k, k)
 	assert.NotErrorIs(t, k, xerr.ErrClosed)
 }
+
+// renamedDriver reads the option "size" as a renamed backend would.
+type renamedDriver struct{ size int }
+
+func (d *renamedDriver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
+	r := opts.Reader("t-new")
+	d.size = r.Int("size", 1, 1, 100)
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	return &xpu.Backend{}, nil
+}
+
+func (d *renamedDriver) Info(ctx context.Context) xpu.Info { return xpu.Info{Available: true} }
+
+// A renamed backend keeps its old name as an alias: Open, Describe, chains
+// and scoped options accept it, and what opens is named by the new name.
+func TestRegisterAlias(t *testing.T) {
+	ctx := context.Background()
+	d := &renamedDriver{}
+	register(t, "t-new", d)
+	xpu.RegisterAlias("t-old", "t-new")
+	assert.NotContains(t, xpu.Drivers(), "t-old", "Drivers lists each driver once")
+
+	b, err := xpu.Open(ctx, "t-old", xpu.Options{"t-old.size": "7"})
+	require.NoError(t, err)
+	assert.Equal(t, "t-new", b.Name, "what opens is named by the driver's name")
+	assert.Equal(t, 7, d.size, "options scoped to the alias are the driver's")
+	require.NoError(t, b.Close())
+
+	_, err = xpu.Open(ctx, "t-new", xpu.Options{"t-old.size": "7", "t-new.size": "9", "size": "3"})
+	require.NoError(t, err)
+	assert.Equal(t, 9, d.size, "the name's scope comes first, then the alias's, then the bare key")
+	_, err = xpu.Open(ctx, "t-new", xpu.Options{"t-old.sise": "7"})
+	assert.ErrorIs(t, err, xpu.ErrUnknownOption, "a typo scoped to the alias is the driver's own")
+	assert.Contains(t, fmt.Sprint(err), "did you mean size?")
+	_, err = xpu.Open(ctx, "t-new", xpu.Options{"other.sise": "7"})
+	assert.NoError(t, err, "another backend's key is left to it")
+
+	info, err := xpu.Describe(ctx, "t-old")
+	require.NoError(t, err)
+	assert.Equal(t, "t-new", info.Name)
+	assert.Equal(t, []string{"t-old"}, info.Aliases)
+
+	t.Setenv(xpu.EnvBackend, "t-old")
+	b, _, err = xpu.OpenDefault(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "t-new", b.Name)
+	require.NoError(t, b.Close())
+
+	assert.PanicsWithValue(t, "xpu: RegisterAlias t-x of t-none, which is not registered",
+		func() { xpu.RegisterAlias("t-x", "t-none") })
+	assert.PanicsWithValue(t, "xpu: RegisterAlias called twice for driver t-new",
+		func() { xpu.RegisterAlias("t-new", "t-new") })
+	assert.PanicsWithValue(t, "xpu: Register of t-old, an alias of t-new",
+		func() { xpu.Register("t-old", &fakeDriver{}) })
+	assert.Panics(t, func() { xpu.RegisterAlias("t.old", "t-new") }, "an alias is a name like any other")
+}

@@ -160,6 +160,7 @@ type Link struct {
 // Info answers what a backend is and whether it can run here.
 type Info struct {
 	Name         string   `json:"name"`
+	Aliases      []string `json:"aliases,omitempty"` // other names it answers to (RegisterAlias)
 	Available    bool     `json:"available"`
 	Reason       string   `json:"reason,omitempty"`  // why not available
 	Library      string   `json:"library,omitempty"` // foreign library and version, when one is used
