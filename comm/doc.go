@@ -138,6 +138,6 @@
 // Isend and Irecv do not stage: they are the backend's, and one that
 // cannot reach the buffer fails them with an error matching
 // ErrNotSupported that names it (memspace.ErrNotHostAccessible, for the
-// local and tcp backends). Stage through the blocking calls, or copy to
+// local and procs backends). Stage through the blocking calls, or copy to
 // page-locked memory yourself and start the requests on that.
 package comm

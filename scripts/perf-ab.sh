@@ -25,7 +25,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# build V REV: tcpbench (wherever the revision keeps it) and the tcp test binary.
+# build V REV: tcpbench and the multi-process backend's test binary, wherever
+# the revision keeps them.
 build() {
 	local v=$1 rev=$2 dir=$top
 	if [ -n "$rev" ]; then
@@ -39,7 +40,12 @@ build() {
 			break
 		fi
 	done
-	(cd "$dir" && go test -c -o "$tmp/tcp-$v.test" ./backends/tcp)
+	for pkg in ./backends/procs ./backends/tcp; do
+		if [ -f "$dir/$pkg/bench_test.go" ]; then
+			(cd "$dir" && go test -c -o "$tmp/tcp-$v.test" "$pkg")
+			break
+		fi
+	done
 }
 build before "$before"
 build after "$after"

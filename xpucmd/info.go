@@ -42,6 +42,9 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	for _, in := range infos {
 		fmt.Fprintf(stdout, "\n%s:\n", in.Name)
+		if len(in.Aliases) > 0 {
+			fmt.Fprintf(stdout, "  also named: %s\n", strings.Join(in.Aliases, ", "))
+		}
 		if !in.Available {
 			fmt.Fprintf(stdout, "  unavailable: %s\n", in.Reason)
 		}

@@ -39,7 +39,10 @@ func (gpuBox) Info(context.Context) xpu.Info {
 	}}
 }
 
-func init() { xpu.Register("xpucmd-test-gpus", gpuBox{}) }
+func init() {
+	xpu.Register("xpucmd-test-gpus", gpuBox{})
+	xpu.RegisterAlias("xpucmd-test-gpus-old", "xpucmd-test-gpus")
+}
 
 // section returns the part of info's table output about backend name.
 func section(t *testing.T, out, name string) string {
@@ -60,6 +63,7 @@ func TestInfoDeviceDetails(t *testing.T) {
 	var stdout, stderr strings.Builder
 	require.Equal(t, 0, Run(testCtx(t), []string{"info"}, &stdout, &stderr), stderr.String())
 	assert.Equal(t, ""+
+		"  also named: xpucmd-test-gpus-old\n"+
 		"  device 0: NVIDIA H100 80GB HBM3, memory 80.0 GiB total, 79.0 GiB free, compute capability 9.0, PCI 0000:18:00.0, NUMA node 0\n"+
 		"    UUID GPU-00000000-0000-0000-0000-000000000000, CPUs 0-3\n"+
 		"  device 1: NVIDIA H100 80GB HBM3, memory 80.0 GiB total, 79.0 GiB free, compute capability 9.0, PCI 0000:2a:00.0, NUMA node 0\n"+

@@ -106,7 +106,7 @@ func TestRunUsage(t *testing.T) {
 	assert.Contains(t, stderr.String(), "usage: xpu run -n N")
 	assert.Contains(t, stderr.String(), "-timeout")
 	assert.Contains(t, stderr.String(), "with XPU_RANK, XPU_WORLD_SIZE, XPU_LOCAL_RANK, XPU_LOCAL_SIZE,\n"+
-		"XPU_MASTER_ADDR, XPU_MASTER_PORT, XPU_JOB_SECRET and XPU_BACKEND (tcp unless set) in their\n")
+		"XPU_MASTER_ADDR, XPU_MASTER_PORT, XPU_JOB_SECRET and XPU_BACKEND (procs unless set) in their\n")
 }
 
 func TestRunRanks(t *testing.T) {
@@ -179,7 +179,7 @@ func TestRunMPIFlag(t *testing.T) {
 }
 
 // The command of docs/launching.md: four ranks of the example, built once,
-// joined by the tcp backend.
+// joined by the procs backend.
 func TestRunExampleAllreduce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs examples/allreduce")

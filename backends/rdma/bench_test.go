@@ -12,8 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/backends/rdma"
-	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/tooling/bench"
 )
@@ -156,7 +156,7 @@ func BenchmarkPut(b *testing.B) {
 }
 
 // BenchmarkAllreduce measures comm.Allreduce of float64 sums over 4
-// ranks (bench.AllreduceGroup), on this backend and on the tcp backend's
+// ranks (bench.AllreduceGroup), on this backend and on the procs backend's
 // loopback group (4 ranks in this process over 127.0.0.1) in the same
 // binary, its links forced to TCP: by default ranks of one machine link
 // through shared memory, and their allreduce runs in a region all of them
@@ -173,7 +173,7 @@ func BenchmarkAllreduce(b *testing.B) {
 	b.Run("tcp", func(b *testing.B) {
 		ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 		defer cancel()
-		ts, err := tcp.NewLoopbackGroupConfig(ctx, 4, tcp.Config{Links: tcp.LinkTCP})
+		ts, err := procs.NewLoopbackGroupConfig(ctx, 4, procs.Config{Links: procs.LinkTCP})
 		if err != nil {
 			b.Fatal(err)
 		}

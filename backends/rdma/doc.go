@@ -20,7 +20,7 @@
 //
 // # Joining a job
 //
-// FromEnv reads the job from the same environment as the tcp backend
+// FromEnv reads the job from the same environment as the procs backend
 // (XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR, XPU_MASTER_PORT,
 // XPU_JOB_SECRET, or Open MPI's, PMIx's, PMI's and Slurm's variables), so
 // `xpu run -n 4 -- prog` and mpirun start RDMA jobs unchanged. The ranks

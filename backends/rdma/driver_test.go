@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
-	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -82,7 +82,7 @@ func TestDriverOnSim(t *testing.T) {
 // goroutines): over a tcp bootstrap job with a secret, then queue pairs
 // on the simulated fabric; a broadcast then reaches every rank.
 func TestJoinOverTCPBootstrap(t *testing.T) {
-	cs := joinSim(t, sim.New(), 4, tcp.LinkAuto)
+	cs := joinSim(t, sim.New(), 4, procs.LinkAuto)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
-	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/internal/join"
 )
 
@@ -25,10 +25,10 @@ func UseProvider(prov fabric.Provider) (restore func()) {
 // JoinOn joins the job tcfg describes over prov (tests): its rank, size,
 // master, secret and join timeout, and its links and node for the
 // collectives of one machine.
-func JoinOn(ctx context.Context, prov fabric.Provider, host string, tcfg tcp.Config, cfg Config) (*Comm, error) {
+func JoinOn(ctx context.Context, prov fabric.Provider, host string, tcfg procs.Config, cfg Config) (*Comm, error) {
 	jc := jobConfig{form: join.Config{Rank: tcfg.Rank, Size: tcfg.Size, MasterAddr: tcfg.MasterAddr,
 		Secret: tcfg.Secret, Listener: tcfg.Listener, Timeout: tcfg.JoinTimeout, Logger: tcfg.Logger, Logf: tcfg.Logf},
-		shared: tcfg.Links != tcp.LinkTCP, node: tcfg.Node, shmSpin: cmp.Or(tcfg.ShmSpin, tcp.DefaultShmSpin)}
+		shared: tcfg.Links != procs.LinkTCP, node: tcfg.Node, shmSpin: cmp.Or(tcfg.ShmSpin, procs.DefaultShmSpin)}
 	return joinJob(ctx, prov, "", host, jc, cfg)
 }
 

@@ -137,9 +137,9 @@ var guestRows = []guestRow{
 	{"Put 4 MiB, window of 16", "go:BenchmarkPut/4MiB#rate", "ref:write_bw.4MiB",
 		"ib_write_bw -s 4194304, BW average", true, 0.9},
 	{"allreduce 64 MiB float64, 4 ranks", "go:BenchmarkAllreduce/rdma/4r/64MiB", "go:BenchmarkAllreduce/tcp/4r/64MiB",
-		"tcp backend over TCP links, loopback group", false, 1.0},
+		"procs backend over TCP links, loopback group", false, 1.0},
 	{"allreduce 64 KiB float64, 4 ranks", "go:BenchmarkAllreduce/rdma/4r/64KiB", "go:BenchmarkAllreduce/tcp/4r/64KiB",
-		"tcp backend over TCP links, loopback group", false, 0},
+		"procs backend over TCP links, loopback group", false, 0},
 	{"register + deregister 4 MiB", "go:BenchmarkRegister/4MiB", "go:BenchmarkStream/4MiB",
 		"one message of stream 4 MiB", false, 0},
 	{"time.Now", "go:BenchmarkClock", "go:BenchmarkPingPong/8B#median",
@@ -363,7 +363,7 @@ func median(v []float64) float64 {
 
 // tableRows are guestRows, then those of each variant among runs whose
 // pattern takes the benchmark: its figures against the same references,
-// and against its own run of the tcp backend.
+// and against its own run of the procs backend.
 func tableRows(runs []guestRun) []guestRow {
 	rows := slices.Clone(guestRows)
 	for _, v := range runs {
@@ -481,7 +481,7 @@ func guestBenchPage(figs map[string][]float64, info map[string]string, rows []gu
   Put is an RDMA WRITE straight into the exposed region, 16 outstanding, as ib_write_bw's WRITEs. Buffers
   are Go memory (memspace.FromSlice), registered for each message.
 - The allreduce ranks are goroutines of one process, each rank with its own device context and queue
-  pairs; the tcp figure is the tcp backend's loopback group (4 ranks in one process over 127.0.0.1) in
+  pairs; the tcp figure is the procs backend's loopback group (over TCP links) (4 ranks in one process over 127.0.0.1) in
   the same binary and boot, each after one untimed call, its links forced to TCP (by default ranks of
   one machine link through shared memory and reduce in a region they all map: a comparison no network
   transport is meant to win).

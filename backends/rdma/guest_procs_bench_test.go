@@ -108,7 +108,7 @@ func procsSection(figs map[string]float64, when time.Time) string {
 	p.WriteString("## One process per rank (rdmabench)\n\n")
 	p.WriteString("`make bench-rdma` also runs `TestGuestProcsBench`, in a second boot: perftest's references, then\n")
 	p.WriteString("`internal/tooling/rdmabench` as 2 rank processes (ping-pong 5 × 5000 round trips, streaming and\n")
-	p.WriteString("Put with 16 in flight, every run checked) and as 4 (allreduce of 64 MiB float64), and the tcp backend's\n")
+	p.WriteString("Put with 16 in flight, every run checked) and as 4 (allreduce of 64 MiB float64), and the procs backend's\n")
 	p.WriteString("`tcpbench` as 4 processes for the same allreduce — as perftest and the OSU benchmarks run. Both\n")
 	p.WriteString("allreduces run twice: by default (ranks of one machine run their collectives in a region of shared\n")
 	p.WriteString("memory, both backends alike) and with `XPU_LINKS=tcp` (rdma: over the queue pairs; tcp: over TCP links).\n")

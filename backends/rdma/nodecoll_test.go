@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
-	"github.com/xpu-go/xpu/backends/tcp"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -20,7 +20,7 @@ import (
 // joinSim joins n ranks in this process over a simulated fabric, as
 // processes of one machine join (the tcp bootstrap with links), and closes
 // them at the end of the test.
-func joinSim(t *testing.T, fab *sim.Network, n int, links tcp.LinkMode) []*rdma.Comm {
+func joinSim(t *testing.T, fab *sim.Network, n int, links procs.LinkMode) []*rdma.Comm {
 	t.Helper()
 	prov := fab.Provider("10.0.0.9")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -31,7 +31,7 @@ func joinSim(t *testing.T, fab *sim.Network, n int, links tcp.LinkMode) []*rdma.
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			cs[i], errs[i] = rdma.JoinOn(ctx, prov, "10.0.0.9", tcp.Config{
+			cs[i], errs[i] = rdma.JoinOn(ctx, prov, "10.0.0.9", procs.Config{
 				Rank: i, Size: n, MasterAddr: fmt.Sprintf("127.0.0.1:%d", port),
 				Secret: []byte("the job's secret"), Links: links,
 			}, rdma.Config{})
@@ -68,9 +68,9 @@ func TestOneMachineCollectivesInSharedMemory(t *testing.T) {
 	const n, count = 4, 1 << 17
 	for _, tc := range []struct {
 		name   string
-		links  tcp.LinkMode
+		links  procs.LinkMode
 		onNode bool
-	}{{"links=auto", tcp.LinkAuto, true}, {"links=tcp", tcp.LinkTCP, false}} {
+	}{{"links=auto", procs.LinkAuto, true}, {"links=tcp", procs.LinkTCP, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			fab := sim.New()
 			cs := joinSim(t, fab, n, tc.links)
@@ -127,7 +127,7 @@ func TestOneMachineCollectivesInSharedMemory(t *testing.T) {
 // long before their context, and later collectives fail at once.
 func TestOneMachineCollectivesRevoked(t *testing.T) {
 	const n = 4
-	cs := joinSim(t, sim.New(), n, tcp.LinkAuto)
+	cs := joinSim(t, sim.New(), n, procs.LinkAuto)
 	require.True(t, cs[0].OneNode())
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

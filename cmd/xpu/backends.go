@@ -7,6 +7,6 @@ import (
 	_ "github.com/xpu-go/xpu/backends/cuda"
 	_ "github.com/xpu-go/xpu/backends/local"
 	_ "github.com/xpu-go/xpu/backends/mpi"
+	_ "github.com/xpu-go/xpu/backends/procs"
 	_ "github.com/xpu-go/xpu/backends/rdma"
-	_ "github.com/xpu-go/xpu/backends/tcp"
 )

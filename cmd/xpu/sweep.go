@@ -267,7 +267,7 @@ var (
 )
 
 // commSeries returns the communicator series of the backends available
-// here: a backend whose ranks are processes runs as a job (the tcp
+// here: a backend whose ranks are processes runs as a job (the procs
 // backend twice: links over TCP, and over shared memory when it has them),
 // one that only makes groups in a process runs there.
 func commSeries(infos []xpu.Info) []sweepJob {
@@ -277,12 +277,12 @@ func commSeries(infos []xpu.Info) []sweepJob {
 			continue
 		}
 		switch {
-		case in.Name == "tcp":
+		case in.Name == "procs":
 			out = append(out, sweepJob{how: inJob, driver: in.Name, env: []string{"XPU_LINKS=tcp"},
-				series: sweep.Series{Name: "tcp", Against: refTCP.Name, Doc: "xpu run -n N, backend tcp, links over loopback TCP (XPU_LINKS=tcp)"}})
+				series: sweep.Series{Name: "tcp", Against: refTCP.Name, Doc: "xpu run -n N, backend procs, links over loopback TCP (XPU_LINKS=tcp)"}})
 			if slices.Contains(in.Capabilities, xpu.CapSharedMemory) {
 				out = append(out, sweepJob{how: inJob, driver: in.Name, env: []string{"XPU_LINKS=shm"},
-					series: sweep.Series{Name: "shm", Against: refVader.Name, Doc: "xpu run -n N, backend tcp, links through shared memory (XPU_LINKS=shm)"}})
+					series: sweep.Series{Name: "shm", Against: refVader.Name, Doc: "xpu run -n N, backend procs, links through shared memory (XPU_LINKS=shm)"}})
 			}
 		case in.Name == "mpi":
 			out = append(out, sweepJob{how: inMPIJob, driver: in.Name,

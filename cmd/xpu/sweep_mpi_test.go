@@ -16,7 +16,7 @@ import (
 )
 
 // TestSweepOpenMPIReference builds the Open MPI reference as make
-// refs-mpi does and sweeps the tcp backend's two kinds of link beside it:
+// refs-mpi does and sweeps the procs backend's two kinds of link beside it:
 // every point of ours has the reference's beside it, measured in the same
 // run, and the tables show their ratio. It needs Open MPI (mpicc and
 // mpirun), which is why it builds with the mpi tag: make test runs it

@@ -47,7 +47,7 @@ func quickSweep(filter string) sweepFlags {
 }
 
 // TestSweepEveryKindOfSeries sweeps a communicator in this process
-// (local), both kinds of link of the tcp backend with one process per
+// (local), both kinds of link of the procs backend with one process per
 // rank, and the host transfer path beside memmove; checks every point is
 // there and valid, and that the document survives JSON, the tables, the
 // benchstat format and the plots.

@@ -10,7 +10,7 @@
 // prints one line. It exits with status 1 when a sum is wrong or a step
 // fails.
 //
-// The ranks talk over the "tcp" backend, which finds its place in the job
+// The ranks talk over the "procs" backend, which finds its place in the job
 // from the environment `xpu run` sets (XPU_RANK, XPU_WORLD_SIZE,
 // XPU_MASTER_ADDR, XPU_MASTER_PORT, XPU_JOB_SECRET); the vectors live in the
 // "cpu" backend's memory space. See docs/launching.md.

@@ -13,8 +13,8 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 
-	_ "github.com/xpu-go/xpu/backends/cpu" // host memory
-	_ "github.com/xpu-go/xpu/backends/tcp" // the communicator between processes
+	_ "github.com/xpu-go/xpu/backends/cpu"   // host memory
+	_ "github.com/xpu-go/xpu/backends/procs" // the communicator between processes
 )
 
 // n is the length of each rank's vector.
@@ -36,9 +36,9 @@ func main() {
 }
 
 func run(ctx context.Context) (err error) {
-	// Join the job: the tcp backend reads this rank's place from the
+	// Join the job: the procs backend reads this rank's place from the
 	// environment that xpu run (or mpirun, or srun) set.
-	network, err := xpu.Open(ctx, "tcp", nil)
+	network, err := xpu.Open(ctx, "procs", nil)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ const (
 )
 
 // Terms are two numbers a rank announces to each peer in its hello, under
-// the MAC, for the transport's own use (the tcp engine: the largest eager
+// the MAC, for the transport's own use (the procs engine: the largest eager
 // message it accepts and the eager bytes it holds per peer).
 type Terms struct {
 	Limit  uint32
@@ -40,7 +40,7 @@ const (
 	helloSize    = 64
 	macSize      = sha256.Size
 	wireVersion  = 1
-	authContext  = "xpu-go/backends/tcp auth v1"
+	authContext  = "xpu-go/backends/tcp auth v1" // the package's name when the wire was made; the MAC covers it
 	roleDialer   = 'D'
 	roleAcceptor = 'A'
 )

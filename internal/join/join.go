@@ -3,7 +3,7 @@
 // Slurm's), meets the other ranks at rank 0's rendezvous store,
 // authenticates every connection with the job's secret, and returns one
 // connection per peer (Dial), which the transport then runs its engine
-// over — the tcp engine its links (after moving them onto shared memory
+// over — the procs engine its links (after moving them onto shared memory
 // through Config.Upgrade), rdma the exchange of its queue pairs'
 // addresses. It bounds joining alike for every transport, and words its
 // failures alike.

@@ -35,7 +35,7 @@ const (
 // Defaults of Spec.
 const (
 	DefaultMasterAddr = "127.0.0.1"
-	DefaultBackend    = "tcp"
+	DefaultBackend    = "procs"
 	DefaultGrace      = 5 * time.Second
 	// MaxLine is the longest line copied whole; a longer one is cut into
 	// lines of MaxLine bytes, each with the rank's prefix.

@@ -1,5 +1,5 @@
 // Package match is the matching engine of the communicators that move
-// their own messages (backends/local and backends/tcp): one rank's posted
+// their own messages (backends/local and backends/procs): one rank's posted
 // receives and unexpected messages, matched by source and tag with MPI's
 // rules.
 //

@@ -3,7 +3,7 @@
 // a job that spans machines, hierarchically: within each machine in its
 // region, across machines between the machines' lowest ranks over the
 // host communicator's point-to-point, then within each machine again. Any
-// communicator of one process per rank can host it (Host): the tcp engine
+// communicator of one process per rank can host it (Host): the procs engine
 // does for every job, rdma for jobs of one machine.
 //
 // Setup maps a region into the ranks of each node (the ranks a host says
@@ -53,7 +53,7 @@
 // processor when the node is oversubscribed: Options.Yield), then sleeps
 // on a futex in the region that a rank that publishes wakes when someone
 // sleeps, looking again every nodeNap. Every wait ends with ErrPeerLost as soon as any peer
-// is lost (Host.Lost: for the tcp engine a link that failed, for rdma a
+// is lost (Host.Lost: for the procs engine a link that failed, for rdma a
 // revocation), with the collective's abort or context, or with
 // ErrInvalidArgument when the ranks disagree on the arguments (then the
 // node's collectives stay broken).

@@ -31,10 +31,12 @@ type host struct {
 	lost *atomic.Pointer[error]
 }
 
-func (h host) Begin(ctx context.Context, name string, light bool) (context.Context, error) { return ctx, nil }
-func (h host) End(ctx context.Context, name string, light bool, err error) error        { return err }
-func (h host) Aborted() error                                                          { return nil }
-func (h host) Closed() error                                                           { return xerr.ErrClosed }
+func (h host) Begin(ctx context.Context, name string, light bool) (context.Context, error) {
+	return ctx, nil
+}
+func (h host) End(ctx context.Context, name string, light bool, err error) error { return err }
+func (h host) Aborted() error                                                    { return nil }
+func (h host) Closed() error                                                     { return xerr.ErrClosed }
 func (h host) Lost() error {
 	if e := h.lost.Load(); e != nil {
 		return *e

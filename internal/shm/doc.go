@@ -2,7 +2,7 @@
 // machine: a segment holding two single-producer single-consumer rings,
 // one per direction, and a Conn over them that implements net.Conn, so
 // that a protocol written for a socket (the multi-process engine's frames,
-// backends/tcp) runs over it unchanged; the negotiation that decides, per
+// backends/procs) runs over it unchanged; the negotiation that decides, per
 // pair of ranks, whether their link moves onto it (Negotiate, NodeKey);
 // single copies straight between the processes' memories
 // (process_vm_readv/writev); and a Region that every rank of a node maps

@@ -8,7 +8,7 @@ import (
 
 // Region is a shared-memory region that several processes of a node map:
 // memory and nothing else, for callers that lay out their own control
-// words (the tcp backend's node collectives). It is made and attached as
+// words (the procs backend's node collectives). It is made and attached as
 // a Segment is (anonymous memory file, sealed, /proc, nonce).
 type Region struct {
 	mem   []byte

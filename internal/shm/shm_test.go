@@ -137,7 +137,7 @@ func TestPeerGone(t *testing.T) {
 }
 
 // TestDeadline: a deadline in the past interrupts a sleeping read (as the
-// tcp backend's read role kicks its holder), and clearing it lets the next
+// procs backend's read role kicks its holder), and clearing it lets the next
 // read wait and take the data.
 func TestDeadline(t *testing.T) {
 	a, b := pair(t, MinRing, 0)

@@ -13,7 +13,7 @@
 //     `xpu bench sweep` (make sweep).
 //   - tcpbench, rdmabench, mpibench: benchmark programs run as one process
 //     per rank (make refs-tcp, refs-shm, bench-mpi, bench-rdma).
-//   - chaos: the chaos test of the tcp backend and of xpu run's launcher;
+//   - chaos: the chaos test of the procs backend and of xpu run's launcher;
 //     chaos/cmd/chaos is its command (make chaos).
 //   - rdmavm: the qemu guest with soft-RoCE in which the rdma backend's
 //     tests and make bench-rdma run on real kernel verbs.

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 )
 
-// TCP holds the cases of the TCP communicator (backends/tcp). Every rank
+// TCP holds the cases of the TCP communicator (backends/procs). Every rank
 // is a goroutine of this process with its own loopback TCP connections to
-// the others (tcp.NewLoopbackGroup with Links: LinkTCP): the same wire
+// the others (procs.NewLoopbackGroup with Links: LinkTCP): the same wire
 // protocol, rendezvous and handshake as separate processes, in one
 // process. The shm.* cases link the same ranks through shared memory
 // instead (their goroutines poll, so they need a core each). The separate-
@@ -26,10 +26,10 @@ import (
 var TCP = []Case{
 	{Name: "tcp.pingpong.8B", Run: TCPPingPong(8), Unit: NsPerOp, Baseline: "rawtcp.pingpong.8B", BaselineGoal: 1.1,
 		Ref: "mpi.np2.pingpong.8B", Doc: "half round trip of an 8-byte message between 2 ranks over loopback TCP"},
-	{Name: "tcp.pingpong.8B.spin50us", Run: TCPPingPongConfig(8, tcp.Config{Spin: 50 * time.Microsecond}), Unit: NsPerOp,
+	{Name: "tcp.pingpong.8B.spin50us", Run: TCPPingPongConfig(8, procs.Config{Spin: 50 * time.Microsecond}), Unit: NsPerOp,
 		Baseline: "rawtcp.pingpong.8B", Ref: "mpi.np2.pingpong.8B",
 		Doc: "tcp.pingpong.8B with waiters that poll the socket for up to 50 µs before blocking (Config.Spin), as MPI libraries poll"},
-	{Name: "shm.pingpong.8B", Run: TCPPingPongConfig(8, tcp.Config{Links: tcp.LinkShm}), Unit: NsPerOp,
+	{Name: "shm.pingpong.8B", Run: TCPPingPongConfig(8, procs.Config{Links: procs.LinkShm}), Unit: NsPerOp,
 		Baseline: "rawtcp.pingpong.8B", Ref: "vader.np2.pingpong.8B",
 		Doc: "half round trip of an 8-byte message between 2 ranks of this process over a shared-memory link"},
 	{Name: "rawtcp.pingpong.8B", Run: RawTCPPingPong(8), Unit: NsPerOp,
@@ -40,14 +40,14 @@ var TCP = []Case{
 		Doc: "one-way stream of 4 MiB writes over one Go loopback TCP connection"},
 	{Name: "tcp.allreduce.2r.8B", Run: TCPAllreduce(2, 1), Unit: NsPerOp, Ref: "mpi.np2.allreduce.8B", RefGoal: 1.0,
 		Baseline: "rawtcp.exchange.8B", Doc: "allreduce of one float64 over 2 ranks"},
-	{Name: "tcp.allreduce.2r.8B.spin50us", Run: TCPAllreduceConfig(2, 1, tcp.Config{Spin: 50 * time.Microsecond}), Unit: NsPerOp,
+	{Name: "tcp.allreduce.2r.8B.spin50us", Run: TCPAllreduceConfig(2, 1, procs.Config{Spin: 50 * time.Microsecond}), Unit: NsPerOp,
 		Ref: "mpi.np2.allreduce.8B", Baseline: "rawtcp.exchange.8B",
 		Doc: "tcp.allreduce.2r.8B with waiters that poll the socket for up to 50 µs before blocking (Config.Spin), as MPI libraries poll"},
 	{Name: "rawtcp.exchange.8B", Run: RawTCPExchange(8), Unit: NsPerOp,
 		Doc: "both ends of one Go loopback TCP connection Write 8 bytes, then read the peer's 8: the floor of a 2-rank allreduce"},
-	{Name: "shm.allreduce.2r.8B", Run: TCPAllreduceConfig(2, 1, tcp.Config{Links: tcp.LinkShm}), Unit: NsPerOp,
+	{Name: "shm.allreduce.2r.8B", Run: TCPAllreduceConfig(2, 1, procs.Config{Links: procs.LinkShm}), Unit: NsPerOp,
 		Ref: "vader.np2.allreduce.8B", Doc: "allreduce of one float64 over 2 ranks of this process in the node's shared region"},
-	{Name: "shm.allreduce.2r.64MiB", Run: TCPAllreduceConfig(2, 8<<20, tcp.Config{Links: tcp.LinkShm}), Unit: NsPerOp,
+	{Name: "shm.allreduce.2r.64MiB", Run: TCPAllreduceConfig(2, 8<<20, procs.Config{Links: procs.LinkShm}), Unit: NsPerOp,
 		Ref: "vader.np2.allreduce.64MiB", Doc: "allreduce of 64 MiB of float64 over 2 ranks of this process in the node's shared region"},
 	{Name: "tcp.allreduce.2r.64KiB", Run: TCPAllreduce(2, 8<<10), Unit: NsPerOp, Ref: "mpi.np2.allreduce.64KiB", RefGoal: 1.0,
 		Doc: "allreduce of 64 KiB of float64 over 2 ranks"},
@@ -66,19 +66,19 @@ var TCP = []Case{
 }
 
 // tcpGroup makes a loopback group and a float64 buffer of n per rank.
-func tcpGroup(b *testing.B, ranks, n int) ([]*tcp.Comm, [][]float64, func()) {
-	return tcpGroupConfig(b, ranks, n, tcp.Config{})
+func tcpGroup(b *testing.B, ranks, n int) ([]*procs.Comm, [][]float64, func()) {
+	return tcpGroupConfig(b, ranks, n, procs.Config{})
 }
 
 // tcpGroupConfig is tcpGroup with the ranks' configuration. Ranks of one
 // process share a node, so they would link through shared memory: unless
 // cfg asks for shared memory (the shm.* cases), they link through TCP.
-func tcpGroupConfig(b *testing.B, ranks, n int, cfg tcp.Config) ([]*tcp.Comm, [][]float64, func()) {
+func tcpGroupConfig(b *testing.B, ranks, n int, cfg procs.Config) ([]*procs.Comm, [][]float64, func()) {
 	b.Helper()
-	if cfg.Links == tcp.LinkAuto {
-		cfg.Links = tcp.LinkTCP
+	if cfg.Links == procs.LinkAuto {
+		cfg.Links = procs.LinkTCP
 	}
-	g, err := tcp.NewLoopbackGroupConfig(context.Background(), ranks, cfg)
+	g, err := procs.NewLoopbackGroupConfig(context.Background(), ranks, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func tcpGroupConfig(b *testing.B, ranks, n int, cfg tcp.Config) ([]*tcp.Comm, []
 }
 
 // onRanks runs body on every rank and fails b on any error.
-func onRanks(b *testing.B, g []*tcp.Comm, body func(r int, c *tcp.Comm) error) {
+func onRanks(b *testing.B, g []*procs.Comm, body func(r int, c *procs.Comm) error) {
 	b.Helper()
 	errs := make([]error, len(g))
 	var wg sync.WaitGroup
@@ -134,12 +134,12 @@ func Block[T any](s []T) memspace.Block {
 
 // TCPPingPong measures a half round trip of size bytes between 2 ranks.
 func TCPPingPong(size int) func(b *testing.B) {
-	return TCPPingPongConfig(size, tcp.Config{})
+	return TCPPingPongConfig(size, procs.Config{})
 }
 
 // TCPPingPongConfig is TCPPingPong between ranks configured by cfg (its
 // Spin, for instance).
-func TCPPingPongConfig(size int, cfg tcp.Config) func(b *testing.B) {
+func TCPPingPongConfig(size int, cfg procs.Config) func(b *testing.B) {
 	return func(b *testing.B) {
 		g, _, done := tcpGroupConfig(b, 2, 0, cfg)
 		defer done()
@@ -147,7 +147,7 @@ func TCPPingPongConfig(size int, cfg tcp.Config) func(b *testing.B) {
 		bufs := [2][]byte{make([]byte, size), make([]byte, size)}
 		b.SetBytes(int64(size))
 		b.ResetTimer()
-		onRanks(b, g, func(r int, c *tcp.Comm) error {
+		onRanks(b, g, func(r int, c *procs.Comm) error {
 			buf := Block(bufs[r])
 			// (b.N+1)/2 round trips: b.N half round trips, rounded up.
 			for range (b.N + 1) / 2 {
@@ -300,7 +300,7 @@ func TCPStream(size int) func(b *testing.B) {
 		}
 		b.SetBytes(int64(size))
 		b.ResetTimer()
-		onRanks(b, g, func(r int, c *tcp.Comm) error {
+		onRanks(b, g, func(r int, c *procs.Comm) error {
 			reqs := make([]comm.Request, streamWindow)
 			for i := range b.N {
 				k := i % streamWindow
@@ -360,11 +360,11 @@ func RawTCPStream(size int) func(b *testing.B) {
 
 // TCPAllreduce measures comm.Allreduce of n float64 (in place) over ranks.
 func TCPAllreduce(ranks, n int) func(b *testing.B) {
-	return TCPAllreduceConfig(ranks, n, tcp.Config{})
+	return TCPAllreduceConfig(ranks, n, procs.Config{})
 }
 
 // TCPAllreduceConfig is TCPAllreduce with the ranks' configuration.
-func TCPAllreduceConfig(ranks, n int, cfg tcp.Config) func(b *testing.B) {
+func TCPAllreduceConfig(ranks, n int, cfg procs.Config) func(b *testing.B) {
 	return func(b *testing.B) {
 		g, bufs, done := tcpGroupConfig(b, ranks, n, cfg)
 		defer done()
@@ -372,7 +372,7 @@ func TCPAllreduceConfig(ranks, n int, cfg tcp.Config) func(b *testing.B) {
 		// One untimed call first: first touches of fresh pages and
 		// connection warm-up would otherwise be all a 1-iteration run measured.
 		run := func(iters int) {
-			onRanks(b, g, func(r int, c *tcp.Comm) error {
+			onRanks(b, g, func(r int, c *procs.Comm) error {
 				v, err := memspace.FromSlice(bufs[r])
 				if err != nil {
 					return err
@@ -403,7 +403,7 @@ func TCPBcast(ranks, size int) func(b *testing.B) {
 		// One untimed call first: first touches of fresh pages and
 		// connection warm-up would otherwise be all a 1-iteration run measured.
 		run := func(iters int) {
-			onRanks(b, g, func(r int, c *tcp.Comm) error {
+			onRanks(b, g, func(r int, c *procs.Comm) error {
 				v, _ := memspace.FromSlice(bufs[r])
 				for range iters {
 					if err := comm.Bcast(ctx, c, v, 0); err != nil {
@@ -432,7 +432,7 @@ func TCPAlltoall(ranks, size int) func(b *testing.B) {
 		// One untimed call first: first touches of fresh pages and
 		// connection warm-up would otherwise be all a 1-iteration run measured.
 		run := func(iters int) {
-			onRanks(b, g, func(r int, c *tcp.Comm) error {
+			onRanks(b, g, func(r int, c *procs.Comm) error {
 				s, _ := memspace.FromSlice(bufs[r])
 				d, _ := memspace.FromSlice(recv[r])
 				for range iters {

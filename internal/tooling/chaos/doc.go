@@ -1,5 +1,5 @@
 // Package chaos is the chaos runner of make chaos; tooling, not shipped by
-// the library. It runs a repeatable chaos test of the tcp backend and of
+// the library. It runs a repeatable chaos test of the procs backend and of
 // the launcher behind `xpu run` (package launch), on Linux.
 //
 // Each repetition starts a launcher process, which runs a job of Config.Ranks

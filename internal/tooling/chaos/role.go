@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/launch"
 	"github.com/xpu-go/xpu/memspace"
@@ -35,7 +35,7 @@ const (
 	envMaster = "XPU_CHAOS_MASTER" // rank 0's address (host:port) in namespaces
 
 	// envJoinTimeout bounds how long a rank waits for the job to form
-	// (package join's EnvTimeout, which tcp.FromEnv reads).
+	// (package join's EnvTimeout, which procs.FromEnv reads).
 	envJoinTimeout = "XPU_JOIN_TIMEOUT"
 )
 
@@ -103,7 +103,7 @@ func launcherMain() int {
 // joining failed, "checked N" after every 16 allreduces checked, "done" at
 // the end of its time.
 func rankMain() int {
-	rank, _ := strconv.Atoi(os.Getenv(tcp.EnvRank))
+	rank, _ := strconv.Atoi(os.Getenv(procs.EnvRank))
 	if ns := os.Getenv(envNetns); ns != "" && os.Getenv(envInNS) == "" {
 		// Enter this rank's network namespace: ip netns exec runs this
 		// binary again there, in this same process.
@@ -130,7 +130,7 @@ func rankMain() int {
 	// No deadline of its own: how long a join or an operation may take is
 	// the backend's to bound (the chaos run counts a hang otherwise).
 	ctx := context.Background()
-	c, err := tcp.FromEnv(ctx)
+	c, err := procs.FromEnv(ctx)
 	if err != nil {
 		report("join %v", err)
 		return 3

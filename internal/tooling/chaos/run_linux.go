@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/backends/procs"
 )
 
 func (cfg *Config) defaults() error {
@@ -163,7 +163,7 @@ func (r *runner) rep(i int, k Kind) (o Outcome) {
 		envRole+"="+roleLauncher, envJob+"="+marker, envStatus+"="+status,
 		envRanks+"="+strconv.Itoa(cfg.Ranks), envCount+"="+strconv.Itoa(cfg.Count),
 		envGrace+"="+cfg.Grace.String(), envMaxRun+"="+cfg.MaxRun.String(),
-		tcp.EnvTimeout+"="+cfg.Detect.String(), envJoinTimeout+"="+cfg.Join.String(), "TMPDIR="+tmp)
+		procs.EnvTimeout+"="+cfg.Detect.String(), envJoinTimeout+"="+cfg.Join.String(), "TMPDIR="+tmp)
 	if k == Cut {
 		env = setEnv(env, envNetns+"="+r.ns.prefix, envMaster+"="+r.ns.addr(0)+":"+strconv.Itoa(21000+i%5000))
 		defer r.ns.heal()
@@ -382,7 +382,7 @@ func scan(marker string) []proc {
 				switch string(k) {
 				case envRole:
 					p.role = string(val)
-				case tcp.EnvRank:
+				case procs.EnvRank:
 					p.rank = string(val)
 				}
 			}

@@ -1,6 +1,6 @@
 // Package jointest is a helper of tests; tooling, not shipped by the
 // library. It holds what the tests of joining (internal/join,
-// backends/tcp) share: a log that a progress goroutine writes while the
+// backends/procs) share: a log that a progress goroutine writes while the
 // test reads it.
 package jointest
 

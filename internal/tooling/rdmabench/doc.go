@@ -13,7 +13,7 @@
 // over the queue pairs (XPU_LINKS=tcp, or ranks on several machines). Every figure
 // is the median of 5 runs, and every run checks the bytes it moved. Rank
 // 0 prints one line per figure, "rdma.np2.pingpong.8B 27.1 us", in the
-// format of the tcp backend's tcpbench.
+// format of the procs backend's tcpbench.
 //
 // The tests' guest (make bench-rdma) starts it beside perftest's
 // ib_send_lat and ib_write_bw in the same boot.

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/tooling/bench"
 	"github.com/xpu-go/xpu/memspace"
@@ -40,11 +40,11 @@ func run() error {
 	want := pick.MatchString
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cfg, err := tcp.ConfigFromEnv()
+	cfg, err := procs.ConfigFromEnv()
 	if err != nil {
 		return err
 	}
-	c, err := tcp.Dial(ctx, cfg)
+	c, err := procs.Dial(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -277,12 +277,12 @@ func run() error {
 // linkKind names the links this rank uses, as the figures' names start:
 // "shm" when every link to another rank is shared memory, "tcp" when every
 // one is TCP, "mixed" otherwise.
-func linkKind(c *tcp.Comm) string {
+func linkKind(c *procs.Comm) string {
 	shm, other := 0, 0
 	for j := range c.Size() {
 		switch {
 		case j == c.Rank():
-		case c.Transport(j) == tcp.TransportShm:
+		case c.Transport(j) == procs.TransportShm:
 			shm++
 		default:
 			other++
@@ -301,7 +301,7 @@ func linkKind(c *tcp.Comm) string {
 // bandwidth streams windows of 8 messages of size bytes from rank 0 to
 // rank 1, each window followed by an ack back, 4 windows a run, and
 // returns the median rate in GB/s (1e9 bytes/s).
-func bandwidth(ctx context.Context, c *tcp.Comm, measure func(int, func() error) (float64, error), size int) (float64, error) {
+func bandwidth(ctx context.Context, c *procs.Comm, measure func(int, func() error) (float64, error), size int) (float64, error) {
 	const window = 8
 	r := c.Rank()
 	bufs := make([]memspace.Block, window)
@@ -352,7 +352,7 @@ func median(ts []float64) float64 {
 // rawConn connects ranks 0 and 1 with a plain TCP connection: rank 0
 // listens on host, the master's address, and passes the port to rank 1
 // through c.
-func rawConn(ctx context.Context, c *tcp.Comm, host string) (net.Conn, error) {
+func rawConn(ctx context.Context, c *procs.Comm, host string) (net.Conn, error) {
 	var port [8]byte
 	if c.Rank() == 0 {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))

@@ -1,5 +1,5 @@
 // Command chaos is the chaos runner of make chaos; tooling, not shipped by
-// the library. It runs the chaos test of the tcp backend and of xpu run's
+// the library. It runs the chaos test of the procs backend and of xpu run's
 // launcher (package internal/tooling/chaos): -n repetitions of a 4-rank
 // allreduce job struck by a fault (a rank killed or frozen, its links cut, the
 // launcher killed), counting hangs, wrong results, errors, orphaned

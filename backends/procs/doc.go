@@ -1,0 +1,116 @@
+// Package procs is the multi-process communicator: one process per rank,
+// on one machine or many, in pure Go, each pair of ranks linked through
+// shared memory when they share a machine and through TCP otherwise. It
+// implements comm.Comm, comm.Blocking and comm.Collectives and registers
+// the driver "procs" with package xpu, and "tcp", its name before
+// (docs/adr/0032-procs-the-backends-truthful-name.md), as an alias.
+//
+//	c, err := procs.FromEnv(ctx) // under xpu run, mpirun or srun
+//	defer c.Close()
+//	err = comm.Allreduce(ctx, c, grads, grads, comm.Sum)
+//
+// # Joining a job
+//
+// FromEnv reads the rank, the world size, the master address and the job
+// secret from the environment (XPU_RANK, XPU_WORLD_SIZE, XPU_MASTER_ADDR,
+// XPU_MASTER_PORT, XPU_JOB_SECRET; Open MPI's, PMIx's, PMI's and Slurm's
+// variables are understood too, see ConfigFromEnv), Dial takes them in a
+// Config.
+// Rank 0 listens on the master address and serves a small key-value store
+// there (PyTorch's TCPStore, in miniature); every other rank listens on a
+// port of its own, publishes it in the store, and dials every lower rank,
+// so each pair of ranks shares exactly one connection. Dial returns when
+// every link is up; the listeners then close. NewLoopbackGroup makes a
+// whole job in one process over 127.0.0.1, for tests.
+//
+// Every connection, to the store or between ranks, starts with a mutual
+// HMAC-SHA256 challenge-response over the job secret, with fresh nonces on
+// both sides and the rank, world size and purpose inside the MAC: a
+// process without the secret learns nothing and is refused, and the job
+// goes on.
+//
+// # Links on one node
+//
+// Ranks of one node — the same machine and PID namespace, and the same
+// Config.Node — are linked through shared memory instead of a socket
+// (package internal/shm): right after the handshake the two ranks compare
+// where they run, the dialer creates a segment of two rings in an
+// anonymous memory file and offers it, the other maps it through /proc,
+// and the frames below then travel through the rings, the TCP connection
+// staying as the doorbell that wakes a sleeping peer and tells that it
+// has died. A waiter polls its ring for Config.ShmSpin (50 µs) before it
+// sleeps; on a node with more ranks than processors every poll yields the
+// processor. Nothing is ever created in /dev/shm: the segment vanishes
+// with the last process that maps it, however it ends. Config.Links (or
+// XPU_LINKS=auto|tcp|shm, or the option "links") forces one kind of link;
+// Transport says which a peer got. One matching engine, one failure
+// contract and one set of collectives serve both kinds of link, so a job
+// may mix them (docs/adr/0025-shared-memory-links.md).
+//
+// # Messages
+//
+// Frames have a fixed 32-byte header (docs/adr/0008-tcp-wire.md). A
+// message of at most the eager limit (64 KiB) goes at once, within an
+// eager budget per peer (4 MiB) that the receiver gives back as its
+// receives take the messages; past the budget, or above the limit, a
+// message is announced (RTS) and sent only once the receiver has matched a
+// receive and answered with a clear-to-send naming how much fits: the
+// bytes then go from the sender's buffer straight into the receiver's,
+// with no copy in between, in data frames of Config.Chunk (1 MiB) so
+// that small messages are never stuck behind a large one. Over a
+// shared-memory link data frames are a quarter of the ring, so that the
+// sender copies one in while the receiver copies the one before out; from
+// 4 MiB the announcement carries the address of the sender's buffer, and
+// the receiver copies the bytes itself from the sender's memory
+// (process_vm_readv: one copy, by two goroutines) and says so, where the
+// kernel allows it (xpu info says which path large messages take;
+// docs/adr/0027-shared-memory-hot-paths.md). Matching follows
+// MPI: by source and tag, AnySource and AnyTag (which never matches the
+// reserved tags of the collectives), messages from one sender with one
+// tag never overtake each other, and a message longer than its receive
+// buffer fails the receive with comm.ErrTruncated after delivering what
+// fits. Each link has a reader goroutine and a writer goroutine; a sender
+// writes its frame itself when the link is idle, and a goroutine waiting
+// for a receive from one peer reads that link's socket itself, so the
+// message it waits for costs no handoff between goroutines
+// (docs/adr/0010-tcp-waiter-reads-its-socket.md). A request makes a
+// completion channel only for a goroutine that blocks on one. The
+// blocking calls (comm.Send and comm.Recv) make no request for a message
+// the link takes at once and reuse their receive's request: a round trip
+// of small messages allocates nothing; an Isend the link takes at once
+// returns its status alone, and Irecv makes one request. Config.Spin (or
+// XPU_TCP_SPIN) makes such a waiter poll the socket before it blocks, as
+// MPI libraries do: lower latency where every rank has a core of its own,
+// much higher where ranks share cores; off by default.
+//
+// A frame that breaks the protocol — an unknown type, a length over what
+// this rank accepts, data nobody asked for — cuts the link with an error
+// matching ErrProtocol: a peer can never make a rank allocate more than
+// its eager limit for one frame, or its budget in all.
+//
+// # Failures
+//
+// When a peer dies, closes or becomes unreachable, every pending and later
+// operation that needs it fails with an error matching comm.ErrPeerLost
+// within Config.Timeout (10 s by default): a closed socket is seen at
+// once, a silent peer after the timeout (heartbeats every Timeout/4,
+// TCP_USER_TIMEOUT for unacknowledged data). A collective that cannot
+// complete fails on every rank, not only on the neighbours of the lost
+// rank: see docs/failure-semantics.md. Close always returns, within about
+// Config.CloseTimeout.
+//
+// # Collectives
+//
+// Allreduce runs natively: above 64 KiB a pipelined ring, up to it
+// recursive doubling; both fold each incoming piece into the result as it
+// is read from the socket. The other collectives run the shared algorithms
+// of package comm over this communicator's point-to-point calls. Between
+// the ranks of one node, Barrier, Bcast and Allreduce (and, in a one-node
+// job, Reduce, Allgather and Alltoall) run instead in a region the node's
+// ranks map, with no message at all; small broadcasts and reductions run
+// ahead of their slowest reader there (docs/adr/0025-shared-memory-links.md,
+// docs/adr/0027-shared-memory-hot-paths.md). All of them run inside the
+// abort protocol that propagates a lost peer.
+//
+// A Comm is safe for concurrent use by many goroutines.
+package procs

@@ -1,0 +1,142 @@
+package procs
+
+import (
+	"encoding/binary"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/join"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// ErrProtocol reports a frame that breaks the wire protocol: an unknown
+// type, a length over the receiver's limits, a reference to a message that
+// does not exist. The link that carried it is cut, so operations with that
+// peer fail with comm.ErrPeerLost (the error says why). It matches
+// comm.ErrInvalidArgument too.
+var ErrProtocol = join.ErrProtocol
+
+// Frame types. Every frame starts with a fixed header of headerSize bytes
+// (see docs/adr/0008-tcp-wire.md); eager and data frames carry a payload
+// after it.
+const (
+	frameEager     uint8 = 1  // tag, a = payload length; payload follows
+	frameRTS       uint8 = 2  // tag, a = message length, b = message id, c = address of the message (shared memory; 0: none)
+	frameCTS       uint8 = 3  // a = bytes accepted, b = message id, c = token
+	frameData      uint8 = 4  // a = payload length, b = token, c = offset; payload follows
+	frameCancel    uint8 = 5  // b = message id
+	frameCanceled  uint8 = 6  // b = message id
+	frameCredit    uint8 = 7  // a = eager bytes given back
+	frameHeartbeat uint8 = 8  // nothing
+	frameBye       uint8 = 9  // nothing: the sender leaves, no frame follows
+	frameAbort     uint8 = 10 // a = collective sequence number
+	framePulled    uint8 = 11 // a = bytes taken, b = message id: the receiver copied them itself (single copy)
+	frameMax             = framePulled
+)
+
+// headerSize is the length of a frame header.
+const headerSize = 32
+
+// maxMessage is the largest message length a rendezvous may announce.
+const maxMessage = 1 << 48
+
+// frame is a decoded header. Fields a type does not use are zero.
+type frame struct {
+	typ     uint8
+	tag     uint32
+	a, b, c uint64
+}
+
+// limits are what the receiving side accepts, checked by decodeFrame.
+type limits struct {
+	eager  int // largest eager payload
+	chunk  int // largest data payload
+	budget int // largest credit
+}
+
+// encode writes f into hdr (headerSize bytes).
+func (f frame) encode(hdr []byte) {
+	_ = hdr[headerSize-1]
+	hdr[0] = f.typ
+	hdr[1], hdr[2], hdr[3] = 0, 0, 0
+	binary.LittleEndian.PutUint32(hdr[4:], f.tag)
+	binary.LittleEndian.PutUint64(hdr[8:], f.a)
+	binary.LittleEndian.PutUint64(hdr[16:], f.b)
+	binary.LittleEndian.PutUint64(hdr[24:], f.c)
+}
+
+// uses says which of tag, a, b, c a frame type carries.
+var uses = [frameMax + 1][4]bool{
+	frameEager:     {true, true, false, false},
+	frameRTS:       {true, true, true, true},
+	frameCTS:       {false, true, true, true},
+	frameData:      {false, true, true, true},
+	frameCancel:    {false, false, true, false},
+	frameCanceled:  {false, false, true, false},
+	frameCredit:    {false, true, false, false},
+	frameHeartbeat: {},
+	frameBye:       {},
+	frameAbort:     {false, true, false, false},
+	framePulled:    {false, true, true, false},
+}
+
+// decodeFrame parses and checks a header against lim: a known type, zero
+// padding and unused fields, a tag in the wire range, and lengths within
+// what this side accepts — so a peer can never make it allocate more than
+// its eager limit for one frame. It returns an error matching ErrProtocol.
+func decodeFrame(hdr []byte, lim limits) (frame, error) {
+	if len(hdr) != headerSize {
+		return frame{}, xerr.Detail(ErrProtocol, "header of %d bytes, want %d", len(hdr), headerSize)
+	}
+	f := frame{
+		typ: hdr[0],
+		tag: binary.LittleEndian.Uint32(hdr[4:]),
+		a:   binary.LittleEndian.Uint64(hdr[8:]),
+		b:   binary.LittleEndian.Uint64(hdr[16:]),
+		c:   binary.LittleEndian.Uint64(hdr[24:]),
+	}
+	if f.typ == 0 || f.typ > frameMax {
+		return frame{}, xerr.Detail(ErrProtocol, "unknown frame type %d", f.typ)
+	}
+	if hdr[1] != 0 || hdr[2] != 0 || hdr[3] != 0 {
+		return frame{}, xerr.Detail(ErrProtocol, "frame type %d with nonzero flags % x", f.typ, hdr[1:4])
+	}
+	u := uses[f.typ]
+	for i, v := range [4]uint64{uint64(f.tag), f.a, f.b, f.c} {
+		if !u[i] && v != 0 {
+			return frame{}, xerr.Detail(ErrProtocol, "frame type %d with a value in unused field %d", f.typ, i)
+		}
+	}
+	if u[0] && f.tag > comm.MaxReservedTag {
+		return frame{}, xerr.Detail(ErrProtocol, "tag %d outside [0, %d]", f.tag, comm.MaxReservedTag)
+	}
+	switch f.typ {
+	case frameEager:
+		if f.a > uint64(lim.eager) {
+			return frame{}, xerr.Detail(ErrProtocol, "eager message of %d bytes over the limit of %d", f.a, lim.eager)
+		}
+	case frameRTS:
+		if f.a > maxMessage {
+			return frame{}, xerr.Detail(ErrProtocol, "message of %d bytes announced", f.a)
+		}
+	case frameCTS:
+		if f.a > maxMessage {
+			return frame{}, xerr.Detail(ErrProtocol, "%d bytes accepted", f.a)
+		}
+	case framePulled:
+		if f.a == 0 || f.a > maxMessage {
+			return frame{}, xerr.Detail(ErrProtocol, "%d bytes pulled", f.a)
+		}
+	case frameData:
+		if f.a == 0 || f.a > uint64(lim.chunk) {
+			return frame{}, xerr.Detail(ErrProtocol, "data frame of %d bytes outside [1, %d]", f.a, lim.chunk)
+		}
+		if f.c > maxMessage {
+			return frame{}, xerr.Detail(ErrProtocol, "data frame at offset %d", f.c)
+		}
+	case frameCredit:
+		if f.a == 0 || f.a > uint64(lim.budget) {
+			return frame{}, xerr.Detail(ErrProtocol, "credit of %d bytes outside [1, %d]", f.a, lim.budget)
+		}
+	}
+	return f, nil
+}

@@ -1,0 +1,146 @@
+package procs
+
+import (
+	"context"
+
+	"github.com/xpu-go/xpu/internal/nodecoll"
+)
+
+// Collectives of a node in shared memory (package internal/nodecoll).
+//
+// The first collective of a rank — its first Barrier, Bcast, Reduce,
+// Allreduce, Allgather or Alltoall, which every rank makes at the same
+// point — sets them up as a collective of its own: the ranks linked
+// through shared memory are this rank's node, and nodecoll maps a region
+// into each node's ranks. Should the setup fail on a rank (a lost peer,
+// the context's end), that rank runs its collectives over the links; a
+// group that lost a peer has its later collectives aborted anyway.
+
+// nodeHost is c as the host of its node's collectives: their runs follow
+// c's abort protocol (coll.go).
+type nodeHost struct {
+	*Comm
+	// light is the run of a one-node job's collective: one serves them
+	// all (once a collective has ended no abort refers to its run:
+	// collEnd drops it from the running under the lock aborts take), and
+	// lightAborted its abort, bound once.
+	light        collRun
+	lightAborted func() error
+	// full and fullCtx are the run of a collective of a job that spans
+	// nodes, and the context an abort cancels.
+	full    *collRun
+	fullCtx context.Context
+}
+
+func newNodeHost(c *Comm) *nodeHost {
+	h := &nodeHost{Comm: c}
+	h.lightAborted = h.light.aborted
+	return h
+}
+
+var _ nodecoll.Host = (*nodeHost)(nil)
+
+// Begin numbers the collective and registers its run for aborts.
+func (h *nodeHost) Begin(ctx context.Context, name string, light bool) (context.Context, error) {
+	if light {
+		run := &h.light
+		if run.err.Load() != nil {
+			run.err.Store(nil)
+		}
+		return ctx, h.collBegin(name, run)
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	run := &collRun{cancel: cancel}
+	if err := h.collBegin(name, run); err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	h.full, h.fullCtx = run, cctx
+	return cctx, nil
+}
+
+// End unregisters the run and turns a failure caused by a lost peer into
+// an abort of this and every later collective.
+func (h *nodeHost) End(ctx context.Context, name string, light bool, err error) error {
+	if light {
+		return h.collEnd(ctx, name, &h.light, err, h.lightAborted)
+	}
+	run, cctx := h.full, h.fullCtx
+	h.full, h.fullCtx = nil, nil
+	defer func() {
+		h.unwatch(cctx.Done())
+		run.cancel(nil)
+	}()
+	return h.collEnd(ctx, name, run, err, func() error { return context.Cause(cctx) })
+}
+
+// Aborted returns the abort recorded for the light run, or nil.
+func (h *nodeHost) Aborted() error { return h.light.aborted() }
+
+// Lost returns why a peer is lost, or nil.
+func (h *nodeHost) Lost() error {
+	if !h.anyLost.Load() {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.lost {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Closed is the error of a collective after Close.
+func (h *nodeHost) Closed() error { return h.closedErr() }
+
+// nodeColls returns the nodes' collectives, nil when collectives run over
+// the links; the first call sets them up (see above).
+func (c *Comm) nodeColls(ctx context.Context) (*nodecoll.Node, error) {
+	if c.nodeReady.Load() {
+		return c.nodeColl, nil
+	}
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	if c.nodeDone {
+		return c.nodeColl, nil
+	}
+	c.nodeDone = true
+	err := c.collective(ctx, "setup", func(ctx context.Context) error {
+		if c.size < 2 {
+			return nil
+		}
+		var members []int
+		for j, l := range c.links {
+			if j == c.rank || (l != nil && l.shm != nil) {
+				members = append(members, j)
+			}
+		}
+		n, err := nodecoll.Setup(ctx, newNodeHost(c), members, nodecoll.Options{
+			Spin: c.cfg.ShmSpin, Yield: &c.shmYield, Logf: c.nodeLogf()})
+		c.nodeColl = n
+		return err
+	})
+	c.nodeReady.Store(true)
+	return c.nodeColl, err
+}
+
+// nodeLogf returns Config.Logf with this backend's name before the line.
+func (c *Comm) nodeLogf() func(string, ...any) {
+	if c.cfg.Logf == nil {
+		return nil
+	}
+	return func(format string, args ...any) { c.cfg.Logf(Name+": "+format, args...) }
+}
+
+// OneNode reports whether every rank of c runs on this machine and c's
+// collectives run in a region of shared memory that they all map. It is
+// known from c's first collective on (every rank's is the same call);
+// before it, and for a job of one rank, OneNode is false.
+func (c *Comm) OneNode() bool {
+	if !c.nodeReady.Load() {
+		return false
+	}
+	return c.nodeColl != nil && c.nodeColl.OneNode()
+}

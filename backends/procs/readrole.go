@@ -1,0 +1,474 @@
+package procs
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xpu-go/xpu/comm"
+)
+
+// The read role. Exactly one goroutine at a time reads a link's socket and
+// runs the frame handlers: the role's holder. Most of the time that is the
+// link's reader goroutine, but a goroutine that waits for a receive from
+// this peer takes the role and reads the socket itself, so the message it
+// waits for is read by the goroutine that wants it: a goroutine that reads
+// its own socket is woken straight by the network poller, where a handoff
+// from a reader goroutine costs one more wake-up per message, which on
+// loopback is most of the latency (ADR 10).
+//
+// The waiter gets the role at once when it is free, or by asking the reader
+// goroutine to yield: a read deadline in the past interrupts its blocked
+// read, and it hands the role over at the next frame boundary. When the
+// waiter's receive completes it frees the role without waking the reader
+// goroutine (a wake-up on every message would cost what the role saves).
+// The reader goroutine takes the free role back when asked for it (a
+// goroutine that blocks without reading: Test, a send waiting for its
+// clear-to-send, a second waiter) and otherwise checks on its own every
+// idleCheck: nothing the peer sends goes unread longer than that.
+const (
+	roleFree   = iota
+	roleReader // the link's reader goroutine
+	roleWaiter // a goroutine waiting for a receive
+)
+
+// idleCheck is how often the reader goroutine looks for a free role while
+// others hold it. It must stay long: while it is pending, every wait of the
+// process in the network poller arms a kernel timer this close, and on a
+// virtual machine short ones cost more than the read role saves (ADR 13:
+// checks every 2 ms made a two-process ping-pong 1.5x raw Go; every 50 ms,
+// 1.2x).
+const idleCheck = 50 * time.Millisecond
+
+// readRole is a link's read role: who holds it, who asked for it, and how
+// the holder is interrupted. mu guards owner, want, kicked, dead, closed,
+// taken and the contexts of waits (holderDone, lastDone, watchDone,
+// watchStop). wantFlag mirrors want and atBoundary says that the holder
+// waits for a frame header: both are read without mu, by the holder and by
+// a goroutine that completes a waiter's request. grant and wake need no
+// lock; conn, parked and idle are set before the link starts, released
+// (on mu) when it is made.
+//
+// Whether a waiter holds the role is owner's business alone (roleWaiter):
+// a waiter's turn costs the lock once to take the role and once to give it
+// back, with no count beside them, on the path of every message a waiter
+// reads itself (ADR 28). Close waits for the holder through released.
+type readRole struct {
+	conn   net.Conn      // a read deadline in the past on it is a kick
+	parked *atomic.Int32 // Comm.parked: goroutines blocked in Wait without reading
+	idle   time.Duration // idleCheck, or a test's
+
+	mu     sync.Mutex
+	owner  int  // roleFree, roleReader or roleWaiter
+	want   bool // a waiter asked for the role
+	kicked bool // a kick is set
+	dead   bool // the read side has ended
+	closed bool // the read side must end: the link failed
+	// The contexts of waits (watchLocked): Done of the holder's context,
+	// of the last wait's, and of the context whose registration is kept,
+	// with the function that drops it.
+	holderDone, lastDone, watchDone <-chan struct{}
+	watchStop                       func() bool
+
+	wantFlag   atomic.Bool
+	atBoundary atomic.Bool
+	grant      chan struct{} // the role, handed to the waiter that asked
+	wake       chan struct{} // wakes the reader goroutine
+	released   sync.Cond     // on mu: a waiter gave the role back after close
+	taken      int64         // times a waiter took the role
+}
+
+// kickLocked interrupts the holder's blocked read; mu is held.
+func (ro *readRole) kickLocked() {
+	if !ro.kicked {
+		ro.kicked = true
+		_ = ro.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// unkickLocked clears the read deadline of a kick; mu is held.
+func (ro *readRole) unkickLocked() {
+	if ro.kicked {
+		ro.kicked = false
+		_ = ro.conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// unkick clears a kick.
+func (ro *readRole) unkick() {
+	ro.mu.Lock()
+	ro.unkickLocked()
+	ro.mu.Unlock()
+}
+
+// kickWaiter interrupts the holder's read if the holder is a waiter: for
+// the goroutine that completes the request it waits for.
+func (ro *readRole) kickWaiter() {
+	ro.mu.Lock()
+	if ro.owner == roleWaiter {
+		ro.kickLocked()
+	}
+	ro.mu.Unlock()
+}
+
+// handOverLocked frees the role, or gives it to the waiter that asked for
+// it. mu is held.
+func (ro *readRole) handOverLocked() {
+	ro.unkickLocked()
+	ro.owner = roleFree
+	if ro.want && !ro.dead && !ro.closed {
+		ro.want = false
+		ro.wantFlag.Store(false)
+		ro.owner = roleWaiter
+		ro.grant <- struct{}{}
+	}
+}
+
+// handOver is handOverLocked for the reader goroutine, which holds no
+// lock.
+func (ro *readRole) handOver() {
+	ro.mu.Lock()
+	ro.handOverLocked()
+	ro.mu.Unlock()
+}
+
+// wakeReader asks the reader goroutine to take the role if it is free:
+// for a goroutine about to block on something this link must read.
+func (ro *readRole) wakeReader() {
+	ro.mu.Lock()
+	free := ro.owner == roleFree
+	ro.mu.Unlock()
+	if free {
+		ro.wakeUp()
+	}
+}
+
+// wakeUp wakes the reader goroutine.
+func (ro *readRole) wakeUp() {
+	select {
+	case ro.wake <- struct{}{}:
+	default:
+	}
+}
+
+// isKicked reports whether err is a read deadline's: a kick.
+func isKicked(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// takeForReader waits until the role is free and no waiter has asked for
+// it, and takes it for the reader goroutine; false once the read side has
+// ended. While others hold the role it looks every idleCheck (on idle, a
+// stopped timer) and whenever woken.
+func (ro *readRole) takeForReader(idle *time.Timer) bool {
+	ro.mu.Lock()
+	for ro.owner != roleFree || ro.want {
+		if ro.dead {
+			ro.mu.Unlock()
+			return false
+		}
+		ro.mu.Unlock()
+		idle.Reset(ro.idle)
+		select {
+		case <-ro.wake:
+		case <-idle.C:
+		}
+		idle.Stop()
+		ro.mu.Lock()
+	}
+	if ro.dead {
+		ro.mu.Unlock()
+		return false
+	}
+	ro.owner = roleReader
+	ro.mu.Unlock()
+	return true
+}
+
+// unkickWithdrawn clears a kick that reached the reader goroutine for a
+// waiter that has withdrawn its request for the role.
+func (ro *readRole) unkickWithdrawn() {
+	ro.mu.Lock()
+	if !ro.want {
+		ro.unkickLocked()
+	}
+	ro.mu.Unlock()
+}
+
+// end marks the read side ended; false when it already was.
+func (ro *readRole) end() bool {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if ro.dead {
+		return false
+	}
+	ro.dead = true
+	return true
+}
+
+// takeForWaiter takes the role for a goroutine that waits with ctx for the
+// request r: at once when the role is free, else by
+// asking the holder to yield. held reports that the caller holds the role,
+// which it gives back with release after it runs stop, if not nil (see
+// watchLocked). Else handled is false when the role is not to be had
+// (another waiter holds it or asked for it, or the read side has ended),
+// and true when the request completed or ctx ended while it asked.
+func (ro *readRole) takeForWaiter(ctx context.Context, r *request) (held, handled bool, stop func() bool) {
+	ro.mu.Lock()
+	if ro.dead || ro.closed || ro.want || ro.owner == roleWaiter {
+		ro.mu.Unlock()
+		return false, false, nil
+	}
+	if ro.owner == roleFree {
+		ro.owner = roleWaiter
+		ro.taken++
+		stop = ro.watchLocked(ctx)
+		ro.mu.Unlock()
+		return true, true, stop
+	}
+	ro.want = true
+	ro.wantFlag.Store(true)
+	ro.kickLocked()
+	ro.mu.Unlock()
+	granted := true
+	select {
+	case <-ro.grant:
+	case <-r.Chan():
+		granted = false
+	case <-ctx.Done():
+		granted = false
+	}
+	if !granted {
+		if ro.withdraw() {
+			ro.release()
+		}
+		return false, true, nil
+	}
+	ro.mu.Lock()
+	ro.taken++
+	stop = ro.watchLocked(ctx)
+	ro.mu.Unlock()
+	return true, true, stop
+}
+
+// watchLocked records that the holder of the role waits with ctx, and
+// makes sure that ctx's end kicks it (context.AfterFunc). A registration
+// costs a few microseconds between processes, so one is kept from wait to
+// wait for a context that waits on this link twice in a row (a program
+// that passes one context to many calls); another context replaces it.
+// A context seen once is registered for this wait alone, and stop, which
+// the caller runs when the wait is over, drops it: a kept registration
+// fires when its context ends, in a goroutine of its own, and a context
+// made per call (a timeout per operation) always ends (ADR 13). Contexts
+// are told apart by their Done channel: two contexts with one channel end
+// together. mu is held.
+func (ro *readRole) watchLocked(ctx context.Context) (stop func() bool) {
+	done := ctx.Done()
+	ro.holderDone = done
+	if done == nil || done == ro.watchDone {
+		ro.lastDone = done
+		return nil
+	}
+	kick := func() {
+		ro.mu.Lock()
+		if ro.owner == roleWaiter && ro.holderDone == done {
+			ro.kickLocked()
+		}
+		ro.mu.Unlock()
+	}
+	if done == ro.lastDone {
+		ro.unwatchLocked()
+		ro.watchDone, ro.watchStop = done, context.AfterFunc(ctx, kick)
+		return nil
+	}
+	ro.lastDone = done
+	return context.AfterFunc(ctx, kick)
+}
+
+// unwatchLocked drops the kept registration. mu is held.
+func (ro *readRole) unwatchLocked() {
+	if ro.watchStop != nil {
+		ro.watchStop()
+		ro.watchDone, ro.watchStop = nil, nil
+	}
+}
+
+// forget drops what the role keeps for the context whose Done is done.
+func (ro *readRole) forget(done <-chan struct{}) {
+	ro.mu.Lock()
+	if ro.watchDone == done {
+		ro.unwatchLocked()
+	}
+	if ro.lastDone == done {
+		ro.lastDone = nil
+	}
+	ro.mu.Unlock()
+}
+
+// unwatch drops whatever this rank keeps for the context whose Done is
+// done, which is about to end (a collective's derived context), so that
+// its end runs no callback.
+func (c *Comm) unwatch(done <-chan struct{}) {
+	for _, l := range c.links {
+		if l != nil {
+			l.role.forget(done)
+		}
+	}
+}
+
+// unkickStale clears a kick that reached the waiter for r while r is
+// pending, its context live and the link open: one meant for the waiter
+// before it, whose request's completer found the role held after that
+// waiter had left (complete checks the role after it marks the request
+// done). Left set, the kick would fail every read of this waiter.
+func (ro *readRole) unkickStale(ctx context.Context, r *request) {
+	ro.mu.Lock()
+	// A completion, the context's end and close each mark their cause
+	// before they kick, under mu: a kick still live here is stale.
+	if !r.Finishing() && ctx.Err() == nil && !ro.closed {
+		ro.unkickLocked()
+	}
+	ro.mu.Unlock()
+}
+
+// withdraw takes back a waiter's request for the role. It returns false
+// when the request was withdrawn before the grant, true when the role was
+// granted meanwhile (the caller then holds it and must release it).
+func (ro *readRole) withdraw() (granted bool) {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if ro.want {
+		ro.want = false
+		ro.wantFlag.Store(false)
+		return false
+	}
+	<-ro.grant
+	return true
+}
+
+// release frees the role held by a waiter. The reader goroutine is woken
+// only when a goroutine is blocked waiting without reading, or the link is
+// going down; otherwise it finds the role free at its next check.
+func (ro *readRole) release() {
+	ro.mu.Lock()
+	ro.holderDone = nil
+	ro.handOverLocked()
+	free := ro.owner == roleFree
+	wake := free && (ro.closed || ro.parked.Load() > 0)
+	if ro.closed {
+		ro.released.Broadcast()
+	}
+	ro.mu.Unlock()
+	if wake {
+		ro.wakeUp()
+	}
+}
+
+// awaitHolder waits until no waiter holds the role: once the role is
+// closed, no waiter takes it again (Comm.Close, before it unmaps what the
+// holder reads).
+func (ro *readRole) awaitHolder() {
+	ro.mu.Lock()
+	for ro.owner == roleWaiter {
+		ro.released.Wait()
+	}
+	ro.mu.Unlock()
+}
+
+// directReads is how many times a waiter took the role.
+func (ro *readRole) directReads() int64 {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	return ro.taken
+}
+
+// close stops waiters from taking the role and wakes the reader goroutine
+// to finish the read side: called once the link has failed and its
+// connection is closed.
+func (ro *readRole) close() {
+	ro.mu.Lock()
+	ro.closed = true
+	ro.unwatchLocked() // no wait comes any more: let go of the context
+	ro.kickLocked()
+	ro.mu.Unlock()
+	ro.wakeUp()
+}
+
+// readFailed ends the read side on err (the holder of the role saw it):
+// the link fails, and the rendezvous receives it was streaming fail too.
+// Only the first call has an effect.
+func (l *link) readFailed(err error) {
+	l.fail(err)
+	if !l.role.end() {
+		return
+	}
+	e := l.downErr
+	if l.c.isClosed() {
+		e = l.c.closedErr()
+	}
+	for _, r := range l.rd.shut(e) {
+		r.complete(comm.Status{}, e)
+	}
+}
+
+// readLoop is the reader goroutine: it holds the role whenever no waiter
+// does, and ends once the read side has failed.
+func (l *link) readLoop() {
+	defer l.wg.Done()
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
+	for l.role.takeForReader(idle) {
+		for !l.role.wantFlag.Load() {
+			yield, err := l.step(nil)
+			if err == nil && yield && l.closing() {
+				err = l.downErr
+			}
+			if err != nil {
+				l.readFailed(err)
+				l.role.handOver()
+				return
+			}
+			if yield {
+				// A kick for a waiter that has withdrawn: clear it.
+				l.role.unkickWithdrawn()
+			}
+		}
+		l.role.handOver()
+	}
+}
+
+// waitDirect waits for the receive r from this link's peer by taking the
+// read role and reading the socket itself. handled is false when the role
+// was not to be had (another waiter holds it, or the read side has ended):
+// the caller then waits as usual.
+func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
+	held, handled, stop := l.role.takeForWaiter(ctx, r)
+	if !held {
+		return handled
+	}
+	r.direct.Swap(l) // then r's completion is looked at: a fence (ADR 28)
+	l.rd.spin = l.rd.raw != nil
+	for !r.Finishing() && ctx.Err() == nil && !l.closing() {
+		yield, err := l.step(r)
+		if err != nil {
+			l.readFailed(err)
+			break
+		}
+		if yield {
+			l.role.unkickStale(ctx, r)
+		}
+	}
+	l.rd.spin = false
+	if !r.IsDone() {
+		// Once complete is done with r it looks at direct no more.
+		r.direct.Store(nil)
+	}
+	if stop != nil {
+		stop()
+	}
+	l.role.release()
+	return true
+}
