@@ -95,6 +95,10 @@ func (h *nodeHost) Lost() error {
 // Closed is the error of a collective after Close.
 func (h *nodeHost) Closed() error { return h.closedErr() }
 
+// Idle does nothing: a link's reader goroutine, which hears of a lost
+// peer, needs no waking (it takes a free read role back within idleCheck).
+func (h *nodeHost) Idle() {}
+
 // nodeColls returns the nodes' collectives, nil when collectives run over
 // the links; the first call sets them up (see above).
 func (c *Comm) nodeColls(ctx context.Context) (*nodecoll.Node, error) {

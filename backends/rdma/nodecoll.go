@@ -31,11 +31,13 @@ import (
 // shared algorithms of package comm over the queue pairs (comm.ErrFallback),
 // and so do Gather, Scatter and ReduceScatter in every case.
 //
-// A collective in the region fails with ErrPeerLost once this rank revokes
-// its collectives (a peer lost on the queue pairs, or another rank's
-// revocation): revoke cancels the one running, so that a rank never waits
-// in the region for a rank that has given up on the collective, and later
-// collectives fail at once with the revocation.
+// A collective in the region fails with ErrPeerLost once a rank of the job
+// is lost, whether it said goodbye or failed, or this rank revokes its
+// collectives (another rank's revocation): linkFailed and revoke cancel the
+// one running, so that a rank never waits in the region for a rank that
+// has left or given up on the collective, and later collectives fail at
+// once. A wait about to sleep arms the completion queue (Idle), so that the
+// news reaches the progress engine at once.
 
 // nodeJob is a one-machine job's collectives in its region, hosted by the
 // rank itself.
@@ -141,6 +143,12 @@ func (j *nodeJob) Lost() error {
 
 // Closed is the error of a collective after Close.
 func (j *nodeJob) Closed() error { return j.c.closedErr("collective") }
+
+// Idle arms the completion queue before a wait in the region sleeps: the
+// progress engine, which leaves it unarmed while no request is under way,
+// then wakes for the goodbye or the revocation that ends the wait, where
+// otherwise it would look only at its next timed look (up to calmWait).
+func (j *nodeJob) Idle() { j.c.armForWaiter() }
 
 // close ends the node's collectives: the one running fails with cause,
 // then the region is unmapped.

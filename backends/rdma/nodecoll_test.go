@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +148,41 @@ func TestOneMachineCollectivesRevoked(t *testing.T) {
 	for _, c := range cs {
 		err := comm.Barrier(ctx, c)
 		require.ErrorIs(t, err, comm.ErrPeerLost, "rank %d", c.Rank())
+	}
+}
+
+// A rank that closes while the others run a collective in the region ends
+// their waits with ErrPeerLost, and their later collectives fail alike:
+// the goodbye reaches a progress engine that a sleeping waiter woke.
+func TestOneMachineCollectivesPeerClosed(t *testing.T) {
+	const n = 3
+	cs := joinSim(t, sim.New(), n, procs.LinkAuto)
+	require.True(t, cs[0].OneNode())
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var closing atomic.Int64
+	errs := make([]error, n)
+	failed := make([]time.Duration, n)
+	_ = onEvery(cs, func(me int, c *rdma.Comm) error {
+		if me == n-1 {
+			time.Sleep(50 * time.Millisecond)
+			closing.Store(time.Now().UnixNano())
+			errs[me] = c.Close()
+			return nil
+		}
+		v := make([]float64, 1<<16)
+		b, _ := memspace.FromSlice(v)
+		errs[me] = comm.Allreduce(ctx, c, b, b, comm.Sum)
+		failed[me] = time.Duration(time.Now().UnixNano() - closing.Load())
+		return nil
+	})
+	require.NoError(t, errs[n-1])
+	for me := range n - 1 {
+		require.ErrorIs(t, errs[me], comm.ErrPeerLost, "rank %d", me)
+	}
+	require.NoError(t, ctx.Err(), "a rank waited for its context")
+	t.Logf("the allreduce failed %v and %v after the close began", failed[0].Round(time.Millisecond), failed[1].Round(time.Millisecond))
+	for _, c := range cs[:n-1] {
+		require.ErrorIs(t, comm.Barrier(ctx, c), comm.ErrPeerLost, "rank %d", c.Rank())
 	}
 }

@@ -438,6 +438,11 @@ func (c *Comm) linkFailed(p *peer, cause error, graceful bool) {
 	}
 	p.lost = cause
 	c.nlost++
+	if c.node != nil {
+		// Every rank of the job is a rank of the node: a collective in the
+		// region waits for p, goodbye or not.
+		c.node.cancel(xerr.Op(Name, "collective", fmt.Errorf("rank %d: rank %d of the node is lost: %w", c.rank, p.rank, cause)))
+	}
 	lost := func(op string) error { return xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, cause) }
 	reserved := false
 	fail := func(r *request, op string) {

@@ -184,6 +184,11 @@ type Host interface {
 	Lost() error
 	// Closed is the error of a collective of a closed host.
 	Closed() error
+	// Idle is called before a wait sleeps on the region. A host that hears
+	// of a lost peer through a progress engine of its own, which may be
+	// asleep itself, wakes that engine to listen (rdma arms its completion
+	// queue), so that the news ends the sleep within a nap.
+	Idle()
 }
 
 // Options tune how a node's ranks wait for each other.
@@ -677,6 +682,7 @@ func (n *Node) await(ctx context.Context, run abort, off int, v uint64, only int
 		if spinning {
 			continue
 		}
+		n.host.Idle()
 		n.sleepers.Add(1)
 		b := n.bell.Load()
 		if !ready() {

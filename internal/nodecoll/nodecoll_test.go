@@ -28,7 +28,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // with no abort protocol but a loss the test can set.
 type host struct {
 	*local.Comm
-	lost *atomic.Pointer[error]
+	lost  *atomic.Pointer[error]
+	idles *atomic.Int64
 }
 
 func (h host) Begin(ctx context.Context, name string, light bool) (context.Context, error) {
@@ -37,6 +38,7 @@ func (h host) Begin(ctx context.Context, name string, light bool) (context.Conte
 func (h host) End(ctx context.Context, name string, light bool, err error) error { return err }
 func (h host) Aborted() error                                                    { return nil }
 func (h host) Closed() error                                                     { return xerr.ErrClosed }
+func (h host) Idle() { h.idles.Add(1) }
 func (h host) Lost() error {
 	if e := h.lost.Load(); e != nil {
 		return *e
@@ -46,14 +48,14 @@ func (h host) Lost() error {
 
 // group sets up the node collectives of n ranks that all share this
 // machine, each found by Members from its node key.
-func group(t *testing.T, n int) ([]*nodecoll.Node, *atomic.Pointer[error]) {
+func group(t *testing.T, n int) ([]*nodecoll.Node, *atomic.Pointer[error], *atomic.Int64) {
 	t.Helper()
 	cs, err := local.NewGroup(n, local.Options{})
 	require.NoError(t, err)
-	lost := &atomic.Pointer[error]{}
+	lost, idles := &atomic.Pointer[error]{}, &atomic.Int64{}
 	nodes := make([]*nodecoll.Node, n)
 	onEvery(t, n, func(ctx context.Context, r int) error {
-		h := host{Comm: cs[r], lost: lost}
+		h := host{Comm: cs[r], lost: lost, idles: idles}
 		members, err := nodecoll.Members(ctx, h, shm.NodeKey("test"))
 		if err != nil {
 			return err
@@ -76,7 +78,7 @@ func group(t *testing.T, n int) ([]*nodecoll.Node, *atomic.Pointer[error]) {
 		require.NotNil(t, nodes[r], "rank %d has no region", r)
 		require.True(t, nodes[r].OneNode())
 	}
-	return nodes, lost
+	return nodes, lost, idles
 }
 
 // onEvery runs f on every rank at once, within 20 s, and fails on the
@@ -117,7 +119,7 @@ func block(t *testing.T, b []byte) memspace.Block {
 // checks every rank's result.
 func TestCollectivesInTheRegion(t *testing.T) {
 	const n = 3
-	nodes, _ := group(t, n)
+	nodes, _, _ := group(t, n)
 	for _, elems := range []int{1, 100, 3000, 100_000} {
 		send := make([][]byte, n)
 		recv := make([][]byte, n)
@@ -201,7 +203,7 @@ func TestCollectivesInTheRegion(t *testing.T) {
 // every rank fails with ErrInvalidArgument, none waits for the others.
 func TestDisagreement(t *testing.T) {
 	const n = 3
-	nodes, _ := group(t, n)
+	nodes, _, _ := group(t, n)
 	errs := onEvery(t, n, func(ctx context.Context, r int) error {
 		b := make([]byte, 8*(1+r%2))
 		return nodes[r].Allreduce(ctx, block(t, b), block(t, make([]byte, len(b))), comm.Float64, comm.Sum)
@@ -216,7 +218,8 @@ func TestDisagreement(t *testing.T) {
 // a second, not at their context's end.
 func TestLostPeerEndsTheWait(t *testing.T) {
 	const n = 3
-	nodes, lost := group(t, n)
+	nodes, lost, idles := group(t, n)
+	idles.Store(0)
 	cause := xerr.Detail(xerr.ErrPeerLost, "rank 2 died")
 	time.AfterFunc(100*time.Millisecond, func() { lost.Store(&cause) })
 	start := time.Now()
@@ -225,4 +228,5 @@ func TestLostPeerEndsTheWait(t *testing.T) {
 		require.ErrorIs(t, err, xerr.ErrPeerLost, "rank %d", r)
 	}
 	require.Less(t, time.Since(start), 2*time.Second, "the loss did not end the wait")
+	require.Positive(t, idles.Load(), "the waits slept without telling the host")
 }
