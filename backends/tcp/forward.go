@@ -27,7 +27,9 @@ type Config = procs.Config
 // Deprecated: use procs.LinkMode.
 type LinkMode = procs.LinkMode
 
-// The defaults and limits of procs.
+// The constants of procs, each under its name there: defaults and limits,
+// the environment variables it reads, the options its Open reads, the link
+// modes and the transports Comm.Transport reports.
 //
 // Deprecated: use procs' constants of the same names.
 const (
@@ -44,48 +46,30 @@ const (
 	MaxRanks             = procs.MaxRanks
 	MaxEagerLimit        = procs.MaxEagerLimit
 	MaxEagerBudget       = procs.MaxEagerBudget
-)
-
-// The environment variables procs reads.
-//
-// Deprecated: use procs' constants of the same names.
-const (
-	EnvRank        = procs.EnvRank
-	EnvWorldSize   = procs.EnvWorldSize
-	EnvMasterAddr  = procs.EnvMasterAddr
-	EnvMasterPort  = procs.EnvMasterPort
-	EnvJobSecret   = procs.EnvJobSecret
-	EnvTimeout     = procs.EnvTimeout
-	EnvSpin        = procs.EnvSpin
-	EnvLinks       = procs.EnvLinks
-	EnvNode        = procs.EnvNode
-	EnvShmRing     = procs.EnvShmRing
-	EnvShmSpin     = procs.EnvShmSpin
-	EnvJoinTimeout = procs.EnvJoinTimeout
-)
-
-// The options procs' Open reads.
-//
-// Deprecated: use procs' constants of the same names.
-const (
-	OptTimeout     = procs.OptTimeout
-	OptEagerLimit  = procs.OptEagerLimit
-	OptEagerBudget = procs.OptEagerBudget
-	OptJoinTimeout = procs.OptJoinTimeout
-	OptLinks       = procs.OptLinks
-	OptShmRing     = procs.OptShmRing
-)
-
-// The link modes and the transports Comm.Transport reports.
-//
-// Deprecated: use procs' constants of the same names.
-const (
-	LinkAuto      = procs.LinkAuto
-	LinkTCP       = procs.LinkTCP
-	LinkShm       = procs.LinkShm
-	TransportSelf = procs.TransportSelf
-	TransportTCP  = procs.TransportTCP
-	TransportShm  = procs.TransportShm
+	EnvRank              = procs.EnvRank
+	EnvWorldSize         = procs.EnvWorldSize
+	EnvMasterAddr        = procs.EnvMasterAddr
+	EnvMasterPort        = procs.EnvMasterPort
+	EnvJobSecret         = procs.EnvJobSecret
+	EnvTimeout           = procs.EnvTimeout
+	EnvSpin              = procs.EnvSpin
+	EnvLinks             = procs.EnvLinks
+	EnvNode              = procs.EnvNode
+	EnvShmRing           = procs.EnvShmRing
+	EnvShmSpin           = procs.EnvShmSpin
+	EnvJoinTimeout       = procs.EnvJoinTimeout
+	OptTimeout           = procs.OptTimeout
+	OptEagerLimit        = procs.OptEagerLimit
+	OptEagerBudget       = procs.OptEagerBudget
+	OptJoinTimeout       = procs.OptJoinTimeout
+	OptLinks             = procs.OptLinks
+	OptShmRing           = procs.OptShmRing
+	LinkAuto             = procs.LinkAuto
+	LinkTCP              = procs.LinkTCP
+	LinkShm              = procs.LinkShm
+	TransportSelf        = procs.TransportSelf
+	TransportTCP         = procs.TransportTCP
+	TransportShm         = procs.TransportShm
 )
 
 // The sentinels of job formation.

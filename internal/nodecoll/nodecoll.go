@@ -349,24 +349,21 @@ func nodeTable(ctx context.Context, h Host, mine, all []int32) error {
 
 // sendWait sends b to dest with a reserved tag and waits for the send.
 func sendWait(ctx context.Context, h Host, b []byte, dest, tag int) error {
-	blk, err := memspace.FromSlice(b)
-	if err != nil {
-		return err
-	}
-	q, err := h.Isend(blk.Block(), dest, tag)
-	if err == nil {
-		_, err = q.Wait(ctx)
-	}
-	return err
+	return await1(ctx, b, func(blk memspace.Block) (comm.Request, error) { return h.Isend(blk, dest, tag) })
 }
 
 // recvWait receives into b from src with a reserved tag.
 func recvWait(ctx context.Context, h Host, b []byte, src, tag int) error {
+	return await1(ctx, b, func(blk memspace.Block) (comm.Request, error) { return h.Irecv(blk, src, tag) })
+}
+
+// await1 starts one operation on b with start and waits for it.
+func await1(ctx context.Context, b []byte, start func(memspace.Block) (comm.Request, error)) error {
 	blk, err := memspace.FromSlice(b)
 	if err != nil {
 		return err
 	}
-	q, err := h.Irecv(blk.Block(), src, tag)
+	q, err := start(blk.Block())
 	if err == nil {
 		_, err = q.Wait(ctx)
 	}
