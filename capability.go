@@ -25,6 +25,7 @@ const (
 	CapP2P               = "p2p"                // a comm.Comm: point-to-point messages
 	CapBlocking          = "blocking"           // comm.Blocking: Send and Recv without a Request
 	CapCollectivesNative = "collectives.native" // comm.Collectives: collectives of its own
+	CapOneSided          = "onesided"           // comm.OneSided: Put and Get of exposed memory
 	CapParallel          = "parallel"           // executor.Parallel: ParallelFor, ParallelRange
 	CapStreams           = "streams"            // executor.Streamer: ordered asynchronous queues
 	CapEventsTiming      = "events.timing"      // executor.TimedEvent: elapsed time between events
@@ -71,6 +72,7 @@ var derivations = []struct {
 	{CapP2P, implements[comm.Comm]},
 	{CapBlocking, implements[comm.Blocking]},
 	{CapCollectivesNative, implements[comm.Collectives]},
+	{CapOneSided, implements[comm.OneSided]},
 	{CapParallel, implements[executor.Parallel]},
 	{CapStreams, implements[executor.Streamer]},
 	{CapEventsTiming, implements[executor.TimedEvent]},

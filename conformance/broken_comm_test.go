@@ -64,6 +64,13 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 			"did not come to the next Recv within 2s: the abandoned receive took it",
 			"a Recv that returns ctx.Err() must withdraw its receive",
 		}},
+		// A Put that lands one byte past the offset it was given.
+		{test: "TestBrokenOneSidedShifted/^comm$/^onesided$/^put-get$", want: []string{
+			"--- FAIL: TestBrokenOneSidedShifted/comm/onesided/put-get/n=2",
+			"region after rank 0's Put of 1 bytes at offset 3",
+			"Put must write its bytes, and only them, at the offset it names",
+			"see docs/backend-guide.md#comm-one-sided",
+		}},
 		// Test that never reports a successful request done.
 		{test: "TestBrokenCommLazyTest/^comm$/^requests$/^test$", want: []string{
 			"--- FAIL: TestBrokenCommLazyTest/comm/requests/test/n=2",
@@ -126,6 +133,22 @@ func TestBrokenCommForgetful(t *testing.T) {
 	conformance.TestComm(t, wrappedGroup(wrapRequests(func(r comm.Request) comm.Request {
 		return &forgetfulRequest{Request: r}
 	})))
+}
+
+func TestBrokenOneSidedShifted(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return shiftedPut{c.(comm.OneSided)} }))
+}
+
+// shiftedPut's Put writes one byte past the offset it is given, where the
+// region has room.
+type shiftedPut struct{ comm.OneSided }
+
+func (c shiftedPut) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.Request, error) {
+	if off+1+src.Len() <= dst.Len {
+		off++
+	}
+	return c.OneSided.Put(src, dst, off)
 }
 
 func TestBrokenCommLateWildcard(t *testing.T) {

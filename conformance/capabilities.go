@@ -30,6 +30,7 @@ var derivedCaps = []derivedCap{
 	{xpu.CapP2P, "comm.Comm", kindComm},
 	{xpu.CapBlocking, "comm.Blocking", kindComm},
 	{xpu.CapCollectivesNative, "comm.Collectives", kindComm},
+	{xpu.CapOneSided, "comm.OneSided", kindComm},
 	{xpu.CapParallel, "executor.Parallel", kindExec},
 	{xpu.CapStreams, "executor.Streamer", kindExec},
 	{xpu.CapEventsTiming, "executor.TimedEvent", kindEvent},

@@ -139,6 +139,7 @@ func commCases(maxRanks int) []section {
 				group: func(c *tcase, g groupFactory, n int) { collPeerLost(c, g.open(c, n)) }},
 		}},
 		{"algorithms", algCases(maxRanks)},
+		{"onesided", oneSidedCases()},
 	}
 }
 

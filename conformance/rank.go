@@ -102,6 +102,10 @@ type rankCase struct {
 	// TestCommRank: point-to-point cases whose cost grows with n.
 	capped bool
 	body   func(ctx context.Context, me, n int, cm comm.Comm) error
+	// needs, when set, says why the case cannot run on a communicator
+	// ("" when it can): an optional interface it lacks. The case is then
+	// skipped with that reason.
+	needs func(comm.Comm) string
 	// stall is the rule a rank most likely broke when it is still waiting
 	// in the body as the case's context ends: failures that end with the
 	// context quote it.
@@ -164,7 +168,13 @@ func groupCase(t *testing.T, parent node, g groupFactory, rc rankCase) {
 					rc.group(c, g, n)
 					return
 				}
-				runBody(c, g.open(c, n), rc.stall, rc.body)
+				ranks := g.open(c, n)
+				if rc.needs != nil {
+					if why := rc.needs(ranks[0]); why != "" {
+						c.Skip(why)
+					}
+				}
+				runBody(c, ranks, rc.stall, rc.body)
 			})
 		}
 	})
@@ -259,6 +269,9 @@ func (j *job) step(c *tcase, rc rankCase) {
 		c.Skipf("runs in TestComm only: %s", rc.groupOnly)
 	}
 	n, why := j.width(rc)
+	if why == "" && rc.needs != nil {
+		why = rc.needs(j.cm)
+	}
 	if why != "" {
 		c.Skip(why)
 	}

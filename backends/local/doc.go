@@ -23,6 +23,14 @@
 // ordered in time (one goroutine's, say); sends raced from several
 // goroutines are ordered as they arrive.
 //
+// # One-sided communication
+//
+// Comm implements comm.OneSided: a rank exposes a block of host memory, and
+// the others Put into it and Get from it with one copy, made by the
+// origin's goroutine; the request has completed when Put or Get returns.
+// A key of another group, of a closed region, or altered in any field is
+// refused with ErrInvalidArgument before a byte moves.
+//
 // # Protocols
 //
 // A message of at most the eager limit (Options.EagerLimit, 64 KiB by

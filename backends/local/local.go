@@ -55,6 +55,9 @@ type group struct {
 	revoked atomic.Bool
 	left    atomic.Int64 // ranks that have finished leaving
 
+	id        uint32        // drawn at random; every key of the group carries it
+	regionSeq atomic.Uint32 // the last region number given
+
 	onEmpty func() // run once, after the last rank has left; may be nil
 }
 
@@ -78,6 +81,7 @@ type Comm struct {
 	// receive has taken yet (eager copies, and rendezvous sends waiting).
 	tbl  match.Table[request, *request]
 	held int // bytes of eager messages in the unexpected queue
+	one  exposed
 }
 
 var (
@@ -111,7 +115,7 @@ func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
 	if budget == 0 {
 		budget = DefaultEagerBudget
 	}
-	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty}
+	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty, id: newGroupID()}
 	g.alive.Store(int64(n))
 	for i := range g.ranks {
 		g.ranks[i] = &Comm{g: g, rank: i}
@@ -386,6 +390,7 @@ func (c *Comm) leave(crash bool) {
 		c.tbl.Unpost(r)
 		r.complete(comm.Status{}, closedErr)
 	}
+	withdrawn := c.withdraw()
 	for m := range c.tbl.Arrivals() {
 		c.unqueue(m)
 		switch {
@@ -435,6 +440,9 @@ func (c *Comm) leave(crash bool) {
 		g.revoke(c.rank)
 	}
 	c.inflight.Wait()
+	for _, r := range withdrawn {
+		r.busy.Wait()
+	}
 	if g.left.Add(1) == int64(len(g.ranks)) && g.onEmpty != nil {
 		g.onEmpty()
 	}

@@ -38,7 +38,7 @@ func (h host) Begin(ctx context.Context, name string, light bool) (context.Conte
 func (h host) End(ctx context.Context, name string, light bool, err error) error { return err }
 func (h host) Aborted() error                                                    { return nil }
 func (h host) Closed() error                                                     { return xerr.ErrClosed }
-func (h host) Idle() { h.idles.Add(1) }
+func (h host) Idle()                                                             { h.idles.Add(1) }
 func (h host) Lost() error {
 	if e := h.lost.Load(); e != nil {
 		return *e
