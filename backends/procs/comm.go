@@ -54,6 +54,7 @@ type Comm struct {
 	spare atomic.Pointer[request]
 
 	coll collState
+	one  exposedRegions // one-sided communication (onesided.go)
 	lifecycle
 }
 
@@ -76,17 +77,13 @@ type lifecycle struct {
 	stop      chan struct{} // closed by Close
 	bg        sync.WaitGroup
 	closeErr  error
-
-	// parked counts goroutines blocked in Wait without reading a link.
-	parked atomic.Int32
-	// spare is a request for Recv to reuse.
-	spare atomic.Pointer[request]
 }
 
 var (
 	_ comm.Comm        = (*Comm)(nil)
 	_ comm.Blocking    = (*Comm)(nil)
 	_ comm.Collectives = (*Comm)(nil)
+	_ comm.OneSided    = (*Comm)(nil)
 )
 
 func newComm(cfg Config) *Comm {
@@ -441,6 +438,7 @@ func (c *Comm) shutdown() {
 		}
 	}
 	c.bg.Wait()
+	c.one.withdrawAll()
 	c.nodeMu.Lock()
 	if c.nodeColl != nil {
 		c.nodeColl.Close()

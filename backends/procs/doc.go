@@ -88,6 +88,20 @@
 // matching ErrProtocol: a peer can never make a rank allocate more than
 // its eager limit for one frame, or its budget in all.
 //
+// # One-sided communication
+//
+// Comm implements comm.OneSided. A Put travels as frames of at most a
+// chunk, each with the region's key and its offset; the target's link
+// reader — its reader goroutine, never the target program's code — checks
+// the key against the target's open regions and the range against the
+// region, reads the bytes straight into the region, and answers; a Get is
+// answered with bytes written from the region. A transfer completes when
+// every chunk is answered. A key of no open region, or that does not match
+// the region it names, is refused with ErrInvalidArgument and writes
+// nothing, and the link goes on; a lost target fails the transfers under
+// way with ErrPeerLost. Over a shared-memory link the bytes go through the
+// rings as other frames do.
+//
 // # Failures
 //
 // When a peer dies, closes or becomes unreachable, every pending and later

@@ -30,7 +30,11 @@ const (
 	frameBye       uint8 = 9  // nothing: the sender leaves, no frame follows
 	frameAbort     uint8 = 10 // a = collective sequence number
 	framePulled    uint8 = 11 // a = bytes taken, b = message id: the receiver copied them itself (single copy)
-	frameMax             = framePulled
+	framePut       uint8 = 12 // a = data length, b = transfer id, c = offset in the region; key and data follow
+	frameGet       uint8 = 13 // a = data length, b = transfer id, c = offset in the region; key follows
+	frameOneDone   uint8 = 14 // tag = answer (oneDone, oneRefused), a = data length, b = transfer id: a Put chunk
+	frameOneData   uint8 = 15 // tag = answer, a = data length, b = transfer id: a Get chunk; data follows when in place
+	frameMax             = frameOneData
 )
 
 // headerSize is the length of a frame header.
@@ -77,6 +81,10 @@ var uses = [frameMax + 1][4]bool{
 	frameBye:       {},
 	frameAbort:     {false, true, false, false},
 	framePulled:    {false, true, true, false},
+	framePut:       {false, true, true, true},
+	frameGet:       {false, true, true, true},
+	frameOneDone:   {true, true, true, false},
+	frameOneData:   {true, true, true, false},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -132,6 +140,13 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 		}
 		if f.c > maxMessage {
 			return frame{}, xerr.Detail(ErrProtocol, "data frame at offset %d", f.c)
+		}
+	case framePut, frameGet, frameOneDone, frameOneData:
+		if f.a > uint64(lim.chunk) || f.c > maxMessage {
+			return frame{}, xerr.Detail(ErrProtocol, "one-sided frame type %d of %d bytes at offset %d (chunks are at most %d)", f.typ, f.a, f.c, lim.chunk)
+		}
+		if (f.typ == frameOneDone || f.typ == frameOneData) && f.tag > oneRefused {
+			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
 		}
 	case frameCredit:
 		if f.a == 0 || f.a > uint64(lim.budget) {

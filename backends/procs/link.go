@@ -55,6 +55,7 @@ type link struct {
 	role   readRole
 	credit credit
 	cma    cmaLink // single copies from the peer's memory (cma.go)
+	one    oneLink // one-sided transfers this rank started (onesided.go)
 
 	failOnce sync.Once
 	downErr  error         // why the link failed
@@ -136,6 +137,7 @@ func (l *link) fail(cause error) {
 		for _, r := range out {
 			r.complete(comm.Status{}, e)
 		}
+		l.failOnes(e)
 		l.w.kick()
 		l.role.close()
 		close(l.downCh)
@@ -268,6 +270,7 @@ func (l *link) step(r *request) (yield bool, err error) {
 		}
 		return false, err
 	}
+	shm.RaceAcquire() // after what the writer of any link of this process did before it
 	f, err := decodeFrame(hdr, l.c.lim)
 	if err != nil {
 		return false, err
@@ -297,6 +300,14 @@ func (l *link) step(r *request) (yield bool, err error) {
 		return false, errPeerClosed
 	case framePulled:
 		err = l.onPulled(int(f.a), f.b)
+	case framePut:
+		err = l.onPut(int(f.a), f.b, f.c)
+	case frameGet:
+		err = l.onGet(int(f.a), f.b, f.c)
+	case frameOneDone:
+		err = l.onOneDone(f.tag, int(f.a), f.b)
+	case frameOneData:
+		err = l.onOneData(f.tag, int(f.a), f.b)
 	}
 	return false, err
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/shm"
 )
 
 // smallWrite is the largest write gathered into one buffer rather than
@@ -17,9 +18,14 @@ const smallWrite = 4 << 10
 // the eager send to complete once it is written.
 type outFrame struct {
 	hdr     [headerSize]byte
+	pre     [keySize]byte // a one-sided frame's key, before its payload (framePut, frameGet)
 	payload []byte
 	req     *request
+	done    func() // called once the frame is written, or dropped
 }
+
+// hasPre reports whether the frame carries pre.
+func (f *outFrame) hasPre() bool { return f.hdr[0] == framePut || f.hdr[0] == frameGet }
 
 // writer is the sending half of a link: it puts frames on the socket, one
 // goroutine at a time, in the order they were queued, and holds what this
@@ -126,6 +132,7 @@ func (w *writer) sendCtl(fr frame, inline bool) error {
 // writeInline writes a frame (hdr and payload) from the calling
 // goroutine. mu is held on entry and released.
 func (w *writer) writeInline(hdr, payload []byte) error {
+	shm.RaceRelease() // a reader of this process may see the frame next
 	if w.room != nil && len(payload) <= smallWrite {
 		// A ring with room for the frame (inlineLocked asked) takes it
 		// without waiting: it is written under mu, which spares taking
@@ -175,6 +182,9 @@ func (w *writer) write(batch []*outFrame, chunk *request, off, n int, bye bool) 
 	iov := w.iov[:0]
 	for _, f := range batch {
 		iov = append(iov, f.hdr[:])
+		if f.hasPre() {
+			iov = append(iov, f.pre[:])
+		}
 		if len(f.payload) > 0 {
 			iov = append(iov, f.payload)
 		}
@@ -188,6 +198,7 @@ func (w *writer) write(batch []*outFrame, chunk *request, off, n int, bye bool) 
 		frame{typ: frameBye}.encode(byeHdr[:])
 		iov = append(iov, byeHdr[:])
 	}
+	shm.RaceRelease() // a reader of this process may see the frames next
 	var err error
 	if total := iovLen(iov); total <= smallWrite {
 		// One copy and a plain write cost less than a writev here.
@@ -321,6 +332,9 @@ func (w *writer) flush() bool {
 			if f.req != nil {
 				f.req.complete(f.req.sendStatus(), nil)
 			}
+			if f.done != nil {
+				f.done()
+			}
 		}
 		if last {
 			chunk.complete(chunk.sendStatus(), nil)
@@ -339,7 +353,25 @@ func failFrames(fs []*outFrame, err error) {
 		if f.req != nil {
 			f.req.complete(comm.Status{}, err)
 		}
+		if f.done != nil {
+			f.done()
+		}
 	}
+}
+
+// queueFrames queues frames for the writer goroutine; on a link that is
+// down it drops them (their done called) and returns why.
+func (w *writer) queueFrames(fs []*outFrame) error {
+	w.mu.Lock()
+	if err := w.writable(); err != nil {
+		w.mu.Unlock()
+		failFrames(fs, err)
+		return err
+	}
+	w.queue = append(w.queue, fs...)
+	w.mu.Unlock()
+	w.kick()
+	return nil
 }
 
 func failReqs(rs []*request, err error) {

@@ -148,6 +148,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	for polls := 0; ; polls++ {
 		n, err := c.in.read(p)
 		if n > 0 {
+			RaceAcquire()
 			c.wakeWriter()
 			return n, nil
 		}

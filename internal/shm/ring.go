@@ -115,6 +115,7 @@ func (w *producer) write(p []byte) (int, error) {
 	from := (at + recHeader) & w.r.mask
 	k := copy(w.r.data[from:], p[:n])
 	copy(w.r.data, p[k:n])
+	RaceRelease() // after the copy, before the record can be seen
 	// Swap, not Store: the writer loads the reader's sleeping flag next
 	// (fence; see fence in conn.go).
 	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Swap(w.tail + 1)

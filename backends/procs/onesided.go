@@ -1,0 +1,475 @@
+package procs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"io"
+	"sync"
+	"unsafe"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/p2p"
+	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// One-sided communication (comm.OneSided) over the links.
+//
+// A rank exposes a block of host memory; its key carries this rank, the
+// block's address and length, and a number that names the region among
+// this communicator's (a random number drawn when the communicator was
+// made, and the region's sequence number). A Put goes to the target as
+// frames of at most a chunk, each with the key and the offset it writes;
+// the target's link reader (the reader goroutine, or a goroutine of the
+// target that holds the read role: never the target program's code)
+// checks the key against its open regions and the range against the
+// region, reads the bytes from the link straight into the region, and
+// answers each frame. A Get asks for chunks; the target answers each with
+// the bytes, written from the region. A transfer completes once every
+// chunk is answered; a refused chunk (a key of no open region, or that
+// does not match it) fails it with ErrInvalidArgument and writes nothing,
+// and the link goes on. The target takes part only through its link
+// reader, so a target busy in its own computation serves transfers as it
+// serves messages.
+
+// keySize is the length of the key a Put or Get frame carries before its
+// data: the region's address, length and number.
+const keySize = 24
+
+// Answers of the target to a chunk, in the tag of its answer.
+const (
+	oneDone    = 0 // in place
+	oneRefused = 1 // the key names no open region of the target, or does not match it
+)
+
+// exposedRegions are this rank's regions open to the other ranks, and the
+// transfers this rank started that are under way.
+type exposedRegions struct {
+	mu      sync.Mutex
+	epoch   uint32             // drawn when the communicator is made; every key carries it
+	seq     uint32             // the last region number given
+	regions map[uint32]*region // open regions by number
+}
+
+// region is an exposed block.
+type region struct {
+	c    *Comm
+	blk  memspace.Block
+	data []byte
+	key  comm.RemoteKey
+	// busy counts copies under way into or out of data (reads from a
+	// link, writes to one); Close waits for them. It is added to under
+	// c.one.mu while the region is open.
+	busy sync.WaitGroup
+	once sync.Once
+}
+
+var _ comm.Region = (*region)(nil)
+
+func (g *region) Block() memspace.Block { return g.blk }
+func (g *region) Key() comm.RemoteKey   { return g.key }
+
+// Close withdraws the region: chunks that arrive afterwards with its key
+// are refused (ErrInvalidArgument at their origin). It returns once the
+// copies under way into or out of the region are done, and returns nil.
+func (g *region) Close() error {
+	g.once.Do(func() {
+		one := &g.c.one
+		one.mu.Lock()
+		delete(one.regions, uint32(g.key.Key))
+		one.mu.Unlock()
+		g.busy.Wait()
+	})
+	return nil
+}
+
+// newEpoch draws the number every key of a communicator carries.
+func newEpoch() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// Expose makes buf, host memory and not empty, reachable by the other
+// ranks' Put and Get until the Region is closed or this rank closes.
+func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
+	data, err := oneBytes("expose", buf)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return nil, xerr.Errorf(Name, "expose", comm.ErrInvalidArgument, "rank %d: an empty buffer", c.rank)
+	}
+	if c.shut.Load() {
+		return nil, c.closedErr()
+	}
+	g := &region{c: c, blk: buf, data: data}
+	one := &c.one
+	one.mu.Lock()
+	defer one.mu.Unlock()
+	if one.regions == nil {
+		one.regions = map[uint32]*region{}
+		if one.epoch == 0 {
+			one.epoch = newEpoch() | 1
+		}
+	}
+	one.seq++
+	g.key = comm.RemoteKey{Rank: c.rank, Addr: uint64(uintptr(unsafe.Pointer(&data[0]))), Len: len(data),
+		Key: uint64(one.epoch)<<32 | uint64(one.seq)}
+	one.regions[one.seq] = g
+	return g, nil
+}
+
+// find returns the open region key names, with its busy count raised for
+// a copy of n bytes at off, or nil when there is none or the key or the
+// range does not match it.
+func (one *exposedRegions) find(key comm.RemoteKey, off, n int) *region {
+	one.mu.Lock()
+	defer one.mu.Unlock()
+	if key.Key>>32 != uint64(one.epoch) {
+		return nil
+	}
+	g := one.regions[uint32(key.Key)]
+	if g == nil || g.key != key || off < 0 || n < 0 || off > len(g.data) || n > len(g.data)-off {
+		return nil
+	}
+	g.busy.Add(1)
+	return g
+}
+
+// withdrawAll closes every region as the communicator closes.
+func (one *exposedRegions) withdrawAll() {
+	one.mu.Lock()
+	var all []*region
+	for _, g := range one.regions {
+		all = append(all, g)
+	}
+	one.mu.Unlock()
+	for _, g := range all {
+		_ = g.Close()
+	}
+}
+
+// oneBytes returns the host view of b for op.
+func oneBytes(op string, b memspace.Block) ([]byte, error) {
+	data, err := hostBytes(b)
+	if err != nil {
+		return nil, xerr.Op(Name, op, err)
+	}
+	return data, nil
+}
+
+// oneOp is a Put or a Get under way: a comm.Request.
+type oneOp struct {
+	p2p.Done
+	put  bool
+	peer int
+	buf  []byte // the origin's buffer
+	left int    // chunks not yet answered; guarded by the link's one.mu
+	all  int    // chunks in all
+	// unwritten counts a Put's chunks not yet written: a Put completes
+	// once the writer is done with its buffer too (guarded likewise).
+	unwritten int
+	err  error  // the first refusal; guarded likewise
+}
+
+var _ comm.Request = (*oneOp)(nil)
+
+// Wait blocks until the transfer completes or ctx ends.
+func (r *oneOp) Wait(ctx context.Context) (comm.Status, error) { return r.Done.Wait(ctx, Name) }
+
+// Cancel does nothing: a transfer cannot be taken back once started.
+func (r *oneOp) Cancel() error { return nil }
+
+// oneLink is a link's transfers under way that this rank started.
+type oneLink struct {
+	mu   sync.Mutex
+	next uint64
+	ops  map[uint64]*oneOp
+	down error // set when the link fails: no transfer starts after
+}
+
+// Put writes src into the region dst names, off bytes into it. The
+// request completes once the bytes are in the target's memory.
+func (c *Comm) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.Request, error) {
+	return c.oneSided("put", true, src, dst, off)
+}
+
+// Get reads the region src names, from off bytes into it, into dst.
+func (c *Comm) Get(dst memspace.Block, src comm.RemoteKey, off int) (comm.Request, error) {
+	return c.oneSided("get", false, dst, src, off)
+}
+
+func (c *Comm) oneSided(op string, put bool, local memspace.Block, key comm.RemoteKey, off int) (comm.Request, error) {
+	data, err := oneBytes(op, local)
+	if err != nil {
+		return nil, err
+	}
+	if err := impl.CheckRank(key.Rank, c.size, false); err != nil {
+		return nil, xerr.Op(Name, op, err)
+	}
+	if off < 0 || key.Len < 0 || off > key.Len || len(data) > key.Len-off {
+		return nil, xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: %d bytes at offset %d of %v", c.rank, len(data), off, key)
+	}
+	if c.shut.Load() {
+		return nil, c.closedErr()
+	}
+	r := &oneOp{put: put, peer: key.Rank, buf: data}
+	if key.Rank == c.rank {
+		return r, c.oneSelf(op, r, key, off)
+	}
+	l := c.links[key.Rank]
+	if err := l.startOne(r, key, off); err != nil {
+		return nil, xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, err)
+	}
+	return r, nil
+}
+
+// oneSelf copies between r's buffer and this rank's own region.
+func (c *Comm) oneSelf(op string, r *oneOp, key comm.RemoteKey, off int) error {
+	g := c.one.find(key, off, len(r.buf))
+	if g == nil {
+		return xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: %v names no open region of this rank, or does not match it", c.rank, key)
+	}
+	if r.put {
+		copy(g.data[off:], r.buf)
+	} else {
+		copy(r.buf, g.data[off:])
+	}
+	g.busy.Done()
+	r.Complete(comm.Status{Source: c.rank, Count: len(r.buf)}, nil)
+	return nil
+}
+
+// startOne sends the frames of the transfer r: chunks of the link's
+// chunk size, each carrying the key. An empty transfer completes at once.
+func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
+	n := len(r.buf)
+	chunks := (n + l.w.chunk - 1) / l.w.chunk
+	l.one.mu.Lock()
+	if l.one.down != nil {
+		l.one.mu.Unlock()
+		return l.one.down
+	}
+	if n == 0 {
+		l.one.mu.Unlock()
+		r.Complete(comm.Status{Source: key.Rank}, nil)
+		return nil
+	}
+	if l.one.ops == nil {
+		l.one.ops = map[uint64]*oneOp{}
+	}
+	l.one.next++
+	id := l.one.next
+	r.left, r.all = chunks, chunks
+	if r.put {
+		r.unwritten = chunks
+	}
+	l.one.ops[id] = r
+	l.one.mu.Unlock()
+	var kb [keySize]byte
+	binary.LittleEndian.PutUint64(kb[0:], key.Addr)
+	binary.LittleEndian.PutUint64(kb[8:], uint64(key.Len))
+	binary.LittleEndian.PutUint64(kb[16:], key.Key)
+	frames := make([]*outFrame, 0, chunks)
+	for at := 0; at < n; at += l.w.chunk {
+		k := min(l.w.chunk, n-at)
+		f := &outFrame{pre: kb}
+		if r.put {
+			frame{typ: framePut, a: uint64(k), b: id, c: uint64(off + at)}.encode(f.hdr[:])
+			f.payload = r.buf[at : at+k]
+			f.done = func() { l.chunkWritten(id, r) }
+		} else {
+			frame{typ: frameGet, a: uint64(k), b: id, c: uint64(off + at)}.encode(f.hdr[:])
+		}
+		frames = append(frames, f)
+	}
+	return l.w.queueFrames(frames)
+}
+
+// onPut takes a chunk of a Put: n bytes for offset off of the region its
+// key names, answered with oneDone once they are in place, or discarded
+// and answered with oneRefused.
+func (l *link) onPut(n int, id uint64, off uint64) error {
+	key, err := l.readKey()
+	if err != nil {
+		return err
+	}
+	g := l.c.one.find(key, int(min(off, maxMessage)), n)
+	status := uint32(oneDone)
+	if g == nil {
+		status = oneRefused
+		err = l.rd.discard(n)
+	} else {
+		_, err = io.ReadFull(l.rd.br, g.data[off:int(off)+n])
+		g.busy.Done()
+	}
+	if err != nil {
+		return err
+	}
+	return l.w.sendCtl(frame{typ: frameOneDone, tag: status, a: uint64(n), b: id}, false)
+}
+
+// onGet answers a chunk of a Get: n bytes from offset off of the region
+// its key names, written from the region, or a refusal.
+func (l *link) onGet(n int, id uint64, off uint64) error {
+	key, err := l.readKey()
+	if err != nil {
+		return err
+	}
+	g := l.c.one.find(key, int(min(off, maxMessage)), n)
+	if g == nil {
+		return l.w.sendCtl(frame{typ: frameOneData, tag: oneRefused, b: id}, false)
+	}
+	f := &outFrame{payload: g.data[off : int(off)+n], done: g.busy.Done}
+	frame{typ: frameOneData, tag: oneDone, a: uint64(n), b: id}.encode(f.hdr[:])
+	return l.w.queueFrames([]*outFrame{f})
+}
+
+// readKey reads the key that a Put or Get frame carries.
+func (l *link) readKey() (comm.RemoteKey, error) {
+	var kb [keySize]byte
+	if _, err := io.ReadFull(l.rd.br, kb[:]); err != nil {
+		return comm.RemoteKey{}, err
+	}
+	return comm.RemoteKey{Rank: l.c.rank, Addr: binary.LittleEndian.Uint64(kb[0:]),
+		Len: int(min(binary.LittleEndian.Uint64(kb[8:]), maxMessage)), Key: binary.LittleEndian.Uint64(kb[16:])}, nil
+}
+
+// onOneDone takes the target's answer to a chunk of a Put.
+func (l *link) onOneDone(status uint32, n int, id uint64) error {
+	r, err := l.answered(id, status)
+	if r == nil || err != nil {
+		return err
+	}
+	l.chunkDone(id, r)
+	return nil
+}
+
+// onOneData takes the target's answer to a chunk of a Get: n bytes, read
+// into the Get's buffer where the chunk goes (its offset is the order of
+// the answer: chunks are answered in the order they were asked for).
+func (l *link) onOneData(status uint32, n int, id uint64) error {
+	r, err := l.answered(id, status)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return l.rd.discard(n)
+	}
+	if status == oneDone {
+		at := (r.all - r.left) * l.w.chunk // r.left is the reader's to change
+		if at >= len(r.buf) || n != min(l.w.chunk, len(r.buf)-at) {
+			return xerr.Detail(ErrProtocol, "rank %d answered a Get with %d bytes where chunk %d wants %d", l.peer, n, at/l.w.chunk, min(l.w.chunk, len(r.buf)-at))
+		}
+		if _, err := io.ReadFull(l.rd.br, r.buf[at:at+n]); err != nil {
+			return err
+		}
+	}
+	l.chunkDone(id, r)
+	return nil
+}
+
+// answered finds the transfer id that the peer answered, recording a
+// refusal. An answer to no transfer of this link breaks the protocol.
+func (l *link) answered(id uint64, status uint32) (*oneOp, error) {
+	l.one.mu.Lock()
+	defer l.one.mu.Unlock()
+	r := l.one.ops[id]
+	if r == nil {
+		return nil, xerr.Detail(ErrProtocol, "rank %d answered transfer %d, which is not under way", l.peer, id)
+	}
+	if status == oneRefused && r.err == nil {
+		op := "get"
+		if r.put {
+			op = "put"
+		}
+		r.err = xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: rank %d has no open region that the key names, or it does not match it", l.c.rank, l.peer)
+	}
+	return r, nil
+}
+
+// chunkDone counts a chunk of r answered, and chunkWritten one written;
+// the last of both completes r.
+func (l *link) chunkDone(id uint64, r *oneOp) {
+	l.one.mu.Lock()
+	r.left--
+	l.maybeFinish(id, r)
+}
+
+func (l *link) chunkWritten(id uint64, r *oneOp) {
+	l.one.mu.Lock()
+	r.unwritten--
+	l.maybeFinish(id, r)
+}
+
+// maybeFinish completes r once every chunk is answered and written. The
+// link's one.mu is held, and released.
+func (l *link) maybeFinish(id uint64, r *oneOp) {
+	last := r.left == 0 && r.unwritten == 0 && l.one.ops[id] == r
+	if last {
+		delete(l.one.ops, id)
+	}
+	err := r.err
+	l.one.mu.Unlock()
+	if !last {
+		return
+	}
+	if err != nil {
+		r.Complete(comm.Status{}, err)
+		return
+	}
+	r.Complete(comm.Status{Source: l.peer, Count: len(r.buf)}, nil)
+}
+
+// failOnes fails the transfers under way on a link that failed with err,
+// and every one started later.
+func (l *link) failOnes(err error) {
+	l.one.mu.Lock()
+	l.one.down = err
+	ops := l.one.ops
+	l.one.ops = nil
+	l.one.mu.Unlock()
+	for _, r := range ops {
+		r.Complete(comm.Status{}, err)
+	}
+}
+
+// Flush waits until every Put and Get this rank started to rank
+// (comm.AnySource: to every rank) has completed, or ctx ends. It returns
+// the first error of those transfers, ErrPeerLost for a lost rank.
+func (c *Comm) Flush(ctx context.Context, rank int) error {
+	if ctx == nil {
+		return xerr.Errorf(Name, "flush", comm.ErrInvalidArgument, "nil context")
+	}
+	if err := impl.CheckRank(rank, c.size, true); err != nil {
+		return xerr.Op(Name, "flush", err)
+	}
+	var first error
+	for peer, l := range c.links {
+		if l == nil || (rank != comm.AnySource && peer != rank) {
+			continue
+		}
+		l.one.mu.Lock()
+		var wait []*oneOp
+		for _, r := range l.one.ops {
+			wait = append(wait, r)
+		}
+		down := l.one.down
+		l.one.mu.Unlock()
+		for _, r := range wait {
+			if err := impl.WaitDone(ctx, r.Chan()); err != nil {
+				return err
+			}
+			if _, err := r.Result(); err != nil && first == nil {
+				first = err
+			}
+		}
+		if down != nil && first == nil && rank != comm.AnySource {
+			first = xerr.Errorf(Name, "flush", comm.ErrPeerLost, "rank %d: %w", c.rank, down)
+		}
+	}
+	return first
+}
