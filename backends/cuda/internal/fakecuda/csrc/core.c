@@ -576,31 +576,25 @@ static const struct {
 	{999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-API CUresult cuGetErrorName(CUresult r, const char **s)
+/* Looks r up in errtab for cuGetErrorName (text 0) and cuGetErrorString
+ * (text 1): its name or its description in *s, or NULL and an invalid
+ * value for a code the table lacks. */
+static CUresult err_lookup(CUresult r, const char **s, int text)
 {
 	if (!s)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < sizeof errtab / sizeof errtab[0]; i++)
 		if (errtab[i].code == r) {
-			*s = errtab[i].name;
+			*s = text ? errtab[i].text : errtab[i].name;
 			return CUDA_SUCCESS;
 		}
 	*s = NULL;
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-API CUresult cuGetErrorString(CUresult r, const char **s)
-{
-	if (!s)
-		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < sizeof errtab / sizeof errtab[0]; i++)
-		if (errtab[i].code == r) {
-			*s = errtab[i].text;
-			return CUDA_SUCCESS;
-		}
-	*s = NULL;
-	return CUDA_ERROR_INVALID_VALUE;
-}
+API CUresult cuGetErrorName(CUresult r, const char **s) { return err_lookup(r, s, 0); }
+
+API CUresult cuGetErrorString(CUresult r, const char **s) { return err_lookup(r, s, 1); }
 
 /* ---- test controls ---- */
 
