@@ -75,6 +75,21 @@ CUresult fc_cur_ctx(fc_ctx **out)
 	return CUDA_SUCCESS;
 }
 
+/* The start of most entry points: fc_enter, then G.mu and the current
+ * context (fc_cur_ctx) in *c. On success G.mu is held; on failure it is
+ * not. */
+CUresult fc_enter_ctx(fc_ctx **c)
+{
+	CUresult r = fc_enter();
+	if (r)
+		return r;
+	fc_lock();
+	r = fc_cur_ctx(c);
+	if (r)
+		fc_unlock();
+	return r;
+}
+
 void fc_set_sticky(fc_ctx *c, unsigned gen, CUresult code)
 {
 	if (c->gen == gen && c->refcount > 0 && !c->sticky) {
@@ -475,16 +490,10 @@ API CUresult cuCtxGetCurrent(CUcontext *ctx)
 
 API CUresult cuCtxSynchronize(void)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
-	if (r) {
-		fc_unlock();
-		return r;
-	}
 	unsigned gen = c->gen;
 	for (;;) {
 		r = fc_ctx_state(c, gen);
@@ -504,14 +513,10 @@ API CUresult cuCtxSynchronize(void)
 
 API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
-	if (r)
-		goto out;
 	if (flags != 0) {
 		r = CUDA_ERROR_INVALID_VALUE;
 		goto out;

@@ -248,19 +248,6 @@ again:
 
 /* ---- allocation entry points ---- */
 
-/* Enter, lock and get the current context; on failure unlock and return. */
-#define CTX_ENTER(c)                       \
-	CUresult r_ = fc_enter();          \
-	if (r_)                            \
-		return r_;                 \
-	fc_lock();                         \
-	fc_ctx *c;                         \
-	r_ = fc_cur_ctx(&c);               \
-	if (r_) {                          \
-		fc_unlock();               \
-		return r_;                 \
-	}
-
 static int take_oom(fc_ctx *c)
 {
 	fc_device *dv = &G.dev[c->dev];
@@ -273,18 +260,21 @@ static int take_oom(fc_ctx *c)
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	uintptr_t a = 0;
 	if (!p || n == 0)
-		r_ = CUDA_ERROR_INVALID_VALUE;
+		r = CUDA_ERROR_INVALID_VALUE;
 	else if (take_oom(c))
-		r_ = CUDA_ERROR_OUT_OF_MEMORY;
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	else
-		r_ = dev_alloc(c, n, &a);
+		r = dev_alloc(c, n, &a);
 	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS)
 		*p = a;
-	return r_;
+	return r;
 }
 
 /* Frees a device or managed allocation. On a failed context (sticky
@@ -323,7 +313,10 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 
 API CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_device *dv = &G.dev[c->dev];
 	size_t f = dv->size - dv->reserved, t = dv->size;
 	fc_unlock();
@@ -336,18 +329,21 @@ API CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total)
 
 API CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	uintptr_t a = 0;
 	if (!p || n == 0 || (flags & ~7u))
-		r_ = CUDA_ERROR_INVALID_VALUE;
+		r = CUDA_ERROR_INVALID_VALUE;
 	else if (take_oom(c))
-		r_ = CUDA_ERROR_OUT_OF_MEMORY;
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	else
-		r_ = host_alloc(c, n, HOST_PINNED, &a);
+		r = host_alloc(c, n, HOST_PINNED, &a);
 	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS)
 		*p = (void *)a;
-	return r_;
+	return r;
 }
 
 API CUresult cuMemFreeHost(void *p)
@@ -382,32 +378,38 @@ API CUresult cuMemFreeHost(void *p)
 
 API CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	uintptr_t a = 0;
 	if (!p || n == 0 || (flags != 1 && flags != 2))
-		r_ = CUDA_ERROR_INVALID_VALUE;
+		r = CUDA_ERROR_INVALID_VALUE;
 	else if (take_oom(c))
-		r_ = CUDA_ERROR_OUT_OF_MEMORY;
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	else
-		r_ = host_alloc(c, n, HOST_MANAGED, &a);
+		r = host_alloc(c, n, HOST_MANAGED, &a);
 	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS)
 		*p = a;
-	return r_;
+	return r;
 }
 
 API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	(void)c;
 	fc_range rg;
 	fc_lookup((uintptr_t)p, 1, &rg);
 	if (!d || flags != 0 || rg.kind != R_HOST || ((fc_hostalloc *)rg.obj)->kind != HOST_PINNED)
-		r_ = CUDA_ERROR_INVALID_VALUE;
+		r = CUDA_ERROR_INVALID_VALUE;
 	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS)
 		*d = (CUdeviceptr)(uintptr_t)p;
-	return r_;
+	return r;
 }
 
 /* ---- executing copies and memsets ---- */
@@ -535,19 +537,22 @@ static CUresult classify(uintptr_t addr, size_t n, int mode, int dev, fc_ep *ep)
 static CUresult sync_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, int smode, int sdev,
 			  size_t n)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_op op;
 	memset(&op, 0, sizeof op);
 	if (n == 0) {
 		fc_unlock();
 		return CUDA_SUCCESS;
 	}
-	r_ = classify(dst, n, dmode, ddev, &op.dst);
-	if (!r_)
-		r_ = classify(src, n, smode, sdev, &op.src);
+	r = classify(dst, n, dmode, ddev, &op.dst);
+	if (!r)
+		r = classify(src, n, smode, sdev, &op.src);
 	fc_unlock();
-	if (r_)
-		return r_;
+	if (r)
+		return r;
 	op.kind = OP_COPY;
 	op.n = n;
 	/* raced with a free after validation: an invalid argument */
@@ -606,7 +611,10 @@ API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUco
 static CUresult async_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, int smode, int sdev,
 			   size_t n, CUstream hs, fc_ctx *dctx, fc_ctx *sctx)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_stream *s = NULL;
 	fc_op *op = calloc(1, sizeof *op);
 	if (!op) {
@@ -616,31 +624,31 @@ static CUresult async_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, in
 	op->kind = OP_COPY;
 	op->n = n;
 	if (dctx || sctx) {
-		r_ = peer_ctxs(dctx, sctx);
-		if (!r_) {
+		r = peer_ctxs(dctx, sctx);
+		if (!r) {
 			ddev = dctx->dev;
 			sdev = sctx->dev;
 		}
 	}
-	if (!r_)
-		r_ = fc_stream_get(hs, c, &s);
-	if (!r_ && n != 0) {
-		r_ = classify(dst, n, dmode, ddev, &op->dst);
-		if (!r_)
-			r_ = classify(src, n, smode, sdev, &op->src);
+	if (!r)
+		r = fc_stream_get(hs, c, &s);
+	if (!r && n != 0) {
+		r = classify(dst, n, dmode, ddev, &op->dst);
+		if (!r)
+			r = classify(src, n, smode, sdev, &op->src);
 	}
-	if (r_ || n == 0) {
+	if (r || n == 0) {
 		fc_stream_unref(s);
 		fc_unlock();
 		free(op);
-		return r_;
+		return r;
 	}
 	fc_unlock();
 	if (!s) {
 		/* the legacy default stream: synchronous, in the caller */
-		r_ = fc_exec_copy(op, c, c->gen);
+		r = fc_exec_copy(op, c, c->gen);
 		free(op);
-		if (r_)
+		if (r)
 			return CUDA_ERROR_INVALID_VALUE;
 		fc_lock();
 		G.n_async_copies++;
@@ -665,15 +673,15 @@ static CUresult async_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, in
 	if (wait)
 		op->w = &w; /* pageable destination: return when written */
 	fc_lock();
-	r_ = fc_submit(s, c, op); /* frees op on failure */
-	if (r_ == CUDA_SUCCESS && wait) {
+	r = fc_submit(s, c, op); /* frees op on failure */
+	if (r == CUDA_SUCCESS && wait) {
 		while (!w.done)
 			fc_wait();
-		r_ = w.res;
+		r = w.res;
 	}
 	fc_stream_unref(s);
 	fc_unlock();
-	return r_;
+	return r;
 }
 
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
@@ -710,13 +718,16 @@ API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
 
 static CUresult memset_common(uintptr_t p, uint32_t v, int esz, size_t count, int async, CUstream hs)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_stream *s = NULL;
 	if (async) {
-		r_ = fc_stream_get(hs, c, &s);
-		if (r_) {
+		r = fc_stream_get(hs, c, &s);
+		if (r) {
 			fc_unlock();
-			return r_;
+			return r;
 		}
 	}
 	fc_op op;
@@ -730,13 +741,13 @@ static CUresult memset_common(uintptr_t p, uint32_t v, int esz, size_t count, in
 		fc_range rg;
 		if (p % (uintptr_t)esz != 0 || count > SIZE_MAX / (size_t)esz ||
 		    !fc_lookup(p, count * (size_t)esz, &rg))
-			r_ = CUDA_ERROR_INVALID_VALUE;
+			r = CUDA_ERROR_INVALID_VALUE;
 	}
-	if (r_ || count == 0) {
+	if (r || count == 0) {
 		if (s)
 			fc_stream_unref(s);
 		fc_unlock();
-		return r_;
+		return r;
 	}
 	if (!s) {
 		fc_unlock();
@@ -749,10 +760,10 @@ static CUresult memset_common(uintptr_t p, uint32_t v, int esz, size_t count, in
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*q = op;
-	r_ = fc_submit(s, c, q);
+	r = fc_submit(s, c, q);
 	fc_stream_unref(s);
 	fc_unlock();
-	return r_;
+	return r;
 }
 
 API CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)

@@ -184,25 +184,28 @@ static void *worker(void *arg)
 
 /* ---- streams ---- */
 
+/* What cuStreamCreate and cuEventCreate check and allocate after
+ * fc_enter_ctx: a result pointer out, no flags outside mask, and a zeroed
+ * object of size bytes in *obj. G.mu held. */
+static CUresult new_handle(const void *out, unsigned flags, unsigned mask, size_t size, void **obj)
+{
+	if (!out || (flags & ~mask))
+		return CUDA_ERROR_INVALID_VALUE;
+	*obj = calloc(1, size);
+	return *obj ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 API CUresult cuStreamCreate(CUstream *ph, unsigned flags)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
+	void *obj;
+	r = new_handle(ph, flags, 1u, sizeof(fc_stream), &obj);
 	if (r)
 		goto out;
-	if (!ph || (flags & ~1u)) {
-		r = CUDA_ERROR_INVALID_VALUE;
-		goto out;
-	}
-	fc_stream *s = calloc(1, sizeof *s);
-	if (!s) {
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-		goto out;
-	}
+	fc_stream *s = obj;
 	s->ctx = c;
 	s->ctxgen = c->gen;
 	s->flags = flags;
@@ -343,23 +346,15 @@ API CUresult cuStreamQuery(CUstream hs)
 
 API CUresult cuEventCreate(CUevent *pe, unsigned flags)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
+	void *obj;
+	r = new_handle(pe, flags, 3u, sizeof(fc_event), &obj);
 	if (r)
 		goto out;
-	if (!pe || (flags & ~3u)) {
-		r = CUDA_ERROR_INVALID_VALUE;
-		goto out;
-	}
-	fc_event *e = calloc(1, sizeof *e);
-	if (!e) {
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-		goto out;
-	}
+	fc_event *e = obj;
 	e->flags = flags;
 	e->ctx = c;
 	e->ctxgen = c->gen;
