@@ -277,9 +277,11 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 	return r;
 }
 
-/* Frees a device or managed allocation. On a failed context (sticky
- * error, lost device) the memory is still freed and the error returned. */
-API CUresult cuMemFree_v2(CUdeviceptr p)
+/* The start of cuMemFree_v2 and cuMemFreeHost: fc_enter, G.mu, and the
+ * current context, which must be there and not destroyed but may have
+ * failed: its state goes in *state, for the free goes on and then
+ * reports it. On success G.mu is held; on failure it is not. */
+static CUresult free_enter(CUresult *state)
 {
 	CUresult r = fc_enter();
 	if (r)
@@ -294,7 +296,18 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 		fc_unlock();
 		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	}
-	CUresult state = fc_ctx_state(c, c->gen);
+	*state = fc_ctx_state(c, c->gen);
+	return CUDA_SUCCESS;
+}
+
+/* Frees a device or managed allocation. On a failed context (sticky
+ * error, lost device) the memory is still freed and the error returned. */
+API CUresult cuMemFree_v2(CUdeviceptr p)
+{
+	CUresult state;
+	CUresult r = free_enter(&state);
+	if (r)
+		return r;
 	fc_range rg;
 	fc_lookup((uintptr_t)p, 1, &rg);
 	if (rg.kind == R_DEV && G.dev[rg.dev].dbase + ((fc_block *)rg.obj)->off == p) {
@@ -348,20 +361,10 @@ API CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 
 API CUresult cuMemFreeHost(void *p)
 {
-	CUresult r = fc_enter();
+	CUresult state;
+	CUresult r = free_enter(&state);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c = fc_tls_ctx;
-	if (!c) {
-		fc_unlock();
-		return CUDA_ERROR_INVALID_CONTEXT;
-	}
-	if (c->refcount == 0) {
-		fc_unlock();
-		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-	}
-	CUresult state = fc_ctx_state(c, c->gen);
 	fc_hostalloc *h;
 	for (h = G.hosts; h; h = h->next)
 		if (!h->dying && h->kind == HOST_PINNED && h->base == (uintptr_t)p)
