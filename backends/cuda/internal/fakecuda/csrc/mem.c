@@ -145,6 +145,16 @@ static void punch(fc_device *dv, fc_block *b)
 				(off_t)(hi - lo));
 }
 
+/* Folds the free block next into b, the block before it. */
+static void absorb(fc_block *b, fc_block *next)
+{
+	b->size += next->size;
+	b->next = next->next;
+	if (next->next)
+		next->next->prev = b;
+	free(next);
+}
+
 /* Frees a used block, waiting until no operation executes on it. */
 static void block_free(fc_device *dv, fc_block *b)
 {
@@ -159,20 +169,11 @@ static void block_free(fc_device *dv, fc_block *b)
 	b->req = 0;
 	b->ctx = NULL;
 	fc_block *n = b->next;
-	if (n && !n->used) {
-		b->size += n->size;
-		b->next = n->next;
-		if (n->next)
-			n->next->prev = b;
-		free(n);
-	}
+	if (n && !n->used)
+		absorb(b, n);
 	fc_block *p = b->prev;
 	if (p && !p->used) {
-		p->size += b->size;
-		p->next = b->next;
-		if (b->next)
-			b->next->prev = p;
-		free(b);
+		absorb(p, b);
 		b = p;
 	}
 	punch(dv, b);
@@ -258,6 +259,25 @@ static int take_oom(fc_ctx *c)
 	return 0;
 }
 
+/* What the allocating entry points share after fc_enter_ctx: an invalid
+ * value when bad, else an injected out-of-memory, else n bytes of device
+ * memory (kind 0) or host memory of kind, its address in *a. Called with
+ * G.mu held; releases it. */
+static CUresult alloc_unlock(fc_ctx *c, int bad, size_t n, int kind, uintptr_t *a)
+{
+	CUresult r;
+	if (bad)
+		r = CUDA_ERROR_INVALID_VALUE;
+	else if (take_oom(c))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	else if (kind == 0)
+		r = dev_alloc(c, n, a);
+	else
+		r = host_alloc(c, n, kind, a);
+	fc_unlock();
+	return r;
+}
+
 API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
 	fc_ctx *c;
@@ -265,13 +285,7 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 	if (r)
 		return r;
 	uintptr_t a = 0;
-	if (!p || n == 0)
-		r = CUDA_ERROR_INVALID_VALUE;
-	else if (take_oom(c))
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	else
-		r = dev_alloc(c, n, &a);
-	fc_unlock();
+	r = alloc_unlock(c, !p || n == 0, n, 0, &a);
 	if (r == CUDA_SUCCESS)
 		*p = a;
 	return r;
@@ -347,13 +361,7 @@ API CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 	if (r)
 		return r;
 	uintptr_t a = 0;
-	if (!p || n == 0 || (flags & ~7u))
-		r = CUDA_ERROR_INVALID_VALUE;
-	else if (take_oom(c))
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	else
-		r = host_alloc(c, n, HOST_PINNED, &a);
-	fc_unlock();
+	r = alloc_unlock(c, !p || n == 0 || (flags & ~7u), n, HOST_PINNED, &a);
 	if (r == CUDA_SUCCESS)
 		*p = (void *)a;
 	return r;
@@ -386,13 +394,7 @@ API CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags)
 	if (r)
 		return r;
 	uintptr_t a = 0;
-	if (!p || n == 0 || (flags != 1 && flags != 2))
-		r = CUDA_ERROR_INVALID_VALUE;
-	else if (take_oom(c))
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	else
-		r = host_alloc(c, n, HOST_MANAGED, &a);
-	fc_unlock();
+	r = alloc_unlock(c, !p || n == 0 || (flags != 1 && flags != 2), n, HOST_MANAGED, &a);
 	if (r == CUDA_SUCCESS)
 		*p = a;
 	return r;
