@@ -108,6 +108,20 @@ func ptrOf[T any](x *Executor, b *memspace.Buffer[T], what string) (cu.DevPtr, e
 	return x.devicePointer(b.Block())
 }
 
+// streamPtr is streamOf(op, s) and ptrOf(b) on its executor, b called
+// what in the error of op.
+func streamPtr[T any](op, what string, s executor.Stream, b *memspace.Buffer[T]) (*Stream, cu.DevPtr, error) {
+	st, err := streamOf(op, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	p, err := ptrOf(st.x, b, what)
+	if err != nil {
+		return nil, 0, xerr.Dev(Name, st.x.d.idx, op, err)
+	}
+	return st, p, nil
+}
+
 func sameLen(n int, bs ...int) error {
 	for _, m := range bs {
 		if m != n {
@@ -119,13 +133,9 @@ func sameLen(n int, bs ...int) error {
 
 // Fill sets every element of b to v.
 func Fill[T any](s executor.Stream, b *memspace.Buffer[T], v T) error {
-	st, err := streamOf("fill", s)
+	st, p, err := streamPtr("fill", "fill", s, b)
 	if err != nil {
 		return err
-	}
-	p, err := ptrOf(st.x, b, "fill")
-	if err != nil {
-		return xerr.Dev(Name, st.x.d.idx, "fill", err)
 	}
 	n := b.Len()
 	if n == 0 {
@@ -293,13 +303,9 @@ func ReduceInto[T any](s executor.Stream, op comm.Op, dst, src *memspace.Buffer[
 	if dst.Len() < 1 {
 		return xerr.Op(Name, "reduce", xerr.Detail(xerr.ErrInvalidArgument, "the result buffer is empty"))
 	}
-	st, err := streamOf("reduce", s)
+	st, pd, err := streamPtr("reduce", "result", s, dst)
 	if err != nil {
 		return err
-	}
-	pd, err := ptrOf(st.x, dst, "result")
-	if err != nil {
-		return xerr.Dev(Name, st.x.d.idx, "reduce", err)
 	}
 	return reduce(st, kop, pd, src)
 }

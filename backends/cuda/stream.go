@@ -101,6 +101,11 @@ func (s *Stream) closedErr(op string) error {
 	return xerr.Dev(Name, s.x.d.idx, "stream "+op, executor.ErrClosed)
 }
 
+// nilArgErr is the error of the stream operation op given a nil what.
+func (s *Stream) nilArgErr(op, what string) error {
+	return xerr.Dev(Name, s.x.d.idx, "stream "+op, xerr.Detail(executor.ErrInvalidArgument, "nil %s", what))
+}
+
 // submit runs f, which submits device work to s.h, in stream order: now,
 // or queued behind pending host work. A failure to submit now is the
 // caller's error; a failure once queued makes the stream sticky.
@@ -135,7 +140,7 @@ func (s *Stream) queue(o sop) {
 // later work waits for fn.
 func (s *Stream) Enqueue(fn func(ctx context.Context) error) error {
 	if fn == nil {
-		return xerr.Dev(Name, s.x.d.idx, "stream enqueue", xerr.Detail(executor.ErrInvalidArgument, "nil function"))
+		return s.nilArgErr("enqueue", "function")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -186,7 +191,7 @@ func (s *Stream) record() (*Event, error) {
 // (of any device), on the host (in stream order) for another backend's.
 func (s *Stream) WaitEvent(ev executor.Event) error {
 	if ev == nil {
-		return xerr.Dev(Name, s.x.d.idx, "stream wait-event", xerr.Detail(executor.ErrInvalidArgument, "nil event"))
+		return s.nilArgErr("wait-event", "event")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -175,48 +175,50 @@ func (st *stager) close() {
 // piece is copied into the staging buffer when the stream reaches it, then
 // sent by the driver.
 func (s *Stream) stagedIn(dst cu.DevPtr, src unsafe.Pointer, n int) error {
+	l, cx := s.x.d.lib, s.x.d.ctx
+	return s.staged(n, func(buf unsafe.Pointer, off, k int) error {
+		from, to := unsafe.Add(src, off), dst+cu.DevPtr(off)
+		if err := s.Enqueue(hostCopy(buf, from, k)); err != nil {
+			return err
+		}
+		return s.submit("copy", func() error { return l.MemcpyHtoDAsync(cx, to, buf, k, s.h) })
+	})
+}
+
+// stagedOut copies device memory to pageable host memory in stream order.
+func (s *Stream) stagedOut(dst unsafe.Pointer, src cu.DevPtr, n int) error {
+	l, cx := s.x.d.lib, s.x.d.ctx
+	return s.staged(n, func(buf unsafe.Pointer, off, k int) error {
+		from, to := src+cu.DevPtr(off), unsafe.Add(dst, off)
+		if err := s.submit("copy", func() error { return l.MemcpyDtoHAsync(cx, buf, from, k, s.h) }); err != nil {
+			return err
+		}
+		return s.Enqueue(hostCopy(to, buf, k))
+	})
+}
+
+// staged calls piece for each stageSize piece of n bytes in turn, from
+// offset off with k bytes, with the stream's staging buffer buf, and stops
+// at the first error.
+func (s *Stream) staged(n int, piece func(buf unsafe.Pointer, off, k int) error) error {
 	buf, err := s.stageBuffer()
 	if err != nil {
 		return err
 	}
-	l, cx := s.x.d.lib, s.x.d.ctx
 	for off := 0; off < n; off += stageSize {
-		k := min(stageSize, n-off)
-		from, to := unsafe.Add(src, off), dst+cu.DevPtr(off)
-		if err := s.Enqueue(func(context.Context) error {
-			copy(unsafe.Slice((*byte)(buf), k), unsafe.Slice((*byte)(from), k))
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := s.submit("copy", func() error { return l.MemcpyHtoDAsync(cx, to, buf, k, s.h) }); err != nil {
+		if err := piece(buf, off, min(stageSize, n-off)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// stagedOut copies device memory to pageable host memory in stream order.
-func (s *Stream) stagedOut(dst unsafe.Pointer, src cu.DevPtr, n int) error {
-	buf, err := s.stageBuffer()
-	if err != nil {
-		return err
+// hostCopy returns host work that copies k bytes from src to dst.
+func hostCopy(dst, src unsafe.Pointer, k int) func(context.Context) error {
+	return func(context.Context) error {
+		copy(unsafe.Slice((*byte)(dst), k), unsafe.Slice((*byte)(src), k))
+		return nil
 	}
-	l, cx := s.x.d.lib, s.x.d.ctx
-	for off := 0; off < n; off += stageSize {
-		k := min(stageSize, n-off)
-		from, to := src+cu.DevPtr(off), unsafe.Add(dst, off)
-		if err := s.submit("copy", func() error { return l.MemcpyDtoHAsync(cx, buf, from, k, s.h) }); err != nil {
-			return err
-		}
-		if err := s.Enqueue(func(context.Context) error {
-			copy(unsafe.Slice((*byte)(to), k), unsafe.Slice((*byte)(buf), k))
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // registerPaths registers Path for every pair of kinds with a CUDA kind

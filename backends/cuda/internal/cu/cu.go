@@ -244,8 +244,14 @@ func (l *Lib) Device(i int) (int, error) {
 
 // DeviceName is the device's name.
 func (l *Lib) DeviceName(d int) (string, error) {
-	var buf [256]C.char
-	if err := check(int(C.x_deviceName(l.fns, &buf[0], C.int(len(buf)), C.CUdevice(d)))); err != nil {
+	return cString(256, func(s *C.char, n C.int) C.int { return C.x_deviceName(l.fns, s, n, C.CUdevice(d)) })
+}
+
+// cString returns the string that get, a driver call, writes into a
+// buffer of size bytes.
+func cString(size int, get func(s *C.char, n C.int) C.int) (string, error) {
+	buf := make([]C.char, size)
+	if err := check(int(get(&buf[0], C.int(size)))); err != nil {
 		return "", err
 	}
 	return C.GoString(&buf[0]), nil
@@ -281,11 +287,7 @@ func (l *Lib) DeviceAttribute(d, attr int) (int, error) {
 
 // DevicePCIBusID is the device's PCI address ("0000:18:00.0").
 func (l *Lib) DevicePCIBusID(d int) (string, error) {
-	var buf [64]C.char
-	if err := check(int(C.x_devicePCI(l.fns, &buf[0], C.int(len(buf)), C.CUdevice(d)))); err != nil {
-		return "", err
-	}
-	return C.GoString(&buf[0]), nil
+	return cString(64, func(s *C.char, n C.int) C.int { return C.x_devicePCI(l.fns, s, n, C.CUdevice(d)) })
 }
 
 // CanAccessPeer reports whether device d can address peer's memory.

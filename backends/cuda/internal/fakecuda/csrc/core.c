@@ -75,6 +75,21 @@ CUresult fc_cur_ctx(fc_ctx **out)
 	return CUDA_SUCCESS;
 }
 
+/* The start of most entry points: fc_enter, then G.mu and the current
+ * context (fc_cur_ctx) in *c. On success G.mu is held; on failure it is
+ * not. */
+CUresult fc_enter_ctx(fc_ctx **c)
+{
+	CUresult r = fc_enter();
+	if (r)
+		return r;
+	fc_lock();
+	r = fc_cur_ctx(c);
+	if (r)
+		fc_unlock();
+	return r;
+}
+
 void fc_set_sticky(fc_ctx *c, unsigned gen, CUresult code)
 {
 	if (c->gen == gen && c->refcount > 0 && !c->sticky) {
@@ -475,16 +490,10 @@ API CUresult cuCtxGetCurrent(CUcontext *ctx)
 
 API CUresult cuCtxSynchronize(void)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
-	if (r) {
-		fc_unlock();
-		return r;
-	}
 	unsigned gen = c->gen;
 	for (;;) {
 		r = fc_ctx_state(c, gen);
@@ -504,14 +513,10 @@ API CUresult cuCtxSynchronize(void)
 
 API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
-	if (r)
-		goto out;
 	if (flags != 0) {
 		r = CUDA_ERROR_INVALID_VALUE;
 		goto out;
@@ -576,31 +581,25 @@ static const struct {
 	{999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-API CUresult cuGetErrorName(CUresult r, const char **s)
+/* Looks r up in errtab for cuGetErrorName (text 0) and cuGetErrorString
+ * (text 1): its name or its description in *s, or NULL and an invalid
+ * value for a code the table lacks. */
+static CUresult err_lookup(CUresult r, const char **s, int text)
 {
 	if (!s)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < sizeof errtab / sizeof errtab[0]; i++)
 		if (errtab[i].code == r) {
-			*s = errtab[i].name;
+			*s = text ? errtab[i].text : errtab[i].name;
 			return CUDA_SUCCESS;
 		}
 	*s = NULL;
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-API CUresult cuGetErrorString(CUresult r, const char **s)
-{
-	if (!s)
-		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < sizeof errtab / sizeof errtab[0]; i++)
-		if (errtab[i].code == r) {
-			*s = errtab[i].text;
-			return CUDA_SUCCESS;
-		}
-	*s = NULL;
-	return CUDA_ERROR_INVALID_VALUE;
-}
+API CUresult cuGetErrorName(CUresult r, const char **s) { return err_lookup(r, s, 0); }
+
+API CUresult cuGetErrorString(CUresult r, const char **s) { return err_lookup(r, s, 1); }
 
 /* ---- test controls ---- */
 

@@ -273,6 +273,7 @@ void fc_wake_all(void);
 void fc_wait(void);
 CUresult fc_enter(void);
 CUresult fc_cur_ctx(fc_ctx **out);
+CUresult fc_enter_ctx(fc_ctx **c);
 CUresult fc_ctx_state(fc_ctx *c, unsigned gen);
 void fc_set_sticky(fc_ctx *c, unsigned gen, CUresult code);
 void fc_now(struct timespec *ts);

@@ -145,6 +145,16 @@ static void punch(fc_device *dv, fc_block *b)
 				(off_t)(hi - lo));
 }
 
+/* Folds the free block next into b, the block before it. */
+static void absorb(fc_block *b, fc_block *next)
+{
+	b->size += next->size;
+	b->next = next->next;
+	if (next->next)
+		next->next->prev = b;
+	free(next);
+}
+
 /* Frees a used block, waiting until no operation executes on it. */
 static void block_free(fc_device *dv, fc_block *b)
 {
@@ -159,20 +169,11 @@ static void block_free(fc_device *dv, fc_block *b)
 	b->req = 0;
 	b->ctx = NULL;
 	fc_block *n = b->next;
-	if (n && !n->used) {
-		b->size += n->size;
-		b->next = n->next;
-		if (n->next)
-			n->next->prev = b;
-		free(n);
-	}
+	if (n && !n->used)
+		absorb(b, n);
 	fc_block *p = b->prev;
 	if (p && !p->used) {
-		p->size += b->size;
-		p->next = b->next;
-		if (b->next)
-			b->next->prev = p;
-		free(b);
+		absorb(p, b);
 		b = p;
 	}
 	punch(dv, b);
@@ -248,19 +249,6 @@ again:
 
 /* ---- allocation entry points ---- */
 
-/* Enter, lock and get the current context; on failure unlock and return. */
-#define CTX_ENTER(c)                       \
-	CUresult r_ = fc_enter();          \
-	if (r_)                            \
-		return r_;                 \
-	fc_lock();                         \
-	fc_ctx *c;                         \
-	r_ = fc_cur_ctx(&c);               \
-	if (r_) {                          \
-		fc_unlock();               \
-		return r_;                 \
-	}
-
 static int take_oom(fc_ctx *c)
 {
 	fc_device *dv = &G.dev[c->dev];
@@ -271,25 +259,43 @@ static int take_oom(fc_ctx *c)
 	return 0;
 }
 
-API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+/* What the allocating entry points share after fc_enter_ctx: an invalid
+ * value when bad, else an injected out-of-memory, else n bytes of device
+ * memory (kind 0) or host memory of kind, its address in *a. Called with
+ * G.mu held; releases it. */
+static CUresult alloc_unlock(fc_ctx *c, int bad, size_t n, int kind, uintptr_t *a)
 {
-	CTX_ENTER(c);
-	uintptr_t a = 0;
-	if (!p || n == 0)
-		r_ = CUDA_ERROR_INVALID_VALUE;
+	CUresult r;
+	if (bad)
+		r = CUDA_ERROR_INVALID_VALUE;
 	else if (take_oom(c))
-		r_ = CUDA_ERROR_OUT_OF_MEMORY;
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	else if (kind == 0)
+		r = dev_alloc(c, n, a);
 	else
-		r_ = dev_alloc(c, n, &a);
+		r = host_alloc(c, n, kind, a);
 	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
-		*p = a;
-	return r_;
+	return r;
 }
 
-/* Frees a device or managed allocation. On a failed context (sticky
- * error, lost device) the memory is still freed and the error returned. */
-API CUresult cuMemFree_v2(CUdeviceptr p)
+API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
+	uintptr_t a = 0;
+	r = alloc_unlock(c, !p || n == 0, n, 0, &a);
+	if (r == CUDA_SUCCESS)
+		*p = a;
+	return r;
+}
+
+/* The start of cuMemFree_v2 and cuMemFreeHost: fc_enter, G.mu, and the
+ * current context, which must be there and not destroyed but may have
+ * failed: its state goes in *state, for the free goes on and then
+ * reports it. On success G.mu is held; on failure it is not. */
+static CUresult free_enter(CUresult *state)
 {
 	CUresult r = fc_enter();
 	if (r)
@@ -304,7 +310,18 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 		fc_unlock();
 		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	}
-	CUresult state = fc_ctx_state(c, c->gen);
+	*state = fc_ctx_state(c, c->gen);
+	return CUDA_SUCCESS;
+}
+
+/* Frees a device or managed allocation. On a failed context (sticky
+ * error, lost device) the memory is still freed and the error returned. */
+API CUresult cuMemFree_v2(CUdeviceptr p)
+{
+	CUresult state;
+	CUresult r = free_enter(&state);
+	if (r)
+		return r;
 	fc_range rg;
 	fc_lookup((uintptr_t)p, 1, &rg);
 	if (rg.kind == R_DEV && G.dev[rg.dev].dbase + ((fc_block *)rg.obj)->off == p) {
@@ -323,7 +340,10 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 
 API CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_device *dv = &G.dev[c->dev];
 	size_t f = dv->size - dv->reserved, t = dv->size;
 	fc_unlock();
@@ -336,36 +356,23 @@ API CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total)
 
 API CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	uintptr_t a = 0;
-	if (!p || n == 0 || (flags & ~7u))
-		r_ = CUDA_ERROR_INVALID_VALUE;
-	else if (take_oom(c))
-		r_ = CUDA_ERROR_OUT_OF_MEMORY;
-	else
-		r_ = host_alloc(c, n, HOST_PINNED, &a);
-	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
+	r = alloc_unlock(c, !p || n == 0 || (flags & ~7u), n, HOST_PINNED, &a);
+	if (r == CUDA_SUCCESS)
 		*p = (void *)a;
-	return r_;
+	return r;
 }
 
 API CUresult cuMemFreeHost(void *p)
 {
-	CUresult r = fc_enter();
+	CUresult state;
+	CUresult r = free_enter(&state);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c = fc_tls_ctx;
-	if (!c) {
-		fc_unlock();
-		return CUDA_ERROR_INVALID_CONTEXT;
-	}
-	if (c->refcount == 0) {
-		fc_unlock();
-		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-	}
-	CUresult state = fc_ctx_state(c, c->gen);
 	fc_hostalloc *h;
 	for (h = G.hosts; h; h = h->next)
 		if (!h->dying && h->kind == HOST_PINNED && h->base == (uintptr_t)p)
@@ -382,32 +389,32 @@ API CUresult cuMemFreeHost(void *p)
 
 API CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	uintptr_t a = 0;
-	if (!p || n == 0 || (flags != 1 && flags != 2))
-		r_ = CUDA_ERROR_INVALID_VALUE;
-	else if (take_oom(c))
-		r_ = CUDA_ERROR_OUT_OF_MEMORY;
-	else
-		r_ = host_alloc(c, n, HOST_MANAGED, &a);
-	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
+	r = alloc_unlock(c, !p || n == 0 || (flags != 1 && flags != 2), n, HOST_MANAGED, &a);
+	if (r == CUDA_SUCCESS)
 		*p = a;
-	return r_;
+	return r;
 }
 
 API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	(void)c;
 	fc_range rg;
 	fc_lookup((uintptr_t)p, 1, &rg);
 	if (!d || flags != 0 || rg.kind != R_HOST || ((fc_hostalloc *)rg.obj)->kind != HOST_PINNED)
-		r_ = CUDA_ERROR_INVALID_VALUE;
+		r = CUDA_ERROR_INVALID_VALUE;
 	fc_unlock();
-	if (r_ == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS)
 		*d = (CUdeviceptr)(uintptr_t)p;
-	return r_;
+	return r;
 }
 
 /* ---- executing copies and memsets ---- */
@@ -535,19 +542,22 @@ static CUresult classify(uintptr_t addr, size_t n, int mode, int dev, fc_ep *ep)
 static CUresult sync_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, int smode, int sdev,
 			  size_t n)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_op op;
 	memset(&op, 0, sizeof op);
 	if (n == 0) {
 		fc_unlock();
 		return CUDA_SUCCESS;
 	}
-	r_ = classify(dst, n, dmode, ddev, &op.dst);
-	if (!r_)
-		r_ = classify(src, n, smode, sdev, &op.src);
+	r = classify(dst, n, dmode, ddev, &op.dst);
+	if (!r)
+		r = classify(src, n, smode, sdev, &op.src);
 	fc_unlock();
-	if (r_)
-		return r_;
+	if (r)
+		return r;
 	op.kind = OP_COPY;
 	op.n = n;
 	/* raced with a free after validation: an invalid argument */
@@ -606,7 +616,10 @@ API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUco
 static CUresult async_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, int smode, int sdev,
 			   size_t n, CUstream hs, fc_ctx *dctx, fc_ctx *sctx)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_stream *s = NULL;
 	fc_op *op = calloc(1, sizeof *op);
 	if (!op) {
@@ -616,31 +629,31 @@ static CUresult async_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, in
 	op->kind = OP_COPY;
 	op->n = n;
 	if (dctx || sctx) {
-		r_ = peer_ctxs(dctx, sctx);
-		if (!r_) {
+		r = peer_ctxs(dctx, sctx);
+		if (!r) {
 			ddev = dctx->dev;
 			sdev = sctx->dev;
 		}
 	}
-	if (!r_)
-		r_ = fc_stream_get(hs, c, &s);
-	if (!r_ && n != 0) {
-		r_ = classify(dst, n, dmode, ddev, &op->dst);
-		if (!r_)
-			r_ = classify(src, n, smode, sdev, &op->src);
+	if (!r)
+		r = fc_stream_get(hs, c, &s);
+	if (!r && n != 0) {
+		r = classify(dst, n, dmode, ddev, &op->dst);
+		if (!r)
+			r = classify(src, n, smode, sdev, &op->src);
 	}
-	if (r_ || n == 0) {
+	if (r || n == 0) {
 		fc_stream_unref(s);
 		fc_unlock();
 		free(op);
-		return r_;
+		return r;
 	}
 	fc_unlock();
 	if (!s) {
 		/* the legacy default stream: synchronous, in the caller */
-		r_ = fc_exec_copy(op, c, c->gen);
+		r = fc_exec_copy(op, c, c->gen);
 		free(op);
-		if (r_)
+		if (r)
 			return CUDA_ERROR_INVALID_VALUE;
 		fc_lock();
 		G.n_async_copies++;
@@ -665,15 +678,15 @@ static CUresult async_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, in
 	if (wait)
 		op->w = &w; /* pageable destination: return when written */
 	fc_lock();
-	r_ = fc_submit(s, c, op); /* frees op on failure */
-	if (r_ == CUDA_SUCCESS && wait) {
+	r = fc_submit(s, c, op); /* frees op on failure */
+	if (r == CUDA_SUCCESS && wait) {
 		while (!w.done)
 			fc_wait();
-		r_ = w.res;
+		r = w.res;
 	}
 	fc_stream_unref(s);
 	fc_unlock();
-	return r_;
+	return r;
 }
 
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
@@ -710,13 +723,16 @@ API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
 
 static CUresult memset_common(uintptr_t p, uint32_t v, int esz, size_t count, int async, CUstream hs)
 {
-	CTX_ENTER(c);
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
+	if (r)
+		return r;
 	fc_stream *s = NULL;
 	if (async) {
-		r_ = fc_stream_get(hs, c, &s);
-		if (r_) {
+		r = fc_stream_get(hs, c, &s);
+		if (r) {
 			fc_unlock();
-			return r_;
+			return r;
 		}
 	}
 	fc_op op;
@@ -730,13 +746,13 @@ static CUresult memset_common(uintptr_t p, uint32_t v, int esz, size_t count, in
 		fc_range rg;
 		if (p % (uintptr_t)esz != 0 || count > SIZE_MAX / (size_t)esz ||
 		    !fc_lookup(p, count * (size_t)esz, &rg))
-			r_ = CUDA_ERROR_INVALID_VALUE;
+			r = CUDA_ERROR_INVALID_VALUE;
 	}
-	if (r_ || count == 0) {
+	if (r || count == 0) {
 		if (s)
 			fc_stream_unref(s);
 		fc_unlock();
-		return r_;
+		return r;
 	}
 	if (!s) {
 		fc_unlock();
@@ -749,10 +765,10 @@ static CUresult memset_common(uintptr_t p, uint32_t v, int esz, size_t count, in
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*q = op;
-	r_ = fc_submit(s, c, q);
+	r = fc_submit(s, c, q);
 	fc_stream_unref(s);
 	fc_unlock();
-	return r_;
+	return r;
 }
 
 API CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)

@@ -427,16 +427,12 @@ out:
 API CUresult cuLaunchKernel(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 			    unsigned bz, unsigned shmem, CUstream hs, void **params, void **extra)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
 	fc_stream *s = NULL;
 	fc_op *op = NULL;
-	r = fc_cur_ctx(&c);
-	if (r)
-		goto out;
 	fc_func *f = func_find(hf);
 	if (!f || f->m->ctx != c || f->m->ctxgen != c->gen) {
 		r = CUDA_ERROR_INVALID_HANDLE;

@@ -50,6 +50,35 @@ static fc_event *event_find(CUevent he)
 	return NULL;
 }
 
+/* The start of the entry points on one event: fc_enter, G.mu, and the
+ * live event he in *out. On success G.mu is held; on failure it is not. */
+static CUresult event_enter(CUevent he, fc_event **out)
+{
+	CUresult r = fc_enter();
+	if (r)
+		return r;
+	fc_lock();
+	*out = event_find(he);
+	if (!*out) {
+		fc_unlock();
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* A new record or wait (kind) on e, holding a reference to e, for the
+ * caller to give a generation and submit; NULL when out of memory. */
+static fc_op *event_op(int kind, fc_event *e)
+{
+	fc_op *op = calloc(1, sizeof *op);
+	if (op) {
+		op->kind = kind;
+		op->ev = e;
+		e->refs++;
+	}
+	return op;
+}
+
 /* The stream an enqueueing call names, which must belong to the current
  * context c. NULL stands for the legacy default stream (*out = NULL).
  * The caller owns a reference to *out (fc_stream_unref). */
@@ -184,25 +213,28 @@ static void *worker(void *arg)
 
 /* ---- streams ---- */
 
+/* What cuStreamCreate and cuEventCreate check and allocate after
+ * fc_enter_ctx: a result pointer out, no flags outside mask, and a zeroed
+ * object of size bytes in *obj. G.mu held. */
+static CUresult new_handle(const void *out, unsigned flags, unsigned mask, size_t size, void **obj)
+{
+	if (!out || (flags & ~mask))
+		return CUDA_ERROR_INVALID_VALUE;
+	*obj = calloc(1, size);
+	return *obj ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 API CUresult cuStreamCreate(CUstream *ph, unsigned flags)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
+	void *obj;
+	r = new_handle(ph, flags, 1u, sizeof(fc_stream), &obj);
 	if (r)
 		goto out;
-	if (!ph || (flags & ~1u)) {
-		r = CUDA_ERROR_INVALID_VALUE;
-		goto out;
-	}
-	fc_stream *s = calloc(1, sizeof *s);
-	if (!s) {
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-		goto out;
-	}
+	fc_stream *s = obj;
 	s->ctx = c;
 	s->ctxgen = c->gen;
 	s->flags = flags;
@@ -343,23 +375,15 @@ API CUresult cuStreamQuery(CUstream hs)
 
 API CUresult cuEventCreate(CUevent *pe, unsigned flags)
 {
-	CUresult r = fc_enter();
+	fc_ctx *c;
+	CUresult r = fc_enter_ctx(&c);
 	if (r)
 		return r;
-	fc_lock();
-	fc_ctx *c;
-	r = fc_cur_ctx(&c);
+	void *obj;
+	r = new_handle(pe, flags, 3u, sizeof(fc_event), &obj);
 	if (r)
 		goto out;
-	if (!pe || (flags & ~3u)) {
-		r = CUDA_ERROR_INVALID_VALUE;
-		goto out;
-	}
-	fc_event *e = calloc(1, sizeof *e);
-	if (!e) {
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-		goto out;
-	}
+	fc_event *e = obj;
 	e->flags = flags;
 	e->ctx = c;
 	e->ctxgen = c->gen;
@@ -377,15 +401,10 @@ out:
  * the failure); records still queued keep it alive until they ran. */
 API CUresult cuEventDestroy_v2(CUevent he)
 {
-	CUresult r = fc_enter();
+	fc_event *e;
+	CUresult r = event_enter(he, &e);
 	if (r)
 		return r;
-	fc_lock();
-	fc_event *e = event_find(he);
-	if (!e) {
-		fc_unlock();
-		return CUDA_ERROR_INVALID_HANDLE;
-	}
 	for (fc_event **pp = &G.events; *pp; pp = &(*pp)->next)
 		if (*pp == e) {
 			*pp = e->next;
@@ -401,15 +420,10 @@ API CUresult cuEventDestroy_v2(CUevent he)
 
 API CUresult cuEventRecord(CUevent he, CUstream hs)
 {
-	CUresult r = fc_enter();
+	fc_event *e;
+	CUresult r = event_enter(he, &e);
 	if (r)
 		return r;
-	fc_lock();
-	fc_event *e = event_find(he);
-	if (!e) {
-		r = CUDA_ERROR_INVALID_HANDLE;
-		goto out;
-	}
 	if (!hs) {
 		/* legacy stream: everything before is done; complete now */
 		fc_ctx *c;
@@ -434,14 +448,11 @@ API CUresult cuEventRecord(CUevent he, CUstream hs)
 	r = fc_ctx_state(s->ctx, s->ctxgen);
 	if (r)
 		goto out;
-	fc_op *op = calloc(1, sizeof *op);
+	fc_op *op = event_op(OP_RECORD, e);
 	if (!op) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	op->kind = OP_RECORD;
-	op->ev = e;
-	e->refs++;
 	op->gen = ++e->recorded;
 	e->ever_recorded = 1;
 	r = fc_submit(s, NULL, op);
@@ -452,15 +463,11 @@ out:
 
 API CUresult cuEventQuery(CUevent he)
 {
-	CUresult r = fc_enter();
+	fc_event *e;
+	CUresult r = event_enter(he, &e);
 	if (r)
 		return r;
-	fc_lock();
-	fc_event *e = event_find(he);
-	if (!e)
-		r = CUDA_ERROR_INVALID_HANDLE;
-	else
-		r = fc_ctx_state(e->ctx, e->ctxgen);
+	r = fc_ctx_state(e->ctx, e->ctxgen);
 	if (!r && e->completed < e->recorded)
 		r = CUDA_ERROR_NOT_READY;
 	fc_unlock();
@@ -486,12 +493,11 @@ static CUresult event_wait(fc_event *e)
 
 API CUresult cuEventSynchronize(CUevent he)
 {
-	CUresult r = fc_enter();
+	fc_event *e;
+	CUresult r = event_enter(he, &e);
 	if (r)
 		return r;
-	fc_lock();
-	fc_event *e = event_find(he);
-	r = e ? event_wait(e) : CUDA_ERROR_INVALID_HANDLE;
+	r = event_wait(e);
 	fc_unlock();
 	return r;
 }
@@ -533,15 +539,10 @@ out:
 
 API CUresult cuStreamWaitEvent(CUstream hs, CUevent he, unsigned flags)
 {
-	CUresult r = fc_enter();
+	fc_event *e;
+	CUresult r = event_enter(he, &e);
 	if (r)
 		return r;
-	fc_lock();
-	fc_event *e = event_find(he);
-	if (!e) {
-		r = CUDA_ERROR_INVALID_HANDLE;
-		goto out;
-	}
 	if (flags != 0) {
 		r = CUDA_ERROR_INVALID_VALUE;
 		goto out;
@@ -562,14 +563,11 @@ API CUresult cuStreamWaitEvent(CUstream hs, CUevent he, unsigned flags)
 	r = fc_ctx_state(s->ctx, s->ctxgen);
 	if (r || e->completed >= e->recorded)
 		goto out; /* nothing pending to wait for */
-	fc_op *op = calloc(1, sizeof *op);
+	fc_op *op = event_op(OP_WAIT, e);
 	if (!op) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	op->kind = OP_WAIT;
-	op->ev = e;
-	e->refs++;
 	op->gen = e->recorded;
 	r = fc_submit(s, NULL, op);
 out:
