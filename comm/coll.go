@@ -182,15 +182,7 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 	if send.Len() == 0 {
 		return nil
 	}
-	if nc, ok := native(c); ok {
-		if err := nc.Gather(ctx, send, recv, root); !isFallback(err) {
-			return err
-		}
-	}
-	if needsStage(send) || needsStage(recv) {
-		return gatherStaged(ctx, c, send, recv, root)
-	}
-	return gatherShared(ctx, c, send, recv, root)
+	return rootedRun(ctx, c, send, recv, root, Collectives.Gather, gatherStaged, gatherShared)
 }
 
 // ScatterBlock splits send on rank root into Size() equal parts and hands
@@ -213,15 +205,25 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 	if recv.Len() == 0 {
 		return nil
 	}
+	return rootedRun(ctx, c, send, recv, root, Collectives.Scatter, scatterStaged, scatterShared)
+}
+
+// rootedRun runs a gather or scatter whose arguments have been checked:
+// c's native collective (call) unless it declines with ErrFallback, else
+// staged through host memory when a block needs it, else shared.
+func rootedRun(ctx context.Context, c Comm, send, recv memspace.Block, root int,
+	call func(Collectives, context.Context, memspace.Block, memspace.Block, int) error,
+	staged, shared func(context.Context, Comm, memspace.Block, memspace.Block, int) error,
+) error {
 	if nc, ok := native(c); ok {
-		if err := nc.Scatter(ctx, send, recv, root); !isFallback(err) {
+		if err := call(nc, ctx, send, recv, root); !isFallback(err) {
 			return err
 		}
 	}
 	if needsStage(send) || needsStage(recv) {
-		return scatterStaged(ctx, c, send, recv, root)
+		return staged(ctx, c, send, recv, root)
 	}
-	return scatterShared(ctx, c, send, recv, root)
+	return shared(ctx, c, send, recv, root)
 }
 
 // rootedArgs checks the buffers of a rooted gather or scatter on this

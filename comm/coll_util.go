@@ -79,17 +79,17 @@ func (f *flight) track(r Request) {
 
 // send starts sending b to dest.
 func (f *flight) send(b memspace.Block, dest, tag int) (Request, error) {
-	r, err := f.c.Isend(b, dest, tag)
-	if err != nil {
-		return nil, err
-	}
-	f.track(r)
-	return r, nil
+	return f.started(f.c.Isend(b, dest, tag))
 }
 
 // recv starts receiving into b from source.
 func (f *flight) recv(b memspace.Block, source, tag int) (Request, error) {
-	r, err := f.c.Irecv(b, source, tag)
+	return f.started(f.c.Irecv(b, source, tag))
+}
+
+// started tracks r, a request just started, and returns it; it returns
+// err, and no request, when the start failed.
+func (f *flight) started(r Request, err error) (Request, error) {
 	if err != nil {
 		return nil, err
 	}

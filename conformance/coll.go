@@ -396,6 +396,26 @@ func forTypes(ctx context.Context, me, n int, cm comm.Comm, fs ...reduction) err
 	return nil
 }
 
+// perOpCount makes the reduction that calls check, with one generator of
+// T, for each of ops (every op T supports when none) and each of counts,
+// and returns its first error.
+func perOpCount[T comm.Number](counts []int, ops []comm.Op, check func(ctx context.Context, me, n int, cm comm.Comm, g *gen[T], op comm.Op, count int) error) reduction {
+	if len(ops) == 0 {
+		ops = opsFor[T]()
+	}
+	return func(ctx context.Context, me, n int, cm comm.Comm) error {
+		g := newGen[T]()
+		for _, op := range ops {
+			for _, count := range counts {
+				if err := check(ctx, me, n, cm, g, op, count); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
 func collAllreduce(ctx context.Context, me, n int, cm comm.Comm) error {
 	counts := []int{1, 7, max(n-1, 1), 1001}
 	return forTypes(ctx, me, n, cm,
@@ -406,38 +426,27 @@ func collAllreduce(ctx context.Context, me, n int, cm comm.Comm) error {
 
 // allreduceT checks Allreduce of T with ops (every op T supports when none).
 func allreduceT[T comm.Number](counts []int, ops ...comm.Op) reduction {
-	if len(ops) == 0 {
-		ops = opsFor[T]()
-	}
-	return func(ctx context.Context, me, n int, cm comm.Comm) error {
-		g := newGen[T]()
-		for _, op := range ops {
-			for _, count := range counts {
-				what := fmt.Sprintf("Allreduce[%s] %v of %d", typeName[T](), op, count)
-				send := g.vals(me, count)
-				recv := g.vals(me+50, count)
-				if err := comm.Allreduce(ctx, cm, view(send), view(recv), op); err != nil {
-					return fmt.Errorf("%s: %w", what, err)
-				}
-				want := g.reference(op, n, 0, count)
-				if err := firstDiff(what, want, recv); err != nil {
-					return err
-				}
-				if err := firstDiff(what+": the send buffer", g.vals(me, count), send); err != nil {
-					return err
-				}
-				inplace := g.vals(me, count)
-				b := view(inplace)
-				if err := comm.Allreduce(ctx, cm, b, b, op); err != nil {
-					return fmt.Errorf("%s in place: %w", what, err)
-				}
-				if err := firstDiff(what+" in place", want, inplace); err != nil {
-					return err
-				}
-			}
+	return perOpCount(counts, ops, func(ctx context.Context, me, n int, cm comm.Comm, g *gen[T], op comm.Op, count int) error {
+		what := fmt.Sprintf("Allreduce[%s] %v of %d", typeName[T](), op, count)
+		send := g.vals(me, count)
+		recv := g.vals(me+50, count)
+		if err := comm.Allreduce(ctx, cm, view(send), view(recv), op); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		return nil
-	}
+		want := g.reference(op, n, 0, count)
+		if err := firstDiff(what, want, recv); err != nil {
+			return err
+		}
+		if err := firstDiff(what+": the send buffer", g.vals(me, count), send); err != nil {
+			return err
+		}
+		inplace := g.vals(me, count)
+		b := view(inplace)
+		if err := comm.Allreduce(ctx, cm, b, b, op); err != nil {
+			return fmt.Errorf("%s in place: %w", what, err)
+		}
+		return firstDiff(what+" in place", want, inplace)
+	})
 }
 
 func collReduce(ctx context.Context, me, n int, cm comm.Comm) error {
@@ -450,53 +459,45 @@ func collReduce(ctx context.Context, me, n int, cm comm.Comm) error {
 
 // reduceT checks Reduce of T with ops (every op T supports when none).
 func reduceT[T comm.Number](counts []int, ops ...comm.Op) reduction {
-	if len(ops) == 0 {
-		ops = opsFor[T]()
-	}
-	return func(ctx context.Context, me, n int, cm comm.Comm) error {
-		g := newGen[T]()
-		for _, op := range ops {
-			for _, count := range counts {
-				for _, root := range roots(n) {
-					what := fmt.Sprintf("Reduce[%s] %v of %d to %d", typeName[T](), op, count, root)
-					want := g.reference(op, n, 0, count)
-					send := g.vals(me, count)
-					var recv []T
-					if me == root {
-						recv = g.vals(me+50, count)
-					}
-					if err := comm.Reduce(ctx, cm, view(send), view(recv), op, root); err != nil {
-						return fmt.Errorf("%s: %w", what, err)
-					}
-					if err := firstDiff(what+": the send buffer", g.vals(me, count), send); err != nil {
-						return err
-					}
-					if me == root {
-						if err := firstDiff(what, want, recv); err != nil {
-							return err
-						}
-					}
-					// In place at the root.
-					inplace := g.vals(me, count)
-					b := view(inplace)
-					rb := b
-					if me != root {
-						rb = nil
-					}
-					if err := comm.Reduce(ctx, cm, b, rb, op, root); err != nil {
-						return fmt.Errorf("%s in place: %w", what, err)
-					}
-					if me != root {
-						want = g.vals(me, count)
-					}
-					if err := firstDiff(what+" in place", want, inplace); err != nil {
-						return err
-					}
+	return perOpCount(counts, ops, func(ctx context.Context, me, n int, cm comm.Comm, g *gen[T], op comm.Op, count int) error {
+		for _, root := range roots(n) {
+			what := fmt.Sprintf("Reduce[%s] %v of %d to %d", typeName[T](), op, count, root)
+			want := g.reference(op, n, 0, count)
+			send := g.vals(me, count)
+			var recv []T
+			if me == root {
+				recv = g.vals(me+50, count)
+			}
+			if err := comm.Reduce(ctx, cm, view(send), view(recv), op, root); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			if err := firstDiff(what+": the send buffer", g.vals(me, count), send); err != nil {
+				return err
+			}
+			if me == root {
+				if err := firstDiff(what, want, recv); err != nil {
+					return err
 				}
+			}
+			// In place at the root.
+			inplace := g.vals(me, count)
+			b := view(inplace)
+			rb := b
+			if me != root {
+				rb = nil
+			}
+			if err := comm.Reduce(ctx, cm, b, rb, op, root); err != nil {
+				return fmt.Errorf("%s in place: %w", what, err)
+			}
+			if me != root {
+				want = g.vals(me, count)
+			}
+			if err := firstDiff(what+" in place", want, inplace); err != nil {
+				return err
 			}
 		}
 		return nil
-	}
+	})
 }
 
 func collReduceScatter(ctx context.Context, me, n int, cm comm.Comm) error {
@@ -507,23 +508,15 @@ func collReduceScatter(ctx context.Context, me, n int, cm comm.Comm) error {
 }
 
 func reduceScatterT[T comm.Number](counts []int) reduction {
-	return func(ctx context.Context, me, n int, cm comm.Comm) error {
-		g := newGen[T]()
-		for _, op := range opsFor[T]() {
-			for _, k := range counts {
-				what := fmt.Sprintf("ReduceScatter[%s] %v of %d per rank", typeName[T](), op, k)
-				send := g.vals(me, n*k)
-				recv := g.vals(me+50, k)
-				if err := comm.ReduceScatter(ctx, cm, view(send), view(recv), op); err != nil {
-					return fmt.Errorf("%s: %w", what, err)
-				}
-				if err := firstDiff(what, g.reference(op, n, me*k, k), recv); err != nil {
-					return err
-				}
-			}
+	return perOpCount(counts, nil, func(ctx context.Context, me, n int, cm comm.Comm, g *gen[T], op comm.Op, k int) error {
+		what := fmt.Sprintf("ReduceScatter[%s] %v of %d per rank", typeName[T](), op, k)
+		send := g.vals(me, n*k)
+		recv := g.vals(me+50, k)
+		if err := comm.ReduceScatter(ctx, cm, view(send), view(recv), op); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		return nil
-	}
+		return firstDiff(what, g.reference(op, n, me*k, k), recv)
+	})
 }
 
 // collInvalid makes every rank call the same invalid collective: each must

@@ -125,14 +125,7 @@ func poolTrim(c *tcase, newUpstream func(*testing.T) memspace.Space) {
 	assert.Equal(c, held-(st.InUse-base.InUse), released, "Trim reports the bytes it returned upstream")
 	assert.Positive(c, st.InUse-base.InUse, "Trim returned memory a live block still uses")
 	// The live block still works.
-	io, noIO := newBlockIO(p)
-	if noIO == "" {
-		want := pattern(3, keep.Len())
-		require.NoError(c, io.write(c.ctx, keep, want))
-		got, err := io.read(c.ctx, keep)
-		require.NoError(c, err)
-		assert.Empty(c, diff(want, got), "a live block after Trim")
-	}
+	poolReadback(c, p, keep, 3, "a live block after Trim")
 	require.NoError(c, p.Free(keep))
 	_, err = p.Trim()
 	require.NoError(c, err, "Trim")
@@ -153,14 +146,7 @@ func poolCloseLive(c *tcase, newUpstream func(*testing.T) memspace.Space) {
 	require.NoError(c, p.Close(), "Close with a live block")
 	_, err = p.Allocate(64, 0)
 	assert.ErrorIs(c, err, memspace.ErrClosed, "Allocate after Close")
-	io, noIO := newBlockIO(p)
-	if noIO == "" {
-		want := pattern(4, b.Len())
-		require.NoError(c, io.write(c.ctx, b, want))
-		got, err := io.read(c.ctx, b)
-		require.NoError(c, err)
-		assert.Empty(c, diff(want, got), "a block live at Close stays valid")
-	}
+	poolReadback(c, p, b, 4, "a block live at Close stays valid")
 	require.NoError(c, p.Free(b), "Free of a block live at Close")
 	assert.ErrorIs(c, p.Free(b), memspace.ErrDoubleFree, "double Free after Close")
 	if up != nil {
@@ -201,5 +187,20 @@ func poolUpstreamLedger(c *tcase, newUpstream func(*testing.T) memspace.Space) {
 		}
 		require.NoError(c, p.Close(), "Close of pool %+v", o)
 		// openPool's cleanup checks upstream's ledger is back to its start.
+	}
+}
+
+// poolReadback writes pattern(seed) to b of p and checks it reads back,
+// what naming the block in the failure; it does nothing when p's blocks
+// cannot be read or written from the host.
+func poolReadback(c *tcase, p memspace.Space, b memspace.Block, seed int, what string) {
+	c.Helper()
+	io, noIO := newBlockIO(p)
+	if noIO == "" {
+		want := pattern(seed, b.Len())
+		require.NoError(c, io.write(c.ctx, b, want))
+		got, err := io.read(c.ctx, b)
+		require.NoError(c, err)
+		assert.Empty(c, diff(want, got), what)
 	}
 }

@@ -206,16 +206,24 @@ func streamWaitEvent(c *tcase, a, b executor.Stream) {
 	require.NoError(c, a.Synchronize(c.ctx))
 }
 
+// waitEnds checks that wait, held up by pending work, returns
+// context.Canceled with a canceled context and context.DeadlineExceeded
+// past a deadline; what names the call in the failures.
+func waitEnds(c *tcase, wait func(context.Context) error, what string) {
+	c.Helper()
+	ctx, cancel := context.WithCancel(c.ctx)
+	cancel()
+	assert.ErrorIs(c, wait(ctx), context.Canceled, what+" with a canceled context")
+	dctx, dcancel := context.WithTimeout(c.ctx, 20*time.Millisecond)
+	defer dcancel()
+	assert.ErrorIs(c, wait(dctx), context.DeadlineExceeded, what+" past a deadline")
+}
+
 func streamEventCanceled(c *tcase, st executor.Stream) {
 	release := gate(c, st)
 	ev, err := st.Record()
 	require.NoError(c, err)
-	ctx, cancel := context.WithCancel(c.ctx)
-	cancel()
-	assert.ErrorIs(c, ev.Wait(ctx), context.Canceled, "Wait of a pending event with a canceled context")
-	dctx, dcancel := context.WithTimeout(c.ctx, 20*time.Millisecond)
-	defer dcancel()
-	assert.ErrorIs(c, ev.Wait(dctx), context.DeadlineExceeded, "Wait of a pending event past a deadline")
+	waitEnds(c, ev.Wait, "Wait of a pending event")
 	release()
 	require.NoError(c, ev.Wait(c.ctx), "the event completes after canceled waits")
 }
@@ -273,12 +281,7 @@ func streamSyncCanceled(c *tcase, st executor.Stream) {
 	release := gate(c, st)
 	var after atomic.Bool
 	require.NoError(c, st.Enqueue(func(context.Context) error { after.Store(true); return nil }))
-	ctx, cancel := context.WithCancel(c.ctx)
-	cancel()
-	assert.ErrorIs(c, st.Synchronize(ctx), context.Canceled, "Synchronize with a canceled context")
-	dctx, dcancel := context.WithTimeout(c.ctx, 20*time.Millisecond)
-	defer dcancel()
-	assert.ErrorIs(c, st.Synchronize(dctx), context.DeadlineExceeded, "Synchronize past a deadline")
+	waitEnds(c, st.Synchronize, "Synchronize")
 	release()
 	require.NoError(c, st.Synchronize(c.ctx), "the work goes on after a canceled Synchronize")
 	assert.True(c, after.Load())

@@ -85,6 +85,17 @@ func reduction(name string, dt comm.DType, op comm.Op) (int, int, error) {
 	return 0, 0, reductionErr(name, dt, op)
 }
 
+// reducing is directColl then reduction, which every reduction calls
+// first: whether the direct path may run, and the C side's codes of dt and
+// op.
+func reducing(ctx context.Context, name string, dt comm.DType, op comm.Op) (direct bool, d, o int, err error) {
+	if direct, err = directColl(ctx, name); err != nil {
+		return false, 0, 0, err
+	}
+	d, o, err = reduction(name, dt, op)
+	return direct, d, o, err
+}
+
 //go:noinline
 func reductionErr(name string, dt comm.DType, op comm.Op) error {
 	if err := op.Check(dt); err != nil {
@@ -204,21 +215,7 @@ func (k *coord) lock(ctx context.Context) error {
 	if k.tryLock() {
 		return nil
 	}
-	ch := ctx.Done()
-	var b backoff
-	for {
-		if k.tryLock() {
-			return nil
-		}
-		if ch != nil {
-			select {
-			case <-ch:
-				return ctx.Err()
-			default:
-			}
-		}
-		b.pause()
-	}
+	return poll(ctx, k.tryLock)
 }
 
 // drain finishes the abandoned constructions (with the lock held),
@@ -227,13 +224,21 @@ func (k *coord) drain(ctx context.Context) error {
 	if k.deferred.Load() == 0 {
 		return nil
 	}
-	ch := ctx.Done()
-	var b backoff
-	for {
+	return poll(ctx, func() bool {
 		orphans.mu.Lock()
 		progressLocked()
 		orphans.mu.Unlock()
-		if k.deferred.Load() == 0 {
+		return k.deferred.Load() == 0
+	})
+}
+
+// poll calls done until it reports true, pausing (backoff) between calls,
+// and returns ctx.Err() if ctx is done first.
+func poll(ctx context.Context, done func() bool) error {
+	ch := ctx.Done()
+	var b backoff
+	for {
+		if done() {
 			return nil
 		}
 		if ch != nil {
@@ -400,11 +405,7 @@ func rootErr(name string, root, size int) error {
 // (MPI_Reduce; MPI_IN_PLACE when send is recv at the root).
 func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
 	const name = "reduce"
-	direct, err := directColl(ctx, name)
-	if err != nil {
-		return err
-	}
-	d, o, err := reduction(name, dt, op)
+	direct, d, o, err := reducing(ctx, name, dt, op)
 	if err != nil {
 		return err
 	}
@@ -441,11 +442,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 // (MPI_Allreduce; MPI_IN_PLACE when send is recv).
 func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	const name = "allreduce"
-	direct, err := directColl(ctx, name)
-	if err != nil {
-		return err
-	}
-	d, o, err := reduction(name, dt, op)
+	direct, d, o, err := reducing(ctx, name, dt, op)
 	if err != nil {
 		return err
 	}
@@ -472,24 +469,9 @@ func (c *Comm) allreduceWatched(ctx context.Context, send, recv memspace.Block, 
 // (MPI_Gather; MPI_IN_PLACE when send is the root's slot of recv).
 func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) error {
 	const name = "gather"
-	direct, err := directColl(ctx, name)
+	direct, m, inplace, err := c.rooted(ctx, name, root, send, &recv)
 	if err != nil {
 		return err
-	}
-	if uint(root) >= uint(c.size) {
-		return rootErr(name, root, c.size)
-	}
-	isRoot := c.rank == root
-	if !isRoot {
-		recv = memspace.Block{}
-	}
-	if !usable(1, send, recv) {
-		return comm.ErrFallback
-	}
-	m := send.Len()
-	inplace := false
-	if isRoot {
-		inplace = same(send, slot(recv, root, m))
 	}
 	if direct {
 		return c.blocking(name, func() int { return cGather(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main) })
@@ -500,28 +482,41 @@ func (c *Comm) Gather(ctx context.Context, send, recv memspace.Block, root int) 
 	})
 }
 
+// rooted checks what Gather and Scatter check before their MPI call: ctx
+// (see directColl), root, and that MPI can take the blocks. part is this
+// rank's block, whole the concatenation on root (recv of Gather, send of
+// Scatter), which it sets to the zero Block on the other ranks. It returns
+// part's length and whether part is root's own slot of whole
+// (MPI_IN_PLACE), or comm.ErrFallback for blocks MPI cannot take.
+func (c *Comm) rooted(ctx context.Context, name string, root int, part memspace.Block, whole *memspace.Block) (direct bool, m int, inplace bool, err error) {
+	direct, err = directColl(ctx, name)
+	if err != nil {
+		return false, 0, false, err
+	}
+	if uint(root) >= uint(c.size) {
+		return false, 0, false, rootErr(name, root, c.size)
+	}
+	isRoot := c.rank == root
+	if !isRoot {
+		*whole = memspace.Block{}
+	}
+	if !usable(1, part, *whole) {
+		return false, 0, false, comm.ErrFallback
+	}
+	m = part.Len()
+	if isRoot {
+		inplace = same(part, slot(*whole, root, m))
+	}
+	return direct, m, inplace, nil
+}
+
 // Scatter hands part i of send on rank root to rank i in recv
 // (MPI_Scatter; MPI_IN_PLACE when recv is the root's slot of send).
 func (c *Comm) Scatter(ctx context.Context, send, recv memspace.Block, root int) error {
 	const name = "scatter"
-	direct, err := directColl(ctx, name)
+	direct, m, inplace, err := c.rooted(ctx, name, root, recv, &send)
 	if err != nil {
 		return err
-	}
-	if uint(root) >= uint(c.size) {
-		return rootErr(name, root, c.size)
-	}
-	isRoot := c.rank == root
-	if !isRoot {
-		send = memspace.Block{}
-	}
-	if !usable(1, send, recv) {
-		return comm.ErrFallback
-	}
-	m := recv.Len()
-	inplace := false
-	if isRoot {
-		inplace = same(recv, slot(send, root, m))
 	}
 	if direct {
 		return c.blocking(name, func() int { return cScatter(send.HostPointer(), recv.HostPointer(), m, root, inplace, c.main) })
@@ -587,11 +582,7 @@ func (c *Comm) alltoallWatched(ctx context.Context, send, recv memspace.Block, m
 // (MPI_Reduce_scatter_block).
 func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	const name = "reduce-scatter"
-	direct, err := directColl(ctx, name)
-	if err != nil {
-		return err
-	}
-	d, o, err := reduction(name, dt, op)
+	direct, d, o, err := reducing(ctx, name, dt, op)
 	if err != nil {
 		return err
 	}

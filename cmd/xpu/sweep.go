@@ -91,17 +91,13 @@ type sweepArgs struct {
 // parseSweepArgs parses the flags of `xpu bench sweep`.
 func parseSweepArgs(args []string, stderr io.Writer) (*sweepArgs, error) {
 	fs := xpucmd.NewFlagSet("bench sweep", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: xpu bench sweep [--filter REGEX] [--min-size SIZE] [--max-size SIZE] [--json] [--plot DIR] [--budget DURATION] [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Measures every available communicator (one process per rank, started as xpu run starts them; in this")
-		fmt.Fprintln(stderr, "process for those that only run there) and the host transfer path over message sizes, OSU-style, beside")
-		fmt.Fprintln(stderr, "Open MPI (the reference make refs-mpi builds, with --ref) and memmove, checking every result it times.")
-		fmt.Fprintln(stderr, "--filter matches \"<series>/<op>\": tcp/latency, shm/allreduce, openmpi.vader/bw, cpu.host-host/copy.")
-		fmt.Fprintln(stderr, "Sizes read as 8, 64KiB, 4MiB.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
+	fs.Usage = usageFunc(fs, stderr,
+		"usage: xpu bench sweep [--filter REGEX] [--min-size SIZE] [--max-size SIZE] [--json] [--plot DIR] [--budget DURATION] [flags]",
+		"Measures every available communicator (one process per rank, started as xpu run starts them; in this",
+		"process for those that only run there) and the host transfer path over message sizes, OSU-style, beside",
+		"Open MPI (the reference make refs-mpi builds, with --ref) and memmove, checking every result it times.",
+		"--filter matches \"<series>/<op>\": tcp/latency, shm/allreduce, openmpi.vader/bw, cpu.host-host/copy.",
+		"Sizes read as 8, 64KiB, 4MiB.")
 	a := &sweepArgs{}
 	fs.StringVar(&a.filter, "filter", "", "measure only the series and operations whose \"<series>/<op>\" matches this regular expression (a series' reference follows it)")
 	fs.StringVar(&a.minSize, "min-size", "8", "smallest message size")
@@ -833,14 +829,10 @@ func runSweepRank(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := xpucmd.NewFlagSet("bench compare", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: xpu bench compare [--alpha A] old.json new.json")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Compares the points of two sweeps (xpu bench sweep -o FILE) sample by sample with the Mann-Whitney U test")
-		fmt.Fprintln(stderr, "(golang.org/x/perf/benchmath): ~ means no significant difference at the level alpha.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
+	fs.Usage = usageFunc(fs, stderr,
+		"usage: xpu bench compare [--alpha A] old.json new.json",
+		"Compares the points of two sweeps (xpu bench sweep -o FILE) sample by sample with the Mann-Whitney U test",
+		"(golang.org/x/perf/benchmath): ~ means no significant difference at the level alpha.")
 	alpha := fs.Float64("alpha", 0.05, "significance level")
 	if err := parseWithArgs(fs, args); err != nil {
 		return err
@@ -883,6 +875,20 @@ func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout, f)
 	}
 	return nil
+}
+
+// usageFunc returns a Usage for fs that writes to w the usage line, a
+// blank line, the lines of text, a blank line, then fs's flags.
+func usageFunc(fs *flag.FlagSet, w io.Writer, usage string, text ...string) func() {
+	return func() {
+		fmt.Fprintln(w, usage)
+		fmt.Fprintln(w)
+		for _, l := range text {
+			fmt.Fprintln(w, l)
+		}
+		fmt.Fprintln(w)
+		fs.PrintDefaults()
+	}
 }
 
 // parseWithArgs parses args with fs as xpucmd.ParseFlags does, but leaves
