@@ -10,6 +10,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
+	"github.com/xpu-go/xpu/internal/onesided"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -55,9 +56,6 @@ type group struct {
 	revoked atomic.Bool
 	left    atomic.Int64 // ranks that have finished leaving
 
-	id        uint32        // drawn at random; every key of the group carries it
-	regionSeq atomic.Uint32 // the last region number given
-
 	onEmpty func() // run once, after the last rank has left; may be nil
 }
 
@@ -80,8 +78,8 @@ type Comm struct {
 	// tbl holds this rank's posted receives and the sends to it that no
 	// receive has taken yet (eager copies, and rendezvous sends waiting).
 	tbl  match.Table[request, *request]
-	held int // bytes of eager messages in the unexpected queue
-	one  exposed
+	held int            // bytes of eager messages in the unexpected queue
+	one  onesided.Table // this rank's exposed regions (onesided.go)
 }
 
 var (
@@ -115,7 +113,7 @@ func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
 	if budget == 0 {
 		budget = DefaultEagerBudget
 	}
-	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty, id: newGroupID()}
+	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty}
 	g.alive.Store(int64(n))
 	for i := range g.ranks {
 		g.ranks[i] = &Comm{g: g, rank: i}
@@ -390,7 +388,6 @@ func (c *Comm) leave(crash bool) {
 		c.tbl.Unpost(r)
 		r.complete(comm.Status{}, closedErr)
 	}
-	withdrawn := c.withdraw()
 	for m := range c.tbl.Arrivals() {
 		c.unqueue(m)
 		switch {
@@ -439,10 +436,8 @@ func (c *Comm) leave(crash bool) {
 	if revoke || sweptReserved {
 		g.revoke(c.rank)
 	}
+	c.one.Close()
 	c.inflight.Wait()
-	for _, r := range withdrawn {
-		r.busy.Wait()
-	}
 	if g.left.Add(1) == int64(len(g.ranks)) && g.onEmpty != nil {
 		g.onEmpty()
 	}

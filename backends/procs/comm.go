@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/nodecoll"
+	"github.com/xpu-go/xpu/internal/onesided"
 	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
@@ -54,7 +55,7 @@ type Comm struct {
 	spare atomic.Pointer[request]
 
 	coll collState
-	one  exposedRegions // one-sided communication (onesided.go)
+	one  onesided.Table // this rank's exposed regions (onesided.go)
 	lifecycle
 }
 
@@ -438,7 +439,7 @@ func (c *Comm) shutdown() {
 		}
 	}
 	c.bg.Wait()
-	c.one.withdrawAll()
+	c.one.Close()
 	c.nodeMu.Lock()
 	if c.nodeColl != nil {
 		c.nodeColl.Close()

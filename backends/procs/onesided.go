@@ -2,11 +2,9 @@ package procs
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"io"
 	"sync"
-	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
@@ -17,10 +15,9 @@ import (
 
 // One-sided communication (comm.OneSided) over the links.
 //
-// A rank exposes a block of host memory; its key carries this rank, the
-// block's address and length, and a number that names the region among
-// this communicator's (a random number drawn when the communicator was
-// made, and the region's sequence number). A Put goes to the target as
+// A rank exposes a block of host memory; its key (package
+// internal/onesided) carries this rank, the block's address and length,
+// and a number that names the region among this rank's. A Put goes to the target as
 // frames of at most a chunk, each with the key and the offset it writes;
 // the target's link reader (the reader goroutine, or a goroutine of the
 // target that holds the read role: never the target program's code)
@@ -44,56 +41,9 @@ const (
 	oneRefused = 1 // the key names no open region of the target, or does not match it
 )
 
-// exposedRegions are this rank's regions open to the other ranks, and the
-// transfers this rank started that are under way.
-type exposedRegions struct {
-	mu      sync.Mutex
-	epoch   uint32             // drawn when the communicator is made; every key carries it
-	seq     uint32             // the last region number given
-	regions map[uint32]*region // open regions by number
-}
-
-// region is an exposed block.
-type region struct {
-	c    *Comm
-	blk  memspace.Block
-	data []byte
-	key  comm.RemoteKey
-	// busy counts copies under way into or out of data (reads from a
-	// link, writes to one); Close waits for them. It is added to under
-	// c.one.mu while the region is open.
-	busy sync.WaitGroup
-	once sync.Once
-}
-
-var _ comm.Region = (*region)(nil)
-
-func (g *region) Block() memspace.Block { return g.blk }
-func (g *region) Key() comm.RemoteKey   { return g.key }
-
-// Close withdraws the region: chunks that arrive afterwards with its key
-// are refused (ErrInvalidArgument at their origin). It returns once the
-// copies under way into or out of the region are done, and returns nil.
-func (g *region) Close() error {
-	g.once.Do(func() {
-		one := &g.c.one
-		one.mu.Lock()
-		delete(one.regions, uint32(g.key.Key))
-		one.mu.Unlock()
-		g.busy.Wait()
-	})
-	return nil
-}
-
-// newEpoch draws the number every key of a communicator carries.
-func newEpoch() uint32 {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint32(b[:])
-}
-
 // Expose makes buf, host memory and not empty, reachable by the other
-// ranks' Put and Get until the Region is closed or this rank closes.
+// ranks' Put and Get until the Region is closed or this rank closes. The
+// rank's regions are an onesided.Table.
 func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
 	data, err := oneBytes("expose", buf)
 	if err != nil {
@@ -102,54 +52,11 @@ func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
 	if len(data) == 0 {
 		return nil, xerr.Errorf(Name, "expose", comm.ErrInvalidArgument, "rank %d: an empty buffer", c.rank)
 	}
-	if c.shut.Load() {
+	g := c.one.Expose(c.rank, buf, data)
+	if g == nil || c.shut.Load() {
 		return nil, c.closedErr()
 	}
-	g := &region{c: c, blk: buf, data: data}
-	one := &c.one
-	one.mu.Lock()
-	defer one.mu.Unlock()
-	if one.regions == nil {
-		one.regions = map[uint32]*region{}
-		if one.epoch == 0 {
-			one.epoch = newEpoch() | 1
-		}
-	}
-	one.seq++
-	g.key = comm.RemoteKey{Rank: c.rank, Addr: uint64(uintptr(unsafe.Pointer(&data[0]))), Len: len(data),
-		Key: uint64(one.epoch)<<32 | uint64(one.seq)}
-	one.regions[one.seq] = g
 	return g, nil
-}
-
-// find returns the open region key names, with its busy count raised for
-// a copy of n bytes at off, or nil when there is none or the key or the
-// range does not match it.
-func (one *exposedRegions) find(key comm.RemoteKey, off, n int) *region {
-	one.mu.Lock()
-	defer one.mu.Unlock()
-	if key.Key>>32 != uint64(one.epoch) {
-		return nil
-	}
-	g := one.regions[uint32(key.Key)]
-	if g == nil || g.key != key || off < 0 || n < 0 || off > len(g.data) || n > len(g.data)-off {
-		return nil
-	}
-	g.busy.Add(1)
-	return g
-}
-
-// withdrawAll closes every region as the communicator closes.
-func (one *exposedRegions) withdrawAll() {
-	one.mu.Lock()
-	var all []*region
-	for _, g := range one.regions {
-		all = append(all, g)
-	}
-	one.mu.Unlock()
-	for _, g := range all {
-		_ = g.Close()
-	}
 }
 
 // oneBytes returns the host view of b for op.
@@ -172,7 +79,7 @@ type oneOp struct {
 	// unwritten counts a Put's chunks not yet written: a Put completes
 	// once the writer is done with its buffer too (guarded likewise).
 	unwritten int
-	err  error  // the first refusal; guarded likewise
+	err       error // the first refusal; guarded likewise
 }
 
 var _ comm.Request = (*oneOp)(nil)
@@ -229,16 +136,16 @@ func (c *Comm) oneSided(op string, put bool, local memspace.Block, key comm.Remo
 
 // oneSelf copies between r's buffer and this rank's own region.
 func (c *Comm) oneSelf(op string, r *oneOp, key comm.RemoteKey, off int) error {
-	g := c.one.find(key, off, len(r.buf))
+	g, _ := c.one.Find(key, off, len(r.buf))
 	if g == nil {
 		return xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: %v names no open region of this rank, or does not match it", c.rank, key)
 	}
 	if r.put {
-		copy(g.data[off:], r.buf)
+		copy(g.Data()[off:], r.buf)
 	} else {
-		copy(r.buf, g.data[off:])
+		copy(r.buf, g.Data()[off:])
 	}
-	g.busy.Done()
+	g.Done()
 	r.Complete(comm.Status{Source: c.rank, Count: len(r.buf)}, nil)
 	return nil
 }
@@ -297,14 +204,14 @@ func (l *link) onPut(n int, id uint64, off uint64) error {
 	if err != nil {
 		return err
 	}
-	g := l.c.one.find(key, int(min(off, maxMessage)), n)
+	g, _ := l.c.one.Find(key, int(min(off, maxMessage)), n)
 	status := uint32(oneDone)
 	if g == nil {
 		status = oneRefused
 		err = l.rd.discard(n)
 	} else {
-		_, err = io.ReadFull(l.rd.br, g.data[off:int(off)+n])
-		g.busy.Done()
+		_, err = io.ReadFull(l.rd.br, g.Data()[off:int(off)+n])
+		g.Done()
 	}
 	if err != nil {
 		return err
@@ -319,11 +226,11 @@ func (l *link) onGet(n int, id uint64, off uint64) error {
 	if err != nil {
 		return err
 	}
-	g := l.c.one.find(key, int(min(off, maxMessage)), n)
+	g, _ := l.c.one.Find(key, int(min(off, maxMessage)), n)
 	if g == nil {
 		return l.w.sendCtl(frame{typ: frameOneData, tag: oneRefused, b: id}, false)
 	}
-	f := &outFrame{payload: g.data[off : int(off)+n], done: g.busy.Done}
+	f := &outFrame{payload: g.Data()[off : int(off)+n], done: g.Done}
 	frame{typ: frameOneData, tag: oneDone, a: uint64(n), b: id}.encode(f.hdr[:])
 	return l.w.queueFrames([]*outFrame{f})
 }

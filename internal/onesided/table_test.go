@@ -1,0 +1,94 @@
+package onesided_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/onesided"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+func expose(t *testing.T, tb *onesided.Table, n int) *onesided.Region {
+	t.Helper()
+	data := make([]byte, n)
+	b, err := memspace.FromSlice(data)
+	require.NoError(t, err)
+	g := tb.Expose(3, b.Block(), data)
+	require.NotNil(t, g)
+	return g
+}
+
+// A key finds its region, whole and exactly; any altered field, a range
+// outside, a withdrawn region and another table's key find nothing.
+func TestFind(t *testing.T) {
+	var tb, other onesided.Table
+	g := expose(t, &tb, 100)
+	k := g.Key()
+	assert.Equal(t, 3, k.Rank)
+	assert.Equal(t, 100, k.Len)
+
+	got, closed := tb.Find(k, 10, 90)
+	require.Same(t, g, got)
+	assert.False(t, closed)
+	got.Done()
+
+	moved, forged, grown, shrunk := k, k, k, k
+	moved.Addr++
+	forged.Key ^= 1 << 40
+	grown.Len++
+	shrunk.Len--
+	for _, c := range []struct {
+		what string
+		k    func() (*onesided.Region, bool)
+	}{
+		{"moved address", func() (*onesided.Region, bool) { return tb.Find(moved, 0, 1) }},
+		{"forged number", func() (*onesided.Region, bool) { return tb.Find(forged, 0, 1) }},
+		{"longer region", func() (*onesided.Region, bool) { return tb.Find(grown, 0, 1) }},
+		{"shorter region", func() (*onesided.Region, bool) { return tb.Find(shrunk, 0, 1) }},
+		{"past the end", func() (*onesided.Region, bool) { return tb.Find(k, 50, 51) }},
+		{"negative offset", func() (*onesided.Region, bool) { return tb.Find(k, -1, 1) }},
+		{"another table", func() (*onesided.Region, bool) { return other.Find(k, 0, 1) }},
+	} {
+		got, closed := c.k()
+		assert.Nil(t, got, c.what)
+		assert.False(t, closed, c.what)
+	}
+
+	require.NoError(t, g.Close())
+	got, _ = tb.Find(k, 0, 1)
+	assert.Nil(t, got, "a withdrawn region")
+	require.NoError(t, g.Close(), "Close is idempotent")
+}
+
+// Close of a region waits for the copies under way; Close of the table
+// closes every region and reports it to Find.
+func TestCloseWaitsForCopies(t *testing.T) {
+	var tb onesided.Table
+	g := expose(t, &tb, 8)
+	got, _ := tb.Find(g.Key(), 0, 8)
+	require.NotNil(t, got)
+	var closedAt time.Time
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = g.Close()
+		closedAt = time.Now()
+	}()
+	time.Sleep(20 * time.Millisecond)
+	doneAt := time.Now()
+	got.Done()
+	wg.Wait()
+	assert.False(t, closedAt.Before(doneAt), "Close returned before the copy under way was done")
+
+	h := expose(t, &tb, 8)
+	tb.Close()
+	got, closed := tb.Find(h.Key(), 0, 1)
+	assert.Nil(t, got)
+	assert.True(t, closed)
+	assert.Nil(t, tb.Expose(0, h.Block(), h.Data()), "a closed table exposes nothing")
+}
