@@ -30,6 +30,7 @@ const (
 	guidePeerLost     = "comm-peer-lost"
 	guideRevocation   = "comm-revocation"
 	guideCommContexts = "comm-contexts"
+	guideOneSided     = "comm-one-sided"
 )
 
 // The rules the communicator cases check, as their failures quote them.
@@ -68,6 +69,14 @@ var (
 	ruleBarrier = rule{"Barrier must return on every rank once, and only once, every rank has entered it", guideCommAnchor}
 	ruleRanks   = rule{"the factory's ranks must be numbered 0 to n-1, each once, agree on the size, " +
 		"and deliver a message to the rank it names", guideCommAnchor}
+	rulePutGet = rule{"Put must write its bytes, and only them, at the offset it names in the target's region, " +
+		"and Get read them from there; a transfer completes once its bytes are in place", guideOneSided}
+	ruleFlush = rule{"after Flush(ctx, rank) returns, every Put this rank started to rank is in place at the target, " +
+		"so a message sent after it is received after the bytes are there", guideOneSided}
+	ruleOneSidedInvalid = rule{"a transfer outside its region, to no rank, or with a key that no open region of the " +
+		"communicator has must fail with ErrInvalidArgument, writing no byte anywhere", guideOneSided}
+	ruleOneSidedLost = rule{"a transfer to, or Flush of, a rank that closed or died must fail with ErrPeerLost " +
+		"within the failure bound, never hang", guidePeerLost}
 )
 
 // commRules lists the rules, for the test that their anchors are in the

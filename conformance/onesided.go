@@ -13,19 +13,6 @@ import (
 // "onesided", run on communicators that implement it and skipped, saying
 // so, on the others.
 
-var (
-	rulePutGet = rule{"Put must write its bytes, and only them, at the offset it names in the target's region, " +
-		"and Get read them from there; a transfer completes once its bytes are in place", guideOneSided}
-	ruleFlush = rule{"after Flush(ctx, rank) returns, every Put this rank started to rank is in place at the target, " +
-		"so a message sent after it is received after the bytes are there", guideOneSided}
-	ruleOneSidedInvalid = rule{"a transfer outside its region, to no rank, or with a key that no open region of the " +
-		"communicator has must fail with ErrInvalidArgument, writing no byte anywhere", guideOneSided}
-	ruleOneSidedLost = rule{"a transfer to, or Flush of, a rank that closed or died must fail with ErrPeerLost " +
-		"within the failure bound, never hang", guidePeerLost}
-)
-
-const guideOneSided = "comm-one-sided"
-
 // needsOneSided says why a case of one-sided communication cannot run on
 // cm, "" when it can.
 func needsOneSided(cm comm.Comm) string {

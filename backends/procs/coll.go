@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/nodecoll"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -286,6 +287,17 @@ func hostBlock(b memspace.Block) bool { return b.Len() == 0 || b.HostAccessible(
 
 func hostBlocks(a, b memspace.Block) bool { return hostBlock(a) && hostBlock(b) }
 
+// oneNode returns the node collectives when every rank of the job shares
+// this node's region (Reduce, Allgather and Alltoall run there only then),
+// nil otherwise, or the error of setting them up.
+func (c *Comm) oneNode(ctx context.Context) (*nodecoll.Node, error) {
+	n, err := c.nodeColls(ctx)
+	if err != nil || n == nil || n.SpansNodes() {
+		return nil, err
+	}
+	return n, nil
+}
+
 // Barrier returns once every rank has called it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	if c.size == 1 {
@@ -321,12 +333,10 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	n, err := c.nodeColls(ctx)
-	if err != nil {
-		return err
-	}
-	if n != nil && !n.SpansNodes() {
+	if n, err := c.oneNode(ctx); n != nil {
 		return n.Reduce(ctx, send, recv, dt, op, root)
+	} else if err != nil {
+		return err
 	}
 	return c.collective(ctx, "reduce", func(ctx context.Context) error {
 		return comm.ReduceBlock(ctx, plain{c}, send, recv, dt, op, root)
@@ -380,12 +390,10 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	n, err := c.nodeColls(ctx)
-	if err != nil {
-		return err
-	}
-	if n != nil && !n.SpansNodes() {
+	if n, err := c.oneNode(ctx); n != nil {
 		return n.Allgather(ctx, send, recv)
+	} else if err != nil {
+		return err
 	}
 	return c.collective(ctx, "allgather", func(ctx context.Context) error { return comm.AllgatherBlock(ctx, plain{c}, send, recv) })
 }
@@ -395,12 +403,10 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	n, err := c.nodeColls(ctx)
-	if err != nil {
-		return err
-	}
-	if n != nil && !n.SpansNodes() {
+	if n, err := c.oneNode(ctx); n != nil {
 		return n.Alltoall(ctx, send, recv)
+	} else if err != nil {
+		return err
 	}
 	return c.collective(ctx, "alltoall", func(ctx context.Context) error { return comm.AlltoallBlock(ctx, plain{c}, send, recv) })
 }

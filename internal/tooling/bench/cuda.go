@@ -281,21 +281,7 @@ func CUDALaunchEmpty(b *testing.B) {
 	if err := s.Synchronize(ctx); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := f.Launch(s, cfg); err != nil {
-			b.Fatal(err)
-		}
-		if i++; i%CUDASyncEvery == 0 {
-			if err := s.Synchronize(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if err := s.Synchronize(ctx); err != nil {
-		b.Fatal(err)
-	}
+	loopSynced(b, s, func() error { return f.Launch(s, cfg) })
 }
 
 // CUDAEventRecordQuery measures Stream.Record on an idle stream followed
@@ -304,15 +290,23 @@ func CUDALaunchEmpty(b *testing.B) {
 func CUDAEventRecordQuery(b *testing.B) {
 	g := openCUDA(b)
 	s := cudaStream(b, g)
+	loopSynced(b, s, func() error {
+		ev, err := s.Record()
+		if err == nil {
+			_, err = ev.Query()
+		}
+		return err
+	})
+}
+
+// loopSynced runs op in b's loop, synchronizing s every CUDASyncEvery
+// iterations and at the end.
+func loopSynced(b *testing.B, s executor.Stream, op func() error) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		ev, err := s.Record()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := ev.Query(); err != nil {
+		if err := op(); err != nil {
 			b.Fatal(err)
 		}
 		if i++; i%CUDASyncEvery == 0 {
