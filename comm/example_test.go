@@ -119,3 +119,63 @@ func ExampleReduceScatter() {
 	fmt.Println(got)
 	// Output: [[2 4] [6 8]]
 }
+
+// Rank 0 exposes a pool of pages; rank 1 pulls a scattered list of them
+// with one batch of Gets, prepared once and posted as often as needed.
+func ExamplePrepareBatch() {
+	ranks, err := local.NewGroup(2, local.Options{})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	const page = 4
+	pool := []byte("aaaabbbbccccddddeeee") // five pages of rank 0
+	var got []byte
+	var wg sync.WaitGroup
+	for _, c := range ranks {
+		wg.Go(func() {
+			defer c.Close()
+			var mine comm.RemoteKey
+			if c.Rank() == 0 {
+				b, _ := memspace.FromSlice(pool)
+				reg, err := c.Expose(b.Block())
+				if err != nil {
+					panic(err)
+				}
+				defer reg.Close()
+				mine = reg.Key()
+			} else {
+				mine.Rank = 1 // rank 1 exposes nothing
+			}
+			keys, err := comm.ExchangeKeys(ctx, c, mine)
+			if err != nil {
+				panic(err)
+			}
+			if c.Rank() == 1 {
+				local := make([]byte, 3*page)
+				lb, _ := memspace.FromSlice(local)
+				var xfers []comm.Xfer
+				for i, p := range []int{4, 1, 2} { // pages e, b, c
+					dst, _ := lb.Block().Slice(i*page, page)
+					xfers = append(xfers, comm.Xfer{Local: dst, Remote: keys[0], RemoteOff: p * page})
+				}
+				batch, err := comm.PrepareBatch(c, false, xfers)
+				if err != nil {
+					panic(err)
+				}
+				if err := batch.Run(ctx); err != nil {
+					panic(err)
+				}
+				got = local
+			}
+			// Rank 0 keeps its pages exposed until rank 1 has pulled them.
+			if err := comm.Barrier(ctx, c); err != nil {
+				panic(err)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println(string(got))
+	// Output:
+	// eeeebbbbcccc
+}

@@ -30,6 +30,7 @@ func oneSidedCases() []rankCase {
 		{name: "flush-then-send", ns: []int{2}, span: 2, needs: needsOneSided, body: osFlushThenSend, stall: ruleFlush},
 		{name: "concurrent", ns: []int{3, 4}, capped: true, needs: needsOneSided, body: osConcurrent, stall: rulePutGet},
 		{name: "invalid", ns: []int{2}, span: 2, needs: needsOneSided, body: osInvalid, stall: ruleOneSidedInvalid},
+		{name: "batch", ns: []int{2}, span: 2, needs: needsOneSided, body: osBatch, stall: rulePutGet},
 		{name: "stale-keys", ns: []int{2}, span: 2, needs: needsOneSided, body: osStaleKeys, stall: ruleOneSidedInvalid},
 		{name: "peer-lost", single: true, needs: needsOneSided, groupOnly: needsClose,
 			group: func(c *tcase, g groupFactory, _ int) { osPeerLost(c, g.open(c, 2)) }},
@@ -561,4 +562,111 @@ func osPeerLost(c *tcase, ranks []comm.Comm) {
 		}
 		return failsWith(ctx, one, false, blk(make([]byte, 8)), keys[1], 0, comm.ErrPeerLost, ruleOneSidedLost)
 	})
+}
+
+// osBatch: rank 1 pulls a scattered list of rank 0's pages with one
+// prepared batch of Gets, posted twice (rank 0 changes its pages in
+// between), and writes them back elsewhere with a batch of Puts; a batch
+// with one bad descriptor is refused naming it.
+func osBatch(ctx context.Context, me, n int, cm comm.Comm) error {
+	one := cm.(comm.OneSided)
+	const page, pages, pulled = 4096, 96, 37
+	g, keys, err := exposeAll(ctx, one, n, page*pages)
+	if err != nil {
+		return err
+	}
+	defer g.region.Close()
+	// Rank 1 pulls pages 5, 7, 9, … of rank 0 into its buffer's pages in
+	// reverse order, and puts each back two pages on.
+	from := func(i int) int { return 5 + 2*i }
+	into := func(i int) int { return pulled - 1 - i }
+	var pull *pager
+	if me == 1 {
+		if pull, err = newPager(one, keys[0], page, pulled, from, into); err != nil {
+			return err
+		}
+	}
+	for round := range 2 {
+		if me == 0 {
+			for p := range pages {
+				copy(g.bytes()[p*page:], pattern(1000*round+p, page))
+			}
+		}
+		if err := inStepN(ctx, cm, n); err != nil {
+			return err
+		}
+		if me == 1 {
+			if err := pull.round(ctx, round); err != nil {
+				return err
+			}
+		}
+		if err := inStepN(ctx, cm, n); err != nil {
+			return err
+		}
+	}
+	if me == 0 {
+		for i := range pulled {
+			at := (from(i) + 2) * page
+			if d := diff(pattern(1000+from(i), page), g.bytes()[at:at+page]); d != "" {
+				return fmt.Errorf("page %d of rank 0, written back by rank 1's batch of Puts from page %d: %s: %v", from(i)+2, from(i), d, rulePutGet)
+			}
+		}
+	}
+	return nil
+}
+
+// pager is rank 1's part of osBatch: its pages and its two batches,
+// prepared once.
+type pager struct {
+	local      []byte
+	page       int
+	from, into func(int) int
+	gets, puts *comm.Batch
+}
+
+func newPager(one comm.OneSided, key comm.RemoteKey, page, pulled int, from, into func(int) int) (*pager, error) {
+	p := &pager{local: make([]byte, pulled*page), page: page, from: from, into: into}
+	lb := blk(p.local)
+	gets := make([]comm.Xfer, pulled)
+	puts := make([]comm.Xfer, pulled)
+	for i := range pulled {
+		b, _ := lb.Slice(into(i)*page, page)
+		gets[i] = comm.Xfer{Local: b, Remote: key, RemoteOff: from(i) * page}
+		puts[i] = comm.Xfer{Local: b, Remote: key, RemoteOff: (from(i) + 2) * page}
+	}
+	bad := append([]comm.Xfer(nil), gets...)
+	bad[11].RemoteOff = key.Len - page + 1
+	var xe *comm.XferError
+	if _, err := comm.PrepareBatch(one, false, bad); !errors.As(err, &xe) || xe.Index != 11 || !errors.Is(err, comm.ErrInvalidArgument) {
+		return nil, fmt.Errorf("PrepareBatch with descriptor 11 past the region: error %v, want an *XferError of index 11 matching ErrInvalidArgument", err)
+	}
+	var err error
+	if p.gets, err = comm.PrepareBatch(one, false, gets); err != nil {
+		return nil, fmt.Errorf("PrepareBatch of %d Gets: %w", pulled, err)
+	}
+	if p.puts, err = comm.PrepareBatch(one, true, puts); err != nil {
+		return nil, fmt.Errorf("PrepareBatch of %d Puts: %w", pulled, err)
+	}
+	return p, nil
+}
+
+// round posts the batch of Gets and checks the pages; in the second
+// round it then posts the batch of Puts.
+func (p *pager) round(ctx context.Context, round int) error {
+	if err := p.gets.Run(ctx); err != nil {
+		return fmt.Errorf("round %d: a batch of %d Gets: %w", round, p.gets.Len(), err)
+	}
+	for i := range p.gets.Len() {
+		at := p.into(i) * p.page
+		if d := diff(pattern(1000*round+p.from(i), p.page), p.local[at:at+p.page]); d != "" {
+			return fmt.Errorf("round %d: transfer %d of a batch of Gets (page %d of rank 0): %s: %v", round, i, p.from(i), d, rulePutGet)
+		}
+	}
+	if round == 0 {
+		return nil
+	}
+	if err := p.puts.Run(ctx); err != nil {
+		return fmt.Errorf("a batch of %d Puts: %w", p.puts.Len(), err)
+	}
+	return nil
 }
