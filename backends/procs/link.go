@@ -251,7 +251,7 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 // was consumed, or when the receive r the caller waits for (nil for the
 // reader goroutine) has completed; a kick in the middle of a frame is
 // absorbed (liveReader) and the frame finished.
-func (l *link) step(r *request) (yield bool, err error) {
+func (l *link) step(r *p2p.Done) (yield bool, err error) {
 	// A goroutine that completes r kicks the holder if it finds it at a
 	// boundary: with the check of r after the flag is set, either the
 	// holder sees r completed or the completer sees the flag.

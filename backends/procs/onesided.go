@@ -71,6 +71,7 @@ func oneBytes(op string, b memspace.Block) ([]byte, error) {
 // oneOp is a Put or a Get under way: a comm.Request.
 type oneOp struct {
 	p2p.Done
+	via  *link // the link to the target; nil for a transfer to this rank
 	put  bool
 	peer int
 	buf  []byte // the origin's buffer
@@ -84,8 +85,42 @@ type oneOp struct {
 
 var _ comm.Request = (*oneOp)(nil)
 
-// Wait blocks until the transfer completes or ctx ends.
-func (r *oneOp) Wait(ctx context.Context) (comm.Status, error) { return r.Done.Wait(ctx, Name) }
+// Wait blocks until the transfer completes or ctx ends. The waiting
+// goroutine reads the target's answers itself when the link's read role is
+// free, as a receive's does (ADR 10): a wake-up less per transfer.
+func (r *oneOp) Wait(ctx context.Context) (comm.Status, error) {
+	if r.IsDone() {
+		return r.Result()
+	}
+	if ctx == nil {
+		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
+	}
+	l := r.via
+	if l != nil && l.readFor(ctx, &r.Done, nil) {
+		if r.IsDone() {
+			return r.Result()
+		}
+		if err := ctx.Err(); err != nil {
+			return comm.Status{}, err
+		}
+		// The link went down: r completes with its error below.
+	}
+	if l != nil {
+		l.c.parked.Add(1)
+		defer l.c.parked.Add(-1)
+		l.role.wakeReader()
+	}
+	return r.Done.Wait(ctx, Name)
+}
+
+// Test reports without blocking whether the transfer has completed; when
+// it has not, it makes sure the link's answers are read meanwhile.
+func (r *oneOp) Test() (comm.Status, bool, error) {
+	if !r.IsDone() && r.via != nil {
+		r.via.role.wakeReader()
+	}
+	return r.Done.Test()
+}
 
 // Cancel does nothing: a transfer cannot be taken back once started.
 func (r *oneOp) Cancel() error { return nil }
@@ -128,6 +163,7 @@ func (c *Comm) oneSided(op string, put bool, local memspace.Block, key comm.Remo
 		return r, c.oneSelf(op, r, key, off)
 	}
 	l := c.links[key.Rank]
+	r.via = l
 	if err := l.startOne(r, key, off); err != nil {
 		return nil, xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, err)
 	}
@@ -180,6 +216,9 @@ func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 	binary.LittleEndian.PutUint64(kb[0:], key.Addr)
 	binary.LittleEndian.PutUint64(kb[8:], uint64(key.Len))
 	binary.LittleEndian.PutUint64(kb[16:], key.Key)
+	if chunks == 1 && n <= smallWrite && l.tryInline(r, id, key, kb[:], off) {
+		return nil
+	}
 	frames := make([]*outFrame, 0, chunks)
 	for at := 0; at < n; at += l.w.chunk {
 		k := min(l.w.chunk, n-at)
@@ -194,6 +233,39 @@ func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 		frames = append(frames, f)
 	}
 	return l.w.queueFrames(frames)
+}
+
+// The reader answers a chunk itself over a shared-memory link, when the
+// link is idle and the ring has room for the answer (sendCtl's inline,
+// answer): that write cannot block, and it spares the target a wake-up of
+// its writer goroutine per chunk (several microseconds). Over TCP it
+// queues, as the reader never writes to a socket, which could block.
+
+// tryInline writes the one frame of a small transfer r (id) from the
+// calling goroutine when the link is idle and, over shared memory, the
+// ring has room, as an eager send is written (sendMsg): a wake-up of the
+// writer goroutine less. It reports whether it wrote (or the link failed,
+// which fails r).
+func (l *link) tryInline(r *oneOp, id uint64, key comm.RemoteKey, kb []byte, off int) bool {
+	n := len(r.buf)
+	var hdr [headerSize]byte
+	var payload []byte
+	if r.put {
+		frame{typ: framePut, a: uint64(n), b: id, c: uint64(off)}.encode(hdr[:])
+		payload = r.buf
+	} else {
+		frame{typ: frameGet, a: uint64(n), b: id, c: uint64(off)}.encode(hdr[:])
+	}
+	l.w.mu.Lock()
+	if l.w.writable() != nil || !l.w.inlineLocked(headerSize+keySize+len(payload)) {
+		l.w.mu.Unlock()
+		return false
+	}
+	err := l.w.writeInlinePre(hdr[:], kb, payload)
+	if r.put {
+		l.chunkWritten(id, r)
+	}
+	return err == nil || l.closing()
 }
 
 // onPut takes a chunk of a Put: n bytes for offset off of the region its
@@ -216,7 +288,7 @@ func (l *link) onPut(n int, id uint64, off uint64) error {
 	if err != nil {
 		return err
 	}
-	return l.w.sendCtl(frame{typ: frameOneDone, tag: status, a: uint64(n), b: id}, false)
+	return l.w.sendCtl(frame{typ: frameOneDone, tag: status, a: uint64(n), b: id}, l.shm != nil)
 }
 
 // onGet answers a chunk of a Get: n bytes from offset off of the region
@@ -228,10 +300,13 @@ func (l *link) onGet(n int, id uint64, off uint64) error {
 	}
 	g, _ := l.c.one.Find(key, int(min(off, maxMessage)), n)
 	if g == nil {
-		return l.w.sendCtl(frame{typ: frameOneData, tag: oneRefused, b: id}, false)
+		return l.w.sendCtl(frame{typ: frameOneData, tag: oneRefused, b: id}, l.shm != nil)
 	}
 	f := &outFrame{payload: g.Data()[off : int(off)+n], done: g.Done}
 	frame{typ: frameOneData, tag: oneDone, a: uint64(n), b: id}.encode(f.hdr[:])
+	if l.shm != nil {
+		return l.w.answer(f)
+	}
 	return l.w.queueFrames([]*outFrame{f})
 }
 
@@ -367,11 +442,13 @@ func (c *Comm) Flush(ctx context.Context, rank int) error {
 		down := l.one.down
 		l.one.mu.Unlock()
 		for _, r := range wait {
-			if err := impl.WaitDone(ctx, r.Chan()); err != nil {
-				return err
-			}
-			if _, err := r.Result(); err != nil && first == nil {
-				first = err
+			if _, err := r.Wait(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if first == nil {
+					first = err
+				}
 			}
 		}
 		if down != nil && first == nil && rank != comm.AnySource {

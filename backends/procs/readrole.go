@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/p2p"
 )
 
 // The read role. Exactly one goroutine at a time reads a link's socket and
@@ -215,7 +216,7 @@ func (ro *readRole) end() bool {
 // watchLocked). Else handled is false when the role is not to be had
 // (another waiter holds it or asked for it, or the read side has ended),
 // and true when the request completed or ctx ended while it asked.
-func (ro *readRole) takeForWaiter(ctx context.Context, r *request) (held, handled bool, stop func() bool) {
+func (ro *readRole) takeForWaiter(ctx context.Context, r *p2p.Done) (held, handled bool, stop func() bool) {
 	ro.mu.Lock()
 	if ro.dead || ro.closed || ro.want || ro.owner == roleWaiter {
 		ro.mu.Unlock()
@@ -323,7 +324,7 @@ func (c *Comm) unwatch(done <-chan struct{}) {
 // before it, whose request's completer found the role held after that
 // waiter had left (complete checks the role after it marks the request
 // done). Left set, the kick would fail every read of this waiter.
-func (ro *readRole) unkickStale(ctx context.Context, r *request) {
+func (ro *readRole) unkickStale(ctx context.Context, r *p2p.Done) {
 	ro.mu.Lock()
 	// A completion, the context's end and close each mark their cause
 	// before they kick, under mu: a kick still live here is stale.
@@ -445,26 +446,36 @@ func (l *link) readLoop() {
 // was not to be had (another waiter holds it, or the read side has ended):
 // the caller then waits as usual.
 func (l *link) waitDirect(ctx context.Context, r *request) (handled bool) {
-	held, handled, stop := l.role.takeForWaiter(ctx, r)
+	return l.readFor(ctx, &r.Done, &r.direct)
+}
+
+// readFor holds the read role of l for a goroutine that waits with ctx for
+// d, and reads the link until d completes (see waitDirect); direct, when
+// not nil, tells a goroutine that completes d elsewhere which link to
+// kick.
+func (l *link) readFor(ctx context.Context, d *p2p.Done, direct *atomic.Pointer[link]) (handled bool) {
+	held, handled, stop := l.role.takeForWaiter(ctx, d)
 	if !held {
 		return handled
 	}
-	r.direct.Swap(l) // then r's completion is looked at: a fence (ADR 28)
+	if direct != nil {
+		direct.Swap(l) // then d's completion is looked at: a fence (ADR 28)
+	}
 	l.rd.spin = l.rd.raw != nil
-	for !r.Finishing() && ctx.Err() == nil && !l.closing() {
-		yield, err := l.step(r)
+	for !d.Finishing() && ctx.Err() == nil && !l.closing() {
+		yield, err := l.step(d)
 		if err != nil {
 			l.readFailed(err)
 			break
 		}
 		if yield {
-			l.role.unkickStale(ctx, r)
+			l.role.unkickStale(ctx, d)
 		}
 	}
 	l.rd.spin = false
-	if !r.IsDone() {
-		// Once complete is done with r it looks at direct no more.
-		r.direct.Store(nil)
+	if direct != nil && !d.IsDone() {
+		// Once complete is done with d it looks at direct no more.
+		direct.Store(nil)
 	}
 	if stop != nil {
 		stop()

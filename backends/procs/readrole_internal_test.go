@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/p2p"
 )
 
 // TestAwaitHolder checks what Close relies on before it lets go of a
@@ -21,14 +23,14 @@ func TestAwaitHolder(t *testing.T) {
 	ro := &readRole{conn: a, parked: &parked, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1), idle: time.Hour}
 	ro.released.L = &ro.mu
 
-	held, _, stop := ro.takeForWaiter(context.Background(), &request{})
+	held, _, stop := ro.takeForWaiter(context.Background(), new(p2p.Done))
 	require.True(t, held, "a free role goes to the first waiter")
 	require.Nil(t, stop, "a context that never ends needs no watch")
 	require.EqualValues(t, 1, ro.directReads())
 
 	ro.close()
 	waitsFor(t, "awaitHolder", ro.awaitHolder, "the holder's release", ro.release)
-	held, _, _ = ro.takeForWaiter(context.Background(), &request{})
+	held, _, _ = ro.takeForWaiter(context.Background(), new(p2p.Done))
 	require.False(t, held, "a closed role goes to no waiter")
 	ro.awaitHolder() // nobody holds it: returns at once
 }

@@ -132,12 +132,18 @@ func (w *writer) sendCtl(fr frame, inline bool) error {
 // writeInline writes a frame (hdr and payload) from the calling
 // goroutine. mu is held on entry and released.
 func (w *writer) writeInline(hdr, payload []byte) error {
+	return w.writeInlinePre(hdr, nil, payload)
+}
+
+// writeInlinePre writes a frame whose payload starts with pre (a
+// one-sided frame's key), as writeInline does.
+func (w *writer) writeInlinePre(hdr, pre, payload []byte) error {
 	shm.RaceRelease() // a reader of this process may see the frame next
-	if w.room != nil && len(payload) <= smallWrite {
+	if w.room != nil && len(pre)+len(payload) <= smallWrite {
 		// A ring with room for the frame (inlineLocked asked) takes it
 		// without waiting: it is written under mu, which spares taking
 		// the writing role and giving it back under mu again.
-		buf := append(append(w.buf[:0], hdr...), payload...)
+		buf := append(append(append(w.buf[:0], hdr...), pre...), payload...)
 		w.buf = buf
 		_, err := w.conn.Write(buf)
 		w.mu.Unlock()
@@ -150,14 +156,15 @@ func (w *writer) writeInline(hdr, payload []byte) error {
 	w.writing = true
 	w.mu.Unlock()
 	var err error
-	if len(payload) <= smallWrite {
-		buf := append(append(w.buf[:0], hdr...), payload...)
+	if len(pre)+len(payload) <= smallWrite {
+		buf := append(append(append(w.buf[:0], hdr...), pre...), payload...)
 		w.buf = buf
 		_, err = w.conn.Write(buf)
 		w.noteWrite()
 	} else {
 		f := outFrame{payload: payload}
 		copy(f.hdr[:], hdr)
+		copy(f.pre[:], pre)
 		err = w.write([]*outFrame{&f}, nil, 0, 0, false)
 	}
 	w.mu.Lock()
@@ -357,6 +364,30 @@ func failFrames(fs []*outFrame, err error) {
 			f.done()
 		}
 	}
+}
+
+// answer writes f at once when the link is idle and the ring has room for
+// it, else queues it; f.done is called once it is written. The link's
+// reader calls it, over shared memory only: a write into a ring with room
+// does not block.
+func (w *writer) answer(f *outFrame) error {
+	w.mu.Lock()
+	if err := w.writable(); err != nil {
+		w.mu.Unlock()
+		failFrames([]*outFrame{f}, err)
+		return err
+	}
+	if w.room != nil && len(f.payload) <= smallWrite && w.inlineLocked(headerSize+len(f.payload)) {
+		err := w.writeInline(f.hdr[:], f.payload)
+		if f.done != nil {
+			f.done()
+		}
+		return err
+	}
+	w.queue = append(w.queue, f)
+	w.mu.Unlock()
+	w.kick()
+	return nil
 }
 
 // queueFrames queues frames for the writer goroutine; on a link that is

@@ -208,6 +208,9 @@ func run() error {
 			}
 			report("bw."+k.name, gbs, "GB/s")
 		}
+		if err := oneSidedCases(ctx, c, want, measure, report); err != nil {
+			return err
+		}
 	}
 
 	for _, k := range []struct {
