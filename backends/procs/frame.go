@@ -34,7 +34,11 @@ const (
 	frameGet       uint8 = 13 // a = data length, b = transfer id, c = offset in the region; key follows
 	frameOneDone   uint8 = 14 // tag = answer (oneDone, oneRefused), a = data length, b = transfer id: a Put chunk
 	frameOneData   uint8 = 15 // tag = answer, a = data length, b = transfer id: a Get chunk; data follows when in place
-	frameMax             = frameOneData
+	framePutFrom   uint8 = 16 // a = length, b = transfer id, c = offset in the region; key and the origin's address follow: copy them from there
+	frameGetAddr   uint8 = 17 // a = length, b = transfer id, c = offset in the region; key follows: lend the range
+	frameOneAddr   uint8 = 18 // tag = answer, a = length, b = transfer id, c = address of the range lent (oneDone)
+	frameOneFree   uint8 = 19 // b = transfer id: the range lent is copied
+	frameMax             = frameOneFree
 )
 
 // headerSize is the length of a frame header.
@@ -85,6 +89,10 @@ var uses = [frameMax + 1][4]bool{
 	frameGet:       {false, true, true, true},
 	frameOneDone:   {true, true, true, false},
 	frameOneData:   {true, true, true, false},
+	framePutFrom:   {false, true, true, true},
+	frameGetAddr:   {false, true, true, true},
+	frameOneAddr:   {true, true, true, true},
+	frameOneFree:   {false, false, true, false},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -141,11 +149,22 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 		if f.c > maxMessage {
 			return frame{}, xerr.Detail(ErrProtocol, "data frame at offset %d", f.c)
 		}
-	case framePut, frameGet, frameOneDone, frameOneData:
+	case framePutFrom, frameGetAddr, frameOneAddr:
+		if f.a == 0 || f.a > maxMessage || (f.typ != frameOneAddr && f.c > maxMessage) {
+			return frame{}, xerr.Detail(ErrProtocol, "single-copy frame type %d of %d bytes at %d", f.typ, f.a, f.c)
+		}
+		if f.typ == frameOneAddr && f.tag > oneNoCopy {
+			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
+		}
+	case frameOneDone:
+		if f.a > maxMessage || f.tag > oneNoCopy {
+			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d for %d bytes", f.tag, f.a)
+		}
+	case framePut, frameGet, frameOneData:
 		if f.a > uint64(lim.chunk) || f.c > maxMessage {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided frame type %d of %d bytes at offset %d (chunks are at most %d)", f.typ, f.a, f.c, lim.chunk)
 		}
-		if (f.typ == frameOneDone || f.typ == frameOneData) && f.tag > oneRefused {
+		if f.typ == frameOneData && f.tag > oneRefused {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
 		}
 	case frameCredit:

@@ -308,6 +308,14 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 		err = l.onOneDone(f.tag, int(f.a), f.b)
 	case frameOneData:
 		err = l.onOneData(f.tag, int(f.a), f.b)
+	case framePutFrom:
+		err = l.onPutFrom(int(f.a), f.b, f.c)
+	case frameGetAddr:
+		err = l.onGetAddr(int(f.a), f.b, f.c)
+	case frameOneAddr:
+		err = l.onOneAddr(f.tag, int(f.a), f.b, f.c)
+	case frameOneFree:
+		err = l.onOneFree(f.b)
 	}
 	return false, err
 }

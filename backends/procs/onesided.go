@@ -8,6 +8,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/onesided"
 	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -37,8 +38,9 @@ const keySize = 24
 
 // Answers of the target to a chunk, in the tag of its answer.
 const (
-	oneDone    = 0 // in place
+	oneDone    = 0 // in place (or, for frameOneAddr, lent)
 	oneRefused = 1 // the key names no open region of the target, or does not match it
+	oneNoCopy  = 2 // the kernel refused the single copy: send the bytes through the link
 )
 
 // Expose makes buf, host memory and not empty, reachable by the other
@@ -80,7 +82,18 @@ type oneOp struct {
 	// unwritten counts a Put's chunks not yet written: a Put completes
 	// once the writer is done with its buffer too (guarded likewise).
 	unwritten int
-	err       error // the first refusal; guarded likewise
+	err       error          // the first refusal; guarded likewise
+	key       comm.RemoteKey // the target's region, and where in it
+	off       int
+}
+
+// setChunks makes r wait for n chunks, answered (and, for a Put,
+// written). The link's one.mu is held, or r is not shared yet.
+func (r *oneOp) setChunks(n int) {
+	r.left, r.all = n, n
+	if r.put {
+		r.unwritten = n
+	}
 }
 
 var _ comm.Request = (*oneOp)(nil)
@@ -131,6 +144,9 @@ type oneLink struct {
 	next uint64
 	ops  map[uint64]*oneOp
 	down error // set when the link fails: no transfer starts after
+	// lent are ranges of this rank's regions that the peer copies from
+	// (a single-copy Get), by its transfer id, until it gives them back.
+	lent map[uint64]*onesided.Region
 }
 
 // Put writes src into the region dst names, off bytes into it. The
@@ -191,6 +207,7 @@ func (c *Comm) oneSelf(op string, r *oneOp, key comm.RemoteKey, off int) error {
 func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 	n := len(r.buf)
 	chunks := (n + l.w.chunk - 1) / l.w.chunk
+	single := l.singleCopies(n)
 	l.one.mu.Lock()
 	if l.one.down != nil {
 		l.one.mu.Unlock()
@@ -206,20 +223,38 @@ func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 	}
 	l.one.next++
 	id := l.one.next
-	r.left, r.all = chunks, chunks
-	if r.put {
-		r.unwritten = chunks
+	r.setChunks(chunks)
+	if single {
+		r.setChunks(1)
+		r.unwritten = 0
 	}
+	r.key, r.off = key, off
 	l.one.ops[id] = r
 	l.one.mu.Unlock()
-	var kb [keySize]byte
+	kb := keyBytes(key)
+	if single {
+		return l.startSingle(r, id, kb, off)
+	}
+	if chunks == 1 && n <= smallWrite && l.tryInline(r, id, key, kb[:keySize], off) {
+		return nil
+	}
+	return l.queueChunks(r, id, kb, off)
+}
+
+// keyBytes encodes key as Put and Get frames carry it.
+func keyBytes(key comm.RemoteKey) [keySize + 8]byte {
+	var kb [keySize + 8]byte
 	binary.LittleEndian.PutUint64(kb[0:], key.Addr)
 	binary.LittleEndian.PutUint64(kb[8:], uint64(key.Len))
 	binary.LittleEndian.PutUint64(kb[16:], key.Key)
-	if chunks == 1 && n <= smallWrite && l.tryInline(r, id, key, kb[:], off) {
-		return nil
-	}
-	frames := make([]*outFrame, 0, chunks)
+	return kb
+}
+
+// queueChunks queues the frames of the transfer r (id): chunks of the
+// link's chunk size, each carrying the key.
+func (l *link) queueChunks(r *oneOp, id uint64, kb [keySize + 8]byte, off int) error {
+	n := len(r.buf)
+	frames := make([]*outFrame, 0, (n+l.w.chunk-1)/l.w.chunk)
 	for at := 0; at < n; at += l.w.chunk {
 		k := min(l.w.chunk, n-at)
 		f := &outFrame{pre: kb}
@@ -326,6 +361,9 @@ func (l *link) onOneDone(status uint32, n int, id uint64) error {
 	if r == nil || err != nil {
 		return err
 	}
+	if status == oneNoCopy {
+		return l.resend(id, r) // a single-copy Put the kernel would not copy
+	}
 	l.chunkDone(id, r)
 	return nil
 }
@@ -417,6 +455,7 @@ func (l *link) failOnes(err error) {
 	for _, r := range ops {
 		r.Complete(comm.Status{}, err)
 	}
+	l.freeLent()
 }
 
 // Flush waits until every Put and Get this rank started to rank

@@ -18,14 +18,25 @@ const smallWrite = 4 << 10
 // the eager send to complete once it is written.
 type outFrame struct {
 	hdr     [headerSize]byte
-	pre     [keySize]byte // a one-sided frame's key, before its payload (framePut, frameGet)
+	pre     [keySize + 8]byte // a one-sided frame's key (and address), before its payload (preLen)
 	payload []byte
 	req     *request
 	done    func() // called once the frame is written, or dropped
 }
 
-// hasPre reports whether the frame carries pre.
-func (f *outFrame) hasPre() bool { return f.hdr[0] == framePut || f.hdr[0] == frameGet }
+// preLen returns how many bytes of pre the frame carries: a key for a
+// chunk of a Put or Get, a key and an address for a single-copy one.
+func (f *outFrame) preLen() int { return preLen(f.hdr[0]) }
+
+func preLen(typ uint8) int {
+	switch typ {
+	case framePut, frameGet, frameGetAddr:
+		return keySize
+	case framePutFrom:
+		return keySize + 8
+	}
+	return 0
+}
 
 // writer is the sending half of a link: it puts frames on the socket, one
 // goroutine at a time, in the order they were queued, and holds what this
@@ -189,8 +200,8 @@ func (w *writer) write(batch []*outFrame, chunk *request, off, n int, bye bool) 
 	iov := w.iov[:0]
 	for _, f := range batch {
 		iov = append(iov, f.hdr[:])
-		if f.hasPre() {
-			iov = append(iov, f.pre[:])
+		if n := f.preLen(); n > 0 {
+			iov = append(iov, f.pre[:n])
 		}
 		if len(f.payload) > 0 {
 			iov = append(iov, f.payload)

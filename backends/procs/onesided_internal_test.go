@@ -1,0 +1,94 @@
+package procs
+
+import (
+	"bytes"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/shm"
+)
+
+// Large one-sided transfers over a shared-memory link go by single copy —
+// no chunk crosses the ring — and when the kernel refuses the copy they
+// go through the link instead, once refused, with the same bytes.
+func TestOneSidedSingleCopy(t *testing.T) {
+	needSingleCopy(t)
+	const n = 1 << 20
+	run := func(t *testing.T, cs []*Comm) {
+		ctx := testCtx(t)
+		region := pattern(3*n, 1)
+		reg, err := cs[1].Expose(blk(region))
+		require.NoError(t, err)
+		defer reg.Close()
+		src := pattern(n, 2)
+		r, err := cs[0].Put(blk(src), reg.Key(), n+3)
+		require.NoError(t, err)
+		_, err = r.Wait(ctx)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(src, region[n+3:2*n+3]), "a Put by single copy")
+		got := make([]byte, n)
+		r, err = cs[0].Get(blk(got), reg.Key(), n+3)
+		require.NoError(t, err)
+		_, err = r.Wait(ctx)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(src, got), "a Get by single copy")
+		require.NoError(t, cs[0].Flush(ctx, 1))
+		cs[1].links[0].one.mu.Lock()
+		require.Empty(t, cs[1].links[0].one.lent, "a range still lent after the Get")
+		cs[1].links[0].one.mu.Unlock()
+	}
+	t.Run("copied", func(t *testing.T) {
+		var tries atomic.Int64
+		old := cmaRead
+		cmaRead = func(pid int, dst []byte, addr uint64) error {
+			tries.Add(1)
+			return old(pid, dst, addr)
+		}
+		t.Cleanup(func() { cmaRead = old })
+		cs := cmaGroup(t, 2, Config{})
+		run(t, cs)
+		require.Positive(t, tries.Load(), "no single copy was made")
+	})
+	t.Run("refused", func(t *testing.T) {
+		var tries atomic.Int64
+		old := cmaRead
+		cmaRead = func(pid int, dst []byte, addr uint64) error {
+			tries.Add(1)
+			return fmt.Errorf("%w: refused by the test", shm.ErrNotPermitted)
+		}
+		t.Cleanup(func() { cmaRead = old })
+		sink := &logSink{}
+		cs := cmaGroup(t, 2, Config{Logf: sink.logf})
+		run(t, cs)
+		require.True(t, cs[1].links[0].cma.refused.Load(), "the target's link still tries single copies")
+		require.True(t, cs[0].links[1].cma.refused.Load(), "the origin's link still asks for single copies")
+		require.Equal(t, int64(1), tries.Load(), "copies tried once refused")
+		require.Equal(t, 1, sink.count("one-sided transfers cross the ring"))
+	})
+}
+
+// A key of a region the target withdrew is refused by a single-copy Put
+// and Get too, and nothing is written.
+func TestOneSidedSingleCopyRefusedKey(t *testing.T) {
+	needSingleCopy(t)
+	cs := cmaGroup(t, 2, Config{})
+	ctx := testCtx(t)
+	region := pattern(1<<20, 1)
+	reg, err := cs[1].Expose(blk(region))
+	require.NoError(t, err)
+	key := reg.Key()
+	require.NoError(t, reg.Close())
+	r, err := cs[0].Put(blk(pattern(1<<20, 2)), key, 0)
+	require.NoError(t, err)
+	_, err = r.Wait(ctx)
+	require.ErrorIs(t, err, comm.ErrInvalidArgument)
+	require.True(t, bytes.Equal(pattern(1<<20, 1), region), "a refused Put wrote")
+	r, err = cs[0].Get(blk(make([]byte, 1<<20)), key, 0)
+	require.NoError(t, err)
+	_, err = r.Wait(ctx)
+	require.ErrorIs(t, err, comm.ErrInvalidArgument)
+}
