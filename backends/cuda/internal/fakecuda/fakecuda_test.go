@@ -195,6 +195,15 @@ func (f *fake) write(p dptr, b []byte) {
 	f.ok(f.cuMemcpyHtoD(p, unsafe.Pointer(&b[0]), uint64(len(b))), "cuMemcpyHtoD_v2")
 }
 
+// releaseClean releases device 0's primary context and fails unless nothing is left live or leaked.
+func (f *fake) releaseClean() {
+	f.t.Helper()
+	f.ok(f.cuPrimaryCtxRelease(0), "release")
+	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 0 {
+		f.t.Fatalf("stats %+v", st)
+	}
+}
+
 // sink keeps heapBytes' slices on the heap, where they do not move.
 var sink [][]byte
 
@@ -681,10 +690,7 @@ func TestStreamOrderAndPageableCopies(t *testing.T) {
 	f.ok(f.cuMemFreeHost(h), "free host")
 	f.ok(f.cuMemFree(buf), "free")
 	f.ok(f.cuModuleUnload(m), "unload")
-	f.ok(f.cuPrimaryCtxRelease(0), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 0 {
-		t.Fatalf("stats %+v", st)
-	}
+	f.releaseClean()
 }
 
 func TestEvents(t *testing.T) {
@@ -750,10 +756,7 @@ func TestEvents(t *testing.T) {
 	f.ok(f.cuMemFree(a), "free")
 	f.ok(f.cuMemFree(b), "free")
 	f.ok(f.cuModuleUnload(m), "unload")
-	f.ok(f.cuPrimaryCtxRelease(0), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 0 {
-		t.Fatalf("stats %+v", st)
-	}
+	f.releaseClean()
 }
 
 func TestStickyIllegalAddress(t *testing.T) {
