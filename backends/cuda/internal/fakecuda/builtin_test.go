@@ -199,8 +199,7 @@ func checkBuiltins[T elem](t *testing.T, f *fake, m, s unsafe.Pointer, typ kerne
 }
 
 func TestBuiltinKernelsAgainstTheSpec(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	m, log, r := f.cuModuleLoad(kernels.PTX[:len(kernels.PTX)-1])
 	if r != rSuccess {
 		t.Fatalf("kernels.PTX: %s (%d): %s", f.cuErrorName(r), r, log)
