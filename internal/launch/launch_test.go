@@ -24,9 +24,7 @@ import (
 )
 
 func TestRunSuccess(t *testing.T) {
-	var stdout, stderr syncBuffer
-	spec := roleSpec(3, "print")
-	spec.Stdout, spec.Stderr = &stdout, &stderr
+	spec, stdout, stderr := capturedRoleSpec(3, "print")
 	res, err := Run(guard(t), spec)
 	require.NoError(t, err)
 	require.Len(t, res.Ranks, 3)
@@ -130,9 +128,7 @@ func TestRunEnvironment(t *testing.T) {
 }
 
 func TestRunFailureStopsTheOthers(t *testing.T) {
-	var stdout, stderr syncBuffer
-	spec := roleSpec(4, "fail 2 3")
-	spec.Stdout, spec.Stderr = &stdout, &stderr
+	spec, stdout, stderr := capturedRoleSpec(4, "fail 2 3")
 	spec.LogPrefix = "launcher: "
 	res, err := Run(guard(t), spec)
 	require.Error(t, err)
@@ -303,9 +299,7 @@ func alive(pid int) bool {
 }
 
 func TestRunPartialLastLine(t *testing.T) {
-	var stdout, stderr syncBuffer
-	spec := roleSpec(2, "partial")
-	spec.Stdout, spec.Stderr = &stdout, &stderr
+	spec, stdout, stderr := capturedRoleSpec(2, "partial")
 	_, err := Run(guard(t), spec)
 	require.NoError(t, err)
 	for _, r := range []string{"[0] ", "[1] "} {
