@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -88,68 +89,48 @@ func assertGrace(t *testing.T, start time.Time, timeout time.Duration, call stri
 // clock shows how long they waited.
 func TestCancelBoundedWait(t *testing.T) {
 	const timeout = time.Second
-	t.Run("WaitAll/stuck", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			stuck, other := &stuckReq{}, newCancelable()
-			start := time.Now()
-			err := comm.WaitAll(ctx, stuck, other)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.Equal(t, int32(1), stuck.cancels.Load(), "the stuck request was canceled")
-			_, done, _ := other.Test()
-			assert.True(t, done, "the other pending request was canceled")
-			assertGrace(t, start, timeout, "WaitAll")
-		})
+	runWithTimeout(t, "WaitAll/stuck", timeout, func(t *testing.T, ctx context.Context) {
+		stuck, other := &stuckReq{}, newCancelable()
+		start := time.Now()
+		err := comm.WaitAll(ctx, stuck, other)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, int32(1), stuck.cancels.Load(), "the stuck request was canceled")
+		_, done, _ := other.Test()
+		assert.True(t, done, "the other pending request was canceled")
+		assertGrace(t, start, timeout, "WaitAll")
 	})
-	t.Run("WaitAll/cancelable", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			reqs := []comm.Request{newCancelable(), newCancelable()}
-			start := time.Now()
-			require.ErrorIs(t, comm.WaitAll(ctx, reqs...), context.DeadlineExceeded)
-			assert.Equal(t, timeout, time.Since(start), "requests that settle on Cancel are not waited for longer")
-		})
+	runWithTimeout(t, "WaitAll/cancelable", timeout, func(t *testing.T, ctx context.Context) {
+		reqs := []comm.Request{newCancelable(), newCancelable()}
+		start := time.Now()
+		require.ErrorIs(t, comm.WaitAll(ctx, reqs...), context.DeadlineExceeded)
+		assert.Equal(t, timeout, time.Since(start), "requests that settle on Cancel are not waited for longer")
 	})
-	t.Run("Sendrecv/stuck-send", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			send, recv := &stuckReq{}, newCancelable()
-			c := &pairComm{recv: recv, send: send}
-			start := time.Now()
-			_, err := comm.Sendrecv(ctx, c, memspace.Block{}, 1, 0, memspace.Block{}, 1, 0)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.Equal(t, int32(1), send.cancels.Load(), "the send was canceled")
-			_, done, _ := recv.Test()
-			assert.True(t, done, "the receive was canceled")
-			assertGrace(t, start, timeout, "Sendrecv")
-		})
+	runWithTimeout(t, "Sendrecv/stuck-send", timeout, func(t *testing.T, ctx context.Context) {
+		send, recv := &stuckReq{}, newCancelable()
+		c := &pairComm{recv: recv, send: send}
+		start := time.Now()
+		_, err := comm.Sendrecv(ctx, c, memspace.Block{}, 1, 0, memspace.Block{}, 1, 0)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, int32(1), send.cancels.Load(), "the send was canceled")
+		_, done, _ := recv.Test()
+		assert.True(t, done, "the receive was canceled")
+		assertGrace(t, start, timeout, "Sendrecv")
 	})
-	t.Run("Send/stuck", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			send := &stuckReq{}
-			c := &pairComm{send: send}
-			start := time.Now()
-			err := comm.Send(ctx, c, memspace.Block{}, 1, 0)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.Equal(t, int32(1), send.cancels.Load(), "the send was canceled")
-			assertGrace(t, start, timeout, "Send")
-		})
+	runWithTimeout(t, "Send/stuck", timeout, func(t *testing.T, ctx context.Context) {
+		send := &stuckReq{}
+		c := &pairComm{send: send}
+		start := time.Now()
+		err := comm.Send(ctx, c, memspace.Block{}, 1, 0)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, int32(1), send.cancels.Load(), "the send was canceled")
+		assertGrace(t, start, timeout, "Send")
 	})
-	t.Run("Recv/cancelable", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			c := &pairComm{recv: newCancelable()}
-			start := time.Now()
-			_, err := comm.Recv(ctx, c, memspace.Block{}, 1, 0)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.Equal(t, timeout, time.Since(start), "a receive that settles on Cancel is not waited for longer")
-		})
+	runWithTimeout(t, "Recv/cancelable", timeout, func(t *testing.T, ctx context.Context) {
+		c := &pairComm{recv: newCancelable()}
+		start := time.Now()
+		_, err := comm.Recv(ctx, c, memspace.Block{}, 1, 0)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, timeout, time.Since(start), "a receive that settles on Cancel is not waited for longer")
 	})
 	t.Run("Sendrecv/canceled-ctx", func(t *testing.T) {
 		// A context canceled (not expired) while the stuck send waits.
@@ -161,6 +142,18 @@ func TestCancelBoundedWait(t *testing.T) {
 			_, err := comm.Sendrecv(ctx, c, memspace.Block{}, 1, 0, memspace.Block{}, 1, 0)
 			require.ErrorIs(t, err, context.Canceled)
 			assert.Equal(t, int32(1), send.cancels.Load())
+		})
+	})
+}
+
+// runWithTimeout runs body as subtest name inside a synctest bubble, with a context that expires after timeout.
+func runWithTimeout(t *testing.T, name string, timeout time.Duration, body func(t *testing.T, ctx context.Context)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			body(t, ctx)
 		})
 	})
 }

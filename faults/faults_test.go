@@ -177,12 +177,7 @@ func TestSpaceLoseDevice(t *testing.T) {
 
 // A communicator has no device: a LoseDevice fault fails the one operation.
 func TestCommLoseDevice(t *testing.T) {
-	g := group(t, 2, func(rank int) faults.Injector {
-		if rank == 0 {
-			return faults.OnKind(faults.Isend, faults.Nth(1, faults.Fault{LoseDevice: true}))
-		}
-		return faults.None
-	})
+	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Nth(1, faults.Fault{LoseDevice: true})))
 	ctx := context.Background()
 	_, err := g[0].Isend(bytesBuf(t, 8).Block(), 1, 2)
 	assert.ErrorIs(t, err, xerr.ErrDeviceLost)
@@ -209,6 +204,17 @@ func group(t *testing.T, n int, inj func(rank int) faults.Injector) []*faults.Co
 	return out
 }
 
+// faultyPair opens a group of two whose rank 0 has inj and rank 1 no faults.
+func faultyPair(t *testing.T, inj faults.Injector) []*faults.Comm {
+	t.Helper()
+	return group(t, 2, func(rank int) faults.Injector {
+		if rank == 0 {
+			return inj
+		}
+		return faults.None
+	})
+}
+
 func bytesBuf(t *testing.T, n int) *memspace.Buffer[byte] {
 	b, err := memspace.FromSlice(make([]byte, n))
 	require.NoError(t, err)
@@ -217,12 +223,7 @@ func bytesBuf(t *testing.T, n int) *memspace.Buffer[byte] {
 
 func TestCommFailNth(t *testing.T) {
 	boom := errors.New("link flap")
-	g := group(t, 2, func(rank int) faults.Injector {
-		if rank == 0 {
-			return faults.OnKind(faults.Isend, faults.Nth(2, faults.Fault{Err: boom}))
-		}
-		return faults.None
-	})
+	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Nth(2, faults.Fault{Err: boom})))
 	buf := bytesBuf(t, 8)
 	ctx := context.Background()
 	go func() { _, _ = comm.Recv(ctx, g[1], bytesBuf(t, 8).Block(), 0, 7) }()
@@ -233,12 +234,7 @@ func TestCommFailNth(t *testing.T) {
 }
 
 func TestCommDrop(t *testing.T) {
-	g := group(t, 2, func(rank int) faults.Injector {
-		if rank == 0 {
-			return faults.OnKind(faults.Isend, faults.Nth(1, faults.Fault{Drop: true}))
-		}
-		return faults.None
-	})
+	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Nth(1, faults.Fault{Drop: true})))
 	ctx := context.Background()
 	src := bytesBuf(t, 4)
 	h, _ := src.Host()
@@ -263,12 +259,7 @@ func TestCommDrop(t *testing.T) {
 
 func TestCommDelay(t *testing.T) {
 	const delay = 80 * time.Millisecond
-	g := group(t, 2, func(rank int) faults.Injector {
-		if rank == 0 {
-			return faults.OnKind(faults.Isend, faults.Always(faults.Fault{Delay: delay}))
-		}
-		return faults.None
-	})
+	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Always(faults.Fault{Delay: delay})))
 	ctx := context.Background()
 	start := time.Now()
 	r, err := g[0].Isend(bytesBuf(t, 8).Block(), 1, 3)

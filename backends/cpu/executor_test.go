@@ -211,33 +211,21 @@ func TestReduceWithExecutor(t *testing.T) {
 
 func TestParallelConcurrentCallers(t *testing.T) {
 	e := newExec(t, 2)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for round := range 50 {
-				n := 100 + g*37 + round
-				out := make([]int32, n)
-				if err := e.ParallelFor(context.Background(), n, func(i int) { out[i] += int32(g + 1) }); err != nil {
-					errs <- err
-					return
-				}
-				for i, v := range out {
-					if v != int32(g+1) {
-						errs <- fmt.Errorf("caller %d round %d index %d: %d", g, round, i, v)
-						return
-					}
+	concurrently(t, 8, func(g int) error {
+		for round := range 50 {
+			n := 100 + g*37 + round
+			out := make([]int32, n)
+			if err := e.ParallelFor(context.Background(), n, func(i int) { out[i] += int32(g + 1) }); err != nil {
+				return err
+			}
+			for i, v := range out {
+				if v != int32(g+1) {
+					return fmt.Errorf("caller %d round %d index %d: %d", g, round, i, v)
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+		}
+		return nil
+	})
 }
 
 // More concurrent loops than there are publication slots: the extra ones

@@ -250,55 +250,41 @@ func TestSpaceSlabsReturn(t *testing.T) {
 
 func TestSpaceConcurrent(t *testing.T) {
 	s := newSpace(t, cpu.SpaceOptions{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 1))
-			var live []memspace.Block
-			for range 2000 {
-				if len(live) > 0 && r.IntN(2) == 0 {
-					k := r.IntN(len(live))
-					b := live[k]
-					buf, _ := b.Bytes()
-					if buf[0] != byte(g) || buf[b.Len()-1] != byte(g) {
-						errs <- errors.New("block content changed")
-						return
-					}
-					if err := s.Free(b); err != nil {
-						errs <- err
-						return
-					}
-					live = append(live[:k], live[k+1:]...)
-					continue
-				}
-				size := 1 + r.IntN(8192)
-				b, err := s.Allocate(size, 0)
-				if err != nil {
-					errs <- err
-					return
-				}
+	concurrently(t, 4, func(g int) error {
+		r := rand.New(rand.NewPCG(uint64(g), 1))
+		var live []memspace.Block
+		for range 2000 {
+			if len(live) > 0 && r.IntN(2) == 0 {
+				k := r.IntN(len(live))
+				b := live[k]
 				buf, _ := b.Bytes()
-				for j := range buf {
-					buf[j] = byte(g)
+				if buf[0] != byte(g) || buf[b.Len()-1] != byte(g) {
+					return errors.New("block content changed")
 				}
-				live = append(live, b)
-			}
-			for _, b := range live {
 				if err := s.Free(b); err != nil {
-					errs <- err
-					return
+					return err
 				}
+				live = append(live[:k], live[k+1:]...)
+				continue
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			size := 1 + r.IntN(8192)
+			b, err := s.Allocate(size, 0)
+			if err != nil {
+				return err
+			}
+			buf, _ := b.Bytes()
+			for j := range buf {
+				buf[j] = byte(g)
+			}
+			live = append(live, b)
+		}
+		for _, b := range live {
+			if err := s.Free(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	st := s.Stats()
 	assert.Zero(t, st.InUse)
 	assert.Zero(t, st.Live)

@@ -19,6 +19,14 @@ import (
 	"github.com/xpu-go/xpu/transfer"
 )
 
+// leakCheckedGPU0 checks the test for driver leaks, then opens device 0 and loads the test kernels on it.
+func leakCheckedGPU0(t *testing.T) (*gpu, map[string]*cuda.Function) {
+	t.Helper()
+	noDriverLeaks(t)
+	g := openGPU(t, "0")
+	return g, testKernels(t, g)
+}
+
 // testKernels loads the test module on g's device.
 func testKernels(t *testing.T, g *gpu) map[string]*cuda.Function {
 	t.Helper()
@@ -42,9 +50,7 @@ func iotaConfig() cuda.Config { return cuda.Config{Grid: cuda.Dim3{X: 4}, Block:
 // after it waits for it: a slow kernel, then host work that reads what the
 // kernel wrote and writes pinned memory, then a copy of that memory.
 func TestStreamHostWorkInOrder(t *testing.T) {
-	noDriverLeaks(t)
-	g := openGPU(t, "0")
-	k := testKernels(t, g)
+	g, k := leakCheckedGPU0(t)
 	ctx := context.Background()
 	const n = 4096
 	buf := upload(t, g, make([]uint32, n))
@@ -87,9 +93,7 @@ func TestStreamHostWorkInOrder(t *testing.T) {
 // Streams of one device and of two wait for each other's events; a CPU
 // stream waits for a CUDA event and a CUDA stream for a CPU event.
 func TestStreamCrossWaits(t *testing.T) {
-	noDriverLeaks(t)
-	g := openGPU(t, "0")
-	k := testKernels(t, g)
+	g, k := leakCheckedGPU0(t)
 	ctx := context.Background()
 	const n = 4096
 	buf := upload(t, g, make([]uint32, n))
@@ -169,9 +173,7 @@ func TestStreamCrossWaits(t *testing.T) {
 // Events time the device's work; query does not block; a CPU event is not
 // a start the device can time against.
 func TestEventTiming(t *testing.T) {
-	noDriverLeaks(t)
-	g := openGPU(t, "0")
-	k := testKernels(t, g)
+	g, k := leakCheckedGPU0(t)
 	start, err := g.s.Record()
 	require.NoError(t, err)
 	require.NoError(t, k[kernels.TestSleep].Launch(g.s, one, uint64(20*time.Millisecond)))
@@ -200,9 +202,7 @@ func TestEventTiming(t *testing.T) {
 // A wait bounded by a context returns when the context ends, and the
 // stream is still usable once the work is done.
 func TestStreamWaitBounded(t *testing.T) {
-	noDriverLeaks(t)
-	g := openGPU(t, "0")
-	k := testKernels(t, g)
+	g, k := leakCheckedGPU0(t)
 	require.NoError(t, k[kernels.TestSleep].Launch(g.s, one, uint64(300*time.Millisecond)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

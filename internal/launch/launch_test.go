@@ -24,9 +24,7 @@ import (
 )
 
 func TestRunSuccess(t *testing.T) {
-	var stdout, stderr syncBuffer
-	spec := roleSpec(3, "print")
-	spec.Stdout, spec.Stderr = &stdout, &stderr
+	spec, stdout, stderr := capturedRoleSpec(3, "print")
 	res, err := Run(guard(t), spec)
 	require.NoError(t, err)
 	require.Len(t, res.Ranks, 3)
@@ -130,9 +128,7 @@ func TestRunEnvironment(t *testing.T) {
 }
 
 func TestRunFailureStopsTheOthers(t *testing.T) {
-	var stdout, stderr syncBuffer
-	spec := roleSpec(4, "fail 2 3")
-	spec.Stdout, spec.Stderr = &stdout, &stderr
+	spec, stdout, stderr := capturedRoleSpec(4, "fail 2 3")
 	spec.LogPrefix = "launcher: "
 	res, err := Run(guard(t), spec)
 	require.Error(t, err)
@@ -303,9 +299,7 @@ func alive(pid int) bool {
 }
 
 func TestRunPartialLastLine(t *testing.T) {
-	var stdout, stderr syncBuffer
-	spec := roleSpec(2, "partial")
-	spec.Stdout, spec.Stderr = &stdout, &stderr
+	spec, stdout, stderr := capturedRoleSpec(2, "partial")
 	_, err := Run(guard(t), spec)
 	require.NoError(t, err)
 	for _, r := range []string{"[0] ", "[1] "} {
@@ -409,17 +403,11 @@ func TestRunStartFailure(t *testing.T) {
 }
 
 func TestRunGoRunBuildsOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a program")
-	}
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
+	goCmd := goCommand(t, "builds a program")
 	var stdout, stderr syncBuffer
 	spec := Spec{N: 3, Prog: goCmd, Args: []string{"run", "-trimpath", "./testdata/rankecho", "a", "b c"},
 		Stdout: &stdout, Stderr: &stderr}
-	_, err = Run(guard(t), spec)
+	_, err := Run(guard(t), spec)
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	re := regexp.MustCompile(`^\[(\d)\] rank (\d) of 3 args \["a" "b c"\] exe (.*)$`)
 	exes := map[string]bool{}
@@ -440,13 +428,7 @@ func TestRunGoRunBuildsOnce(t *testing.T) {
 }
 
 func TestRunGoRunBuildFailure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go build")
-	}
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
+	goCmd := goCommand(t, "runs go build")
 	var stderr syncBuffer
 	spec := Spec{N: 2, Prog: goCmd, Args: []string{"run", "./testdata/no-such-dir"}, Stderr: &stderr}
 	res, err := Run(guard(t), spec)
@@ -454,4 +436,17 @@ func TestRunGoRunBuildFailure(t *testing.T) {
 	assert.Nil(t, res, "no rank started")
 	assert.Contains(t, err.Error(), "build")
 	assert.NotEmpty(t, stderr.String(), "go build says why")
+}
+
+// goCommand returns the path of the go command, skipping the test (saying why it needs go) in short mode or where there is none.
+func goCommand(t *testing.T, why string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	return goCmd
 }

@@ -224,6 +224,14 @@ func roleSpec(n int, role string) Spec {
 	return Spec{N: n, Prog: os.Args[0], Env: roleEnviron(role)}
 }
 
+// capturedRoleSpec is roleSpec with the ranks' stdout and stderr captured in the buffers it returns.
+func capturedRoleSpec(n int, role string) (spec Spec, stdout, stderr *syncBuffer) {
+	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	spec = roleSpec(n, role)
+	spec.Stdout, spec.Stderr = stdout, stderr
+	return spec, stdout, stderr
+}
+
 func roleEnviron(role string, extra ...string) []string {
 	// A program built with -race sleeps a second before it exits, unless
 	// told not to.

@@ -114,9 +114,7 @@ func TestRunMPIReal(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("no mpirun")
 	}
-	var stdout, stderr syncBuffer
-	spec := roleSpec(2, "mpienv")
-	spec.Stdout, spec.Stderr = &stdout, &stderr
+	spec, stdout, stderr := capturedRoleSpec(2, "mpienv")
 	require.NoError(t, RunMPI(guard(t), spec), "stderr: %s", stderr.String())
 	assert.ElementsMatch(t, []string{"rank 0 of 2 backend mpi", "rank 1 of 2 backend mpi"}, stdout.Lines())
 }

@@ -199,8 +199,7 @@ func checkBuiltins[T elem](t *testing.T, f *fake, m, s unsafe.Pointer, typ kerne
 }
 
 func TestBuiltinKernelsAgainstTheSpec(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	m, log, r := f.cuModuleLoad(kernels.PTX[:len(kernels.PTX)-1])
 	if r != rSuccess {
 		t.Fatalf("kernels.PTX: %s (%d): %s", f.cuErrorName(r), r, log)
@@ -226,8 +225,5 @@ func TestBuiltinKernelsAgainstTheSpec(t *testing.T) {
 	f.ok(f.cuStreamDestroy(s), "destroy")
 	f.ok(f.cuModuleUnload(m), "unload")
 	f.ok(f.cuModuleUnload(tm), "unload")
-	f.ok(f.cuPrimaryCtxRelease(0), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 0 {
-		t.Fatalf("stats %+v", st)
-	}
+	f.releaseClean()
 }

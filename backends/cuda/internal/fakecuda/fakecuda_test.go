@@ -123,6 +123,14 @@ func load(t *testing.T, env ...string) *fake {
 	return f
 }
 
+// loadCtx0 is load with device 0's primary context current.
+func loadCtx0(t *testing.T) *fake {
+	t.Helper()
+	f := load(t)
+	f.ctx(0)
+	return f
+}
+
 func (f *fake) ok(r int, what string) {
 	f.t.Helper()
 	if r != rSuccess {
@@ -193,6 +201,21 @@ func (f *fake) read(p dptr, n int) []byte {
 func (f *fake) write(p dptr, b []byte) {
 	f.t.Helper()
 	f.ok(f.cuMemcpyHtoD(p, unsafe.Pointer(&b[0]), uint64(len(b))), "cuMemcpyHtoD_v2")
+}
+
+// releaseClean releases device 0's primary context and fails unless nothing is left live or leaked.
+func (f *fake) releaseClean() {
+	f.t.Helper()
+	f.ok(f.cuPrimaryCtxRelease(0), "release")
+	f.noneLive(0, "")
+}
+
+// noneLive fails unless the driver holds nothing live and has counted exactly leaked objects as leaked; why says what leaked.
+func (f *fake) noneLive(leaked int64, why string) {
+	f.t.Helper()
+	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != leaked {
+		f.t.Fatalf("stats %+v, want none live and %d leaked %s", st, leaked, why)
+	}
 }
 
 // sink keeps heapBytes' slices on the heap, where they do not move.
@@ -417,8 +440,7 @@ func TestPeekChild(t *testing.T) {
 	if os.Getenv("FAKECUDA_TEST_PEEK") != "1" {
 		t.Skip("runs as a child process of TestDeviceMemoryIsNotHostMemory")
 	}
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	p := f.alloc(4096)
 	f.write(p, []byte{1, 2, 3, 4})
 	// The crash below ends the process before t.TempDir's cleanup runs:
@@ -429,8 +451,7 @@ func TestPeekChild(t *testing.T) {
 }
 
 func TestDeviceMemoryIsNotHostMemory(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	p := f.alloc(1 << 16)
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
@@ -466,8 +487,7 @@ func TestDeviceMemoryIsNotHostMemory(t *testing.T) {
 }
 
 func TestAllocFreeAndOOM(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	_, r := f.cuMemAlloc(0)
 	f.want(r, rInvalidValue, "cuMemAlloc_v2(0)")
 	a := f.alloc(1000)
@@ -607,8 +627,7 @@ func TestSyncCopiesAndRanges(t *testing.T) {
 }
 
 func TestStreamOrderAndPageableCopies(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	s := f.stream()
 	m := f.module()
 	sleep := f.fn(m, "xpu_test_sleep")
@@ -681,15 +700,11 @@ func TestStreamOrderAndPageableCopies(t *testing.T) {
 	f.ok(f.cuMemFreeHost(h), "free host")
 	f.ok(f.cuMemFree(buf), "free")
 	f.ok(f.cuModuleUnload(m), "unload")
-	f.ok(f.cuPrimaryCtxRelease(0), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 0 {
-		t.Fatalf("stats %+v", st)
-	}
+	f.releaseClean()
 }
 
 func TestEvents(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	s1, s2 := f.stream(), f.stream()
 	m := f.module()
 	sleep := f.fn(m, "xpu_test_sleep")
@@ -750,15 +765,11 @@ func TestEvents(t *testing.T) {
 	f.ok(f.cuMemFree(a), "free")
 	f.ok(f.cuMemFree(b), "free")
 	f.ok(f.cuModuleUnload(m), "unload")
-	f.ok(f.cuPrimaryCtxRelease(0), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 0 {
-		t.Fatalf("stats %+v", st)
-	}
+	f.releaseClean()
 }
 
 func TestStickyIllegalAddress(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	s := f.stream()
 	m := f.module()
 	store, sleep := f.fn(m, "xpu_test_store"), f.fn(m, "xpu_test_sleep")
@@ -788,9 +799,7 @@ func TestStickyIllegalAddress(t *testing.T) {
 	// the device's other context is unaffected; this one recovers only
 	// by a reset, which reclaims (and counts) what was left
 	f.ok(f.cuPrimaryCtxRelease(0), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 4 {
-		t.Fatalf("after the reset: stats %+v, want 4 leaked (allocation, stream, event, module)", st)
-	}
+	f.noneLive(4, "after the reset (allocation, stream, event, module)")
 	f.ctx(0)
 	q := f.alloc(64)
 	f.ok(f.cuMemsetD8(q, 0, 64), "memset after the reset")
@@ -803,14 +812,11 @@ func TestStickyIllegalAddress(t *testing.T) {
 	f.want(f.cuCtxSynchronize(), rIllegalAddress, "sticky after a legacy-stream fault")
 	f.want(f.cuModuleUnload(m), rIllegalAddress, "unload on a failed context still unloads")
 	f.ok(f.cuPrimaryCtxRelease(0), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 4 {
-		t.Fatalf("stats %+v", st)
-	}
+	f.noneLive(4, "")
 }
 
 func TestInjectedFaults(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	m := f.module()
 	empty := f.fn(m, "xpu_test_empty")
 	f.ctl.Inject(FaultLaunch, 0, 1)
@@ -874,8 +880,7 @@ func TestInjectedFaults(t *testing.T) {
 }
 
 func TestPTXValidationAndLaunchChecks(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	for _, tc := range []struct{ name, ptx, want string }{
 		{"no version", ".target sm_90\n.entry k() { ret; }\n", "Missing .version directive at line 1"},
 		{"no target", ".version 8.0\n\n.entry k() { ret; }\n", ".target directive before .entry at line 3"},
@@ -923,8 +928,7 @@ func TestPTXValidationAndLaunchChecks(t *testing.T) {
 }
 
 func TestKernels(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	m := f.module()
 	s := f.stream()
 	const n = 1000
@@ -1043,14 +1047,11 @@ func TestPeerAccess(t *testing.T) {
 	f.ok(f.cuModuleUnload(m), "unload")
 	f.ok(f.cuPrimaryCtxRelease(0), "release")
 	f.ok(f.cuPrimaryCtxRelease(1), "release")
-	if st := f.ctl.Stats(); st.Live() != 0 || st.Leaked != 1 {
-		t.Fatalf("stats %+v (the first module was leaked by a reset)", st)
-	}
+	f.noneLive(1, "the first module was leaked by a reset")
 }
 
 func TestConcurrentStreams(t *testing.T) {
-	f := load(t)
-	f.ctx(0)
+	f := loadCtx0(t)
 	m := f.module()
 	f.ok(f.cuPrimaryCtxRelease(0), "release") // leaks m: counted
 	var wg sync.WaitGroup

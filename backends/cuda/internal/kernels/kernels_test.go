@@ -108,29 +108,24 @@ func TestTestKernelsTable(t *testing.T) {
 type celsius float64
 
 func TestTypeOf(t *testing.T) {
-	check := func(want kernels.Type, got kernels.Type, ok bool) {
-		t.Helper()
+	for _, c := range []struct {
+		want kernels.Type
+		of   func() (kernels.Type, bool)
+	}{
+		{kernels.Int32, kernels.TypeOf[int32]},
+		{kernels.Int64, kernels.TypeOf[int64]},
+		{kernels.Uint32, kernels.TypeOf[uint32]},
+		{kernels.Uint64, kernels.TypeOf[uint64]},
+		{kernels.Float32, kernels.TypeOf[float32]},
+		{kernels.Float64, kernels.TypeOf[float64]},
+		{kernels.Float64, kernels.TypeOf[celsius]},
+		{map[int]kernels.Type{32: kernels.Int32, 64: kernels.Int64}[strconv.IntSize], kernels.TypeOf[int]},
+		{map[int]kernels.Type{32: kernels.Uint32, 64: kernels.Uint64}[strconv.IntSize], kernels.TypeOf[uint]},
+	} {
+		ty, ok := c.of()
 		assert.True(t, ok)
-		assert.Equal(t, want, got)
+		assert.Equal(t, c.want, ty)
 	}
-	ty, ok := kernels.TypeOf[int32]()
-	check(kernels.Int32, ty, ok)
-	ty, ok = kernels.TypeOf[int64]()
-	check(kernels.Int64, ty, ok)
-	ty, ok = kernels.TypeOf[uint32]()
-	check(kernels.Uint32, ty, ok)
-	ty, ok = kernels.TypeOf[uint64]()
-	check(kernels.Uint64, ty, ok)
-	ty, ok = kernels.TypeOf[float32]()
-	check(kernels.Float32, ty, ok)
-	ty, ok = kernels.TypeOf[float64]()
-	check(kernels.Float64, ty, ok)
-	ty, ok = kernels.TypeOf[celsius]()
-	check(kernels.Float64, ty, ok)
-	ty, ok = kernels.TypeOf[int]()
-	check(map[int]kernels.Type{32: kernels.Int32, 64: kernels.Int64}[strconv.IntSize], ty, ok)
-	ty, ok = kernels.TypeOf[uint]()
-	check(map[int]kernels.Type{32: kernels.Uint32, 64: kernels.Uint64}[strconv.IntSize], ty, ok)
 	for _, f := range []func() (kernels.Type, bool){
 		kernels.TypeOf[int8], kernels.TypeOf[uint16], kernels.TypeOf[complex64], kernels.TypeOf[string],
 		kernels.TypeOf[*float32], kernels.TypeOf[uintptr], kernels.TypeOf[any], kernels.TypeOf[[2]float32],
