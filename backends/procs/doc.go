@@ -99,8 +99,11 @@
 // every chunk is answered. A key of no open region, or that does not match
 // the region it names, is refused with ErrInvalidArgument and writes
 // nothing, and the link goes on; a lost target fails the transfers under
-// way with ErrPeerLost. Over a shared-memory link the bytes go through the
-// rings as other frames do.
+// way with ErrPeerLost. Over a shared-memory link a transfer of 256 KiB or
+// more goes by single copy instead: the target copies a Put's bytes from
+// the origin's memory, and lends a Get's range for the origin to copy,
+// each side writing only its own memory
+// (docs/adr/0033-one-sided-on-every-communicator.md).
 //
 // # Failures
 //
