@@ -197,3 +197,22 @@ func TestRunExampleAllreduce(t *testing.T) {
 	}
 	assert.ElementsMatch(t, want, strings.Split(strings.TrimSpace(stdout.String()), "\n"))
 }
+
+// The one-sided example: two ranks under xpu run, the pool's pages pulled
+// and written back by batches, over the default links.
+func TestRunExamplePagedCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs examples/pagedcache")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	t.Setenv("XPU_BACKEND", "")
+	var stdout, stderr lockedBuffer
+	code := Run(testCtx(t), []string{"run", "-n", "2", "--timeout", "2m", "go", "run", "../examples/pagedcache"}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	assert.ElementsMatch(t, []string{
+		"[0] rank 0: 32 pages written back into a pool of 256: ok",
+		"[1] rank 1: 32 pages pulled with one batch of Gets and written back with one batch of Puts: ok",
+	}, strings.Split(strings.TrimSpace(stdout.String()), "\n"))
+}

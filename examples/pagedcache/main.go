@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+
+	_ "github.com/xpu-go/xpu/backends/cpu"   // host memory
+	_ "github.com/xpu-go/xpu/backends/procs" // the communicator between processes
+)
+
+const (
+	page    = 16 << 10 // bytes a page
+	pages   = 256      // pages of the pool
+	pulled  = 32       // pages rank 1 pulls
+	tagDone = 1        // rank 1's message: the pages are written back
+)
+
+// slot is the pool slot of the i-th page rank 1 pulls, and back the slot
+// it writes that page back to.
+func slot(i int) int { return (i*37 + 5) % pages }
+func back(i int) int { return (slot(i) + 128) % pages }
+
+// fill is the byte at offset k of page p in the pool at the start.
+func fill(p, k int) byte { return byte(p*7 + k) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err := run(ctx)
+	cancel()
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pagedcache:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) (err error) {
+	// Join the job that xpu run (or mpirun, or srun) started.
+	network, err := xpu.Open(ctx, "procs", nil)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, network.Close()) }()
+	host, err := xpu.Open(ctx, "cpu", nil)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, host.Close()) }()
+	if network.Comm != nil {
+		return rank(ctx, network.Comm, host.Memory)
+	}
+	// Not started by a launcher: both ranks in this process.
+	ranks, err := network.Group(ctx, 2)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, c := range ranks {
+		wg.Go(func() { errs[i] = rank(ctx, c, host.Memory) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// rank is one rank's part.
+func rank(ctx context.Context, c comm.Comm, space memspace.Space) error {
+	one, ok := c.(comm.OneSided)
+	if !ok || c.Size() != 2 {
+		return fmt.Errorf("needs 2 ranks of a communicator with one-sided transfers; have %d of %T", c.Size(), c)
+	}
+	if c.Rank() == 0 {
+		return server(ctx, one, space)
+	}
+	return client(ctx, one, space)
+}
+
+// server exposes the pool, waits for rank 1's word, and checks the pool.
+func server(ctx context.Context, c comm.OneSided, space memspace.Space) error {
+	pool, err := memspace.Alloc[byte](space, pages*page)
+	if err != nil {
+		return err
+	}
+	defer pool.Free()
+	mem, err := pool.Host()
+	if err != nil {
+		return err
+	}
+	for p := range pages {
+		for k := range page {
+			mem[p*page+k] = fill(p, k)
+		}
+	}
+	reg, err := c.Expose(pool.Block())
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	if _, err := comm.ExchangeKeys(ctx, c, reg.Key()); err != nil {
+		return err
+	}
+	// Rank 1 pulls and writes back on its own; its message comes after
+	// its Puts are in place.
+	if _, err := comm.Recv(ctx, c, memspace.Block{}, 1, tagDone); err != nil {
+		return err
+	}
+	for i := range pulled {
+		p, q := slot(i), back(i)
+		for k := range page {
+			if got, want := mem[q*page+k], fill(p, k)+1; got != want {
+				return fmt.Errorf("rank 0: byte %d of slot %d, written back from page %d: %d, want %d", k, q, p, got, want)
+			}
+		}
+	}
+	fmt.Printf("rank 0: %d pages written back into a pool of %d: ok\n", pulled, pages)
+	return nil
+}
+
+// client pulls its pages with one batch of Gets, changes them, and writes
+// them back with one batch of Puts.
+func client(ctx context.Context, c comm.OneSided, space memspace.Space) error {
+	cache, err := memspace.Alloc[byte](space, pulled*page)
+	if err != nil {
+		return err
+	}
+	defer cache.Free()
+	keys, err := comm.ExchangeKeys(ctx, c, comm.RemoteKey{Rank: 1})
+	if err != nil {
+		return err
+	}
+	gets := make([]comm.Xfer, pulled)
+	puts := make([]comm.Xfer, pulled)
+	for i := range pulled {
+		b, err := cache.Block().Slice(i*page, page)
+		if err != nil {
+			return err
+		}
+		gets[i] = comm.Xfer{Local: b, Remote: keys[0], RemoteOff: slot(i) * page}
+		puts[i] = comm.Xfer{Local: b, Remote: keys[0], RemoteOff: back(i) * page}
+	}
+	pull, err := comm.PrepareBatch(c, false, gets)
+	if err != nil {
+		return err
+	}
+	if err := pull.Run(ctx); err != nil {
+		return err
+	}
+	mem, err := cache.Host()
+	if err != nil {
+		return err
+	}
+	for i := range pulled {
+		for k := range page {
+			if got, want := mem[i*page+k], fill(slot(i), k); got != want {
+				return fmt.Errorf("rank 1: byte %d of page %d, pulled from slot %d: %d, want %d", k, i, slot(i), got, want)
+			}
+			mem[i*page+k]++
+		}
+	}
+	push, err := comm.PrepareBatch(c, true, puts)
+	if err != nil {
+		return err
+	}
+	if err := push.Run(ctx); err != nil {
+		return err
+	}
+	// The Puts are in place once Flush returns: a message sent now
+	// arrives after them.
+	if err := c.Flush(ctx, 0); err != nil {
+		return err
+	}
+	if err := comm.Send(ctx, c, memspace.Block{}, 0, tagDone); err != nil {
+		return err
+	}
+	fmt.Printf("rank 1: %d pages pulled with one batch of Gets and written back with one batch of Puts: ok\n", pulled)
+	return nil
+}
