@@ -16,11 +16,7 @@ import (
 // gpuBox is a driver that opens nothing and describes three GPUs with
 // the optional fields of xpu.Device: GPUs 0 and 1 joined by four NVLinks,
 // GPU 2 on the other socket, and of which less is known.
-type gpuBox struct{}
-
-func (gpuBox) Open(context.Context, xpu.Options) (*xpu.Backend, error) {
-	return nil, xpu.ErrUnavailable
-}
+type gpuBox struct{ unopenable } // Open fails as unopenable's
 
 func intPtr(n int) *int { return &n }
 

@@ -13,15 +13,7 @@ import (
 // comm.Send and comm.Recv. One iteration is a round trip: 2*size bytes
 // move, and ns/one-way is half its time (the latency).
 func benchPingPong(b *testing.B, size int, opts local.Options) {
-	cs, err := local.NewGroup(2, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		for _, c := range cs {
-			_ = c.Close()
-		}
-	}()
+	cs := group(b, 2, opts)
 	ctx := context.Background()
 	ping, pong := blk(b, make([]byte, size)), blk(b, make([]byte, size))
 	n := b.N
@@ -78,15 +70,7 @@ func BenchmarkPingPong(b *testing.B) {
 func BenchmarkStream(b *testing.B) {
 	for _, size := range []int{8, 64 << 10} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			cs, err := local.NewGroup(2, local.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				for _, c := range cs {
-					_ = c.Close()
-				}
-			}()
+			cs := group(b, 2, local.Options{})
 			ctx := context.Background()
 			n := b.N
 			got := make(chan error, 1)

@@ -3,6 +3,7 @@ package local_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/backends/local"
@@ -97,3 +98,13 @@ func (fakeSpace) Allocate(size, align int) (memspace.Block, error) {
 }
 
 func (fakeSpace) Free(memspace.Block) error { return memspace.ErrForeignBlock }
+
+// recvByte receives a 1-byte message from source with tag on c and checks
+// that it is want.
+func recvByte(t testing.TB, c *local.Comm, source, tag int, want byte, msgAndArgs ...any) {
+	t.Helper()
+	got := make([]byte, 1)
+	_, err := wait(t, irecv(t, c, got, source, tag))
+	require.NoError(t, err)
+	assert.Equal(t, want, got[0], msgAndArgs...)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
@@ -41,19 +42,14 @@ func testCollectives(t *testing.T, c *mpi.Comm, prefix string) {
 		run("allgather", func(t *testing.T, ctx context.Context) { testAllgather(t, ctx, c) })
 		run("alltoall", func(t *testing.T, ctx context.Context) { testAlltoall(t, ctx, c) })
 		run("reductions", func(t *testing.T, ctx context.Context) {
-			testReductions[int8](t, ctx, c)
-			testReductions[int16](t, ctx, c)
-			testReductions[int32](t, ctx, c)
-			testReductions[int64](t, ctx, c)
-			testReductions[uint8](t, ctx, c)
-			testReductions[uint16](t, ctx, c)
-			testReductions[uint32](t, ctx, c)
-			testReductions[uint64](t, ctx, c)
-			testReductions[float32](t, ctx, c)
-			testReductions[float64](t, ctx, c)
-			testReductions[complex64](t, ctx, c)
-			testReductions[complex128](t, ctx, c)
-			testReductions[celsius](t, ctx, c)
+			for _, test := range []func(*testing.T, context.Context, *mpi.Comm){
+				testReductions[int8], testReductions[int16], testReductions[int32], testReductions[int64],
+				testReductions[uint8], testReductions[uint16], testReductions[uint32], testReductions[uint64],
+				testReductions[float32], testReductions[float64], testReductions[complex64], testReductions[complex128],
+				testReductions[celsius],
+			} {
+				test(t, ctx, c)
+			}
 		})
 		run("large", func(t *testing.T, ctx context.Context) { testLarge(t, ctx, c) })
 	}

@@ -59,18 +59,26 @@ func findLauncher() (launcher, error) {
 		strings.SplitN(lib, ",", 2)[0], strings.Join(names, ", "))
 }
 
-// TestRanks runs this test binary as every rank of MPI jobs of 1 to 4
-// processes (and of 2 and 3 at the serialized thread level), each running
-// the TestSPMD tests, and fails with every rank's output when a rank
-// fails.
-func TestRanks(t *testing.T) {
+// launcherOutside skips the test inside an MPI job (what runs outside
+// mpirun) or where no launcher is found, and returns the launcher.
+func launcherOutside(t *testing.T, what string) launcher {
+	t.Helper()
 	if world != nil {
-		t.Skip("running as a rank: the launcher test runs outside mpirun")
+		t.Skip("running as a rank: " + what + " runs outside mpirun")
 	}
 	l, err := findLauncher()
 	if err != nil {
 		t.Skip(err.Error())
 	}
+	return l
+}
+
+// TestRanks runs this test binary as every rank of MPI jobs of 1 to 4
+// processes (and of 2 and 3 at the serialized thread level), each running
+// the TestSPMD tests, and fails with every rank's output when a rank
+// fails.
+func TestRanks(t *testing.T) {
+	l := launcherOutside(t, "the launcher test")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatalf("finding the test binary: %v", err)

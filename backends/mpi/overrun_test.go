@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/xpu-go/xpu/backends/mpi"
 )
 
@@ -41,13 +42,7 @@ const eagerMax = 1000
 // "Receives"; testTruncation runs the same sizes through the backend and
 // finds its guard intact). The table is in the verbose log.
 func TestTruncationOverrun(t *testing.T) {
-	if world != nil {
-		t.Skip("running as a rank: the reproducer runs outside mpirun")
-	}
-	l, err := findLauncher()
-	if err != nil {
-		t.Skip(err.Error())
-	}
+	l := launcherOutside(t, "the reproducer")
 	lib := mpi.LibraryVersion()
 	openMPI := strings.Contains(lib, "Open MPI")
 	cc, err := findCompiler(openMPI)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"
@@ -255,11 +256,7 @@ func testNonOvertaking(t *testing.T, c *mpi.Comm) {
 				}
 			}()
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
+		reportErrs(t, &wg, errs)
 		// One goroutine sends on alternating tags; AnyTag receives keep order.
 		done := make(chan error, 1)
 		go func() {
@@ -555,11 +552,7 @@ func testConcurrent(t *testing.T, c *mpi.Comm) {
 			}()
 		}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	reportErrs(t, &wg, errs)
 }
 
 // deviceSpace is a space whose memory the host cannot touch.
@@ -573,3 +566,13 @@ func (deviceSpace) Allocate(size, align int) (memspace.Block, error) {
 	return memspace.Block{}, memspace.ErrNotSupported
 }
 func (deviceSpace) Free(memspace.Block) error { return memspace.ErrNotSupported }
+
+// reportErrs waits for wg, then reports every error sent on errs.
+func reportErrs(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -41,13 +41,7 @@ func cmaGroup(t *testing.T, n int, tmpl Config) []*Comm {
 	defer cancel()
 	cs, err := NewLoopbackGroupConfig(ctx, n, tmpl)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, c := range cs {
-			wg.Go(func() { _ = c.Close() })
-		}
-		wg.Wait()
-	})
+	t.Cleanup(func() { closeEach(cs) })
 	return cs
 }
 

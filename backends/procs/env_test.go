@@ -20,18 +20,21 @@ func clearEnv(t *testing.T) {
 	}
 }
 
+// setenv sets each pair of kv (name, value) for the test's span.
+func setenv(t *testing.T, kv ...string) {
+	t.Helper()
+	for i := 0; i+1 < len(kv); i += 2 {
+		t.Setenv(kv[i], kv[i+1])
+	}
+}
+
 func TestConfigFromEnv(t *testing.T) {
 	clearEnv(t)
 	_, err := ConfigFromEnv()
 	require.ErrorIs(t, err, comm.ErrInvalidArgument, "no launcher")
 	require.False(t, InJob())
 
-	t.Setenv(EnvRank, "2")
-	t.Setenv(EnvWorldSize, "4")
-	t.Setenv(EnvMasterAddr, "10.0.0.1")
-	t.Setenv(EnvMasterPort, "1234")
-	t.Setenv(EnvJobSecret, "xyz")
-	t.Setenv(EnvTimeout, "3s")
+	setenv(t, EnvRank, "2", EnvWorldSize, "4", EnvMasterAddr, "10.0.0.1", EnvMasterPort, "1234", EnvJobSecret, "xyz", EnvTimeout, "3s")
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
 	require.True(t, InJob())
@@ -113,11 +116,7 @@ func TestConfigFromBadEnv(t *testing.T) {
 		{"x", "4"}, {"1", "four"}, {"4", "4"}, {"-1", "4"}, {"0", "0"},
 	} {
 		clearEnv(t)
-		t.Setenv(EnvJobSecret, "xyz")
-		t.Setenv("SLURM_PROCID", "0")
-		t.Setenv("SLURM_NTASKS", "1")
-		t.Setenv("PMIX_RANK", tc.rank)
-		t.Setenv("PMIX_SIZE", tc.size)
+		setenv(t, EnvJobSecret, "xyz", "SLURM_PROCID", "0", "SLURM_NTASKS", "1", "PMIX_RANK", tc.rank, "PMIX_SIZE", tc.size)
 		_, err := ConfigFromEnv()
 		require.ErrorIs(t, err, comm.ErrInvalidArgument, "%+v", tc)
 		require.ErrorContains(t, err, "PMIX_RANK", "%+v", tc)
@@ -127,10 +126,7 @@ func TestConfigFromBadEnv(t *testing.T) {
 
 func TestConfigFromSlurmEnv(t *testing.T) {
 	clearEnv(t)
-	t.Setenv("SLURM_PROCID", "3")
-	t.Setenv("SLURM_NTASKS", "8")
-	t.Setenv("SLURM_JOB_ID", "77")
-	t.Setenv("SLURM_NODELIST", "gpu[07-10,12],cpu1")
+	setenv(t, "SLURM_PROCID", "3", "SLURM_NTASKS", "8", "SLURM_JOB_ID", "77", "SLURM_NODELIST", "gpu[07-10,12],cpu1")
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, 3, cfg.Rank)
@@ -147,17 +143,11 @@ func TestConfigFromSlurmEnv(t *testing.T) {
 // node, the rings' size and the spin budget, and refuses bad values.
 func TestConfigFromEnvLinks(t *testing.T) {
 	clearEnv(t)
-	t.Setenv(EnvRank, "0")
-	t.Setenv(EnvWorldSize, "2")
-	t.Setenv(EnvMasterAddr, "127.0.0.1")
-	t.Setenv(EnvJobSecret, "s")
+	setenv(t, EnvRank, "0", EnvWorldSize, "2", EnvMasterAddr, "127.0.0.1", EnvJobSecret, "s")
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, LinkAuto, cfg.Links)
-	t.Setenv(EnvLinks, " SHM ")
-	t.Setenv(EnvNode, "rack1")
-	t.Setenv(EnvShmRing, "256K")
-	t.Setenv(EnvShmSpin, "0")
+	setenv(t, EnvLinks, " SHM ", EnvNode, "rack1", EnvShmRing, "256K", EnvShmSpin, "0")
 	cfg, err = ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, LinkShm, cfg.Links)

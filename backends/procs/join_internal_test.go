@@ -27,11 +27,7 @@ func jobPort(t *testing.T, want string) string {
 // variables first, then the launcher's job identity, then 29500.
 func TestConfigFromEnvPort(t *testing.T) {
 	clearEnv(t)
-	t.Setenv("SLURM_PROCID", "1")
-	t.Setenv("SLURM_NTASKS", "4")
-	t.Setenv("SLURM_NNODES", "1")
-	t.Setenv("SLURM_JOB_ID", "515")
-	t.Setenv("SLURM_STEP_ID", "2")
+	setenv(t, "SLURM_PROCID", "1", "SLURM_NTASKS", "4", "SLURM_NNODES", "1", "SLURM_JOB_ID", "515", "SLURM_STEP_ID", "2")
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:"+jobPort(t, "SLURM_JOB_ID=515 SLURM_STEP_ID=2"), cfg.MasterAddr)
@@ -56,10 +52,7 @@ func TestConfigFromEnvPort(t *testing.T) {
 
 	// No job identity at all: 29500.
 	clearEnv(t)
-	t.Setenv(EnvRank, "0")
-	t.Setenv(EnvWorldSize, "2")
-	t.Setenv(EnvMasterAddr, "10.0.0.1")
-	t.Setenv(EnvJobSecret, "s")
+	setenv(t, EnvRank, "0", EnvWorldSize, "2", EnvMasterAddr, "10.0.0.1", EnvJobSecret, "s")
 	cfg, err = ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, "10.0.0.1:29500", cfg.MasterAddr)

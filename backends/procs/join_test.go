@@ -1,7 +1,6 @@
 package procs_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -424,20 +423,7 @@ func startRank(t *testing.T, exe string, rank int, name string, env []string) *r
 	t.Helper()
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = env
-	cmd.Stderr = &prefixWriter{t: t, prefix: name + " stderr: "}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start(), name)
-	p := &rankProc{rank: rank, cmd: cmd, lines: make(chan line, 4096), exited: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.lines <- line{text: sc.Text(), at: time.Now()}
-		}
-		close(p.lines)
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
+	p := spawnRank(t, cmd, rank, name)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		for range p.lines {

@@ -279,21 +279,7 @@ func (j job) start(t *testing.T, role string) []*rankProc {
 		if j.rankEnv != nil {
 			cmd.Env = append(cmd.Env, j.rankEnv(r)...)
 		}
-		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("rank %d stderr: ", r)}
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start(), "start rank %d", r)
-		p := &rankProc{rank: r, cmd: cmd, lines: make(chan line, 4096), exited: make(chan struct{})}
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				p.lines <- line{text: sc.Text(), at: time.Now()}
-			}
-			close(p.lines)
-			p.err = cmd.Wait()
-			close(p.exited)
-		}()
-		ranks[r] = p
+		ranks[r] = spawnRank(t, cmd, r, fmt.Sprintf("rank %d", r))
 	}
 	t.Cleanup(func() {
 		for _, p := range ranks {
@@ -306,6 +292,27 @@ func (j job) start(t *testing.T, role string) []*rankProc {
 		}
 	})
 	return ranks
+}
+
+// spawnRank starts cmd as rank under name, its stderr logged and its stdout
+// lines fed to the returned rankProc until it exits.
+func spawnRank(t *testing.T, cmd *exec.Cmd, rank int, name string) *rankProc {
+	t.Helper()
+	cmd.Stderr = &prefixWriter{t: t, prefix: name + " stderr: "}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start(), "start %s", name)
+	p := &rankProc{rank: rank, cmd: cmd, lines: make(chan line, 4096), exited: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- line{text: sc.Text(), at: time.Now()}
+		}
+		close(p.lines)
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p
 }
 
 // expect waits for a line of p starting with prefix, failing the test on

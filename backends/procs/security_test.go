@@ -78,26 +78,24 @@ func startJobTimeout(t *testing.T, size, real int, secret []byte, sink *logSink,
 	}
 	// Registered first, so that it runs after the cleanups of joinOthers
 	// (which hang up the test's own connections).
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, c := range out {
-			if c == nil {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = c.Close()
-			}()
-		}
-		wg.Wait()
-	})
+	t.Cleanup(func() { closeEach(out) })
 	if joinOthers != nil {
 		joinOthers(ln.Addr().String())
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 	return out
+}
+
+// closeEach closes, all at once, every rank of cs that formed.
+func closeEach(cs []*Comm) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		if c != nil {
+			wg.Go(func() { _ = c.Close() })
+		}
+	}
+	wg.Wait()
 }
 
 func blk(b []byte) memspace.Block {
@@ -160,16 +158,7 @@ func TestStrangersRefused(t *testing.T) {
 	dial(0)
 	t.Cleanup(func() {
 		wg.Wait()
-		for _, c := range cs {
-			if c != nil {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_ = c.Close()
-				}()
-			}
-		}
-		wg.Wait()
+		closeEach(cs)
 	})
 
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
@@ -198,14 +187,10 @@ func TestStrangersRefused(t *testing.T) {
 	require.NoError(t, errors.Join(errs...))
 	exchange(t, cs, 0, 1)
 	exchange(t, cs, 2, 0)
-	var bwg sync.WaitGroup
 	berrs := make([]error, size)
+	var bwg sync.WaitGroup
 	for i, c := range cs {
-		bwg.Add(1)
-		go func() {
-			defer bwg.Done()
-			berrs[i] = comm.Barrier(ctx, c)
-		}()
+		bwg.Go(func() { berrs[i] = comm.Barrier(ctx, c) })
 	}
 	bwg.Wait()
 	require.NoError(t, errors.Join(berrs...))

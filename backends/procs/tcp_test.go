@@ -44,17 +44,7 @@ func each(t *testing.T, cs []*procs.Comm, f func(ctx context.Context, c *procs.C
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(ctx, c)
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+	require.NoError(t, errors.Join(onEach(cs, func(c *procs.Comm) error { return f(ctx, c) })...))
 }
 
 // TestRingChunks runs the native ring with small chunks, so that blocks

@@ -2,10 +2,8 @@ package rdma_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,33 +47,24 @@ func TestDriverOnSim(t *testing.T) {
 		require.Equal(t, i, ranks[i].Rank())
 	}
 	send, recv := make([]float64, 1000), make([]float64, 1000)
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i, c := range ranks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := append([]float64(nil), send...)
-			for k := range s {
-				s[k] = float64(i + k)
+	require.NoError(t, onEvery(ranks, func(i int, c comm.Comm) error {
+		s := append([]float64(nil), send...)
+		for k := range s {
+			s[k] = float64(i + k)
+		}
+		sb, _ := memspace.FromSlice(s)
+		r := make([]float64, len(recv))
+		rb, _ := memspace.FromSlice(r)
+		if err := comm.Allreduce(ctx, c, sb, rb, comm.Sum); err != nil {
+			return err
+		}
+		for k := range r {
+			if want := float64(3*k + 3); r[k] != want {
+				return fmt.Errorf("rank %d: element %d is %v, want %v", i, k, r[k], want)
 			}
-			sb, _ := memspace.FromSlice(s)
-			r := make([]float64, len(recv))
-			rb, _ := memspace.FromSlice(r)
-			if err := comm.Allreduce(ctx, c, sb, rb, comm.Sum); err != nil {
-				errs[i] = err
-				return
-			}
-			for k := range r {
-				if want := float64(3*k + 3); r[k] != want {
-					errs[i] = fmt.Errorf("rank %d: element %d is %v, want %v", i, k, r[k], want)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+		}
+		return nil
+	}))
 }
 
 // TestJoinOverTCPBootstrap joins a job of 4 ranks as processes do (here

@@ -148,6 +148,18 @@ var guestRows = []guestRow{
 		"ping-pong 8 B, median", false, 0},
 }
 
+// envInt reads the whole number in the variable name, def when unset.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, name)
+	return n
+}
+
 // TestGuestBench builds this package's test binary and package verbs'
 // with -tags rdma, boots the guest once and runs there, round after
 // round, perftest's references and the Go benchmarks on the kernel's
@@ -160,30 +172,12 @@ func TestGuestBench(t *testing.T) {
 	if err := rdmavm.Available(); err != nil {
 		t.Skipf("no RDMA guest here: %v", err)
 	}
-	rounds := 5
-	if s := os.Getenv(envBenchRounds); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, envBenchRounds)
-		rounds = n
-	}
-	mtu := 9000
-	if s := os.Getenv(envBenchMTU); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, envBenchMTU)
-		mtu = n
-	}
+	rounds := envInt(t, envBenchRounds, 5)
+	mtu := envInt(t, envBenchMTU, 9000)
 	runs, err := guestRuns()
 	require.NoError(t, err)
 	dir := t.TempDir()
-	var files []rdmavm.File
-	for name, pkg := range map[string]string{"rdma.test": ".", "verbs.test": "./internal/verbs"} {
-		out := filepath.Join(dir, name)
-		cmd := exec.Command("go", "test", "-c", "-tags", "rdma", "-o", out, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		b, err := cmd.CombinedOutput()
-		require.NoError(t, err, "go test -c %s: %s", pkg, b)
-		files = append(files, rdmavm.File{Host: out})
-	}
+	files := buildGuestTests(t, dir)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 28*time.Minute)
 	defer cancel()

@@ -29,19 +29,7 @@ func TestGuest(t *testing.T) {
 		t.Skipf("no RDMA guest here: %v", err)
 	}
 	dir := t.TempDir()
-	bins := map[string]string{
-		"rdma.test":  ".",
-		"verbs.test": "./internal/verbs",
-	}
-	var files []rdmavm.File
-	for name, pkg := range bins {
-		out := filepath.Join(dir, name)
-		cmd := exec.Command("go", "test", "-c", "-tags", "rdma", "-o", out, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		b, err := cmd.CombinedOutput()
-		require.NoError(t, err, "go test -c %s: %s", pkg, b)
-		files = append(files, rdmavm.File{Host: out})
-	}
+	files := buildGuestTests(t, dir)
 	script := strings.Join([]string{
 		"set -e",
 		"verbs.test -test.v -test.timeout 5m",
@@ -85,4 +73,24 @@ func (l *lineLog) flush() {
 		l.t.Log(fmt.Sprintf("guest: %s", l.partial))
 		l.partial = nil
 	}
+}
+
+// buildGuestTests builds this package's tests and its verbs' with -tags
+// rdma into dir, as files for the guest.
+func buildGuestTests(t *testing.T, dir string) []rdmavm.File {
+	t.Helper()
+	bins := map[string]string{
+		"rdma.test":  ".",
+		"verbs.test": "./internal/verbs",
+	}
+	var files []rdmavm.File
+	for name, pkg := range bins {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command("go", "test", "-c", "-tags", "rdma", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go test -c %s: %s", pkg, b)
+		files = append(files, rdmavm.File{Host: out})
+	}
+	return files
 }

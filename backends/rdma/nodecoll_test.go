@@ -50,8 +50,19 @@ func joinSim(t *testing.T, fab *sim.Network, n int, links procs.LinkMode) []*rdm
 	return cs
 }
 
+// joinOneMachine joins n ranks of one machine on a fresh simulated fabric,
+// checks that they share a node, and returns them with a 30 s context.
+func joinOneMachine(t *testing.T, n int) ([]*rdma.Comm, context.Context) {
+	t.Helper()
+	cs := joinSim(t, sim.New(), n, procs.LinkAuto)
+	require.True(t, cs[0].OneNode())
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return cs, ctx
+}
+
 // onEvery runs f on every rank at once and returns their errors joined.
-func onEvery(cs []*rdma.Comm, f func(me int, c *rdma.Comm) error) error {
+func onEvery[C any](cs []C, f func(me int, c C) error) error {
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for me, c := range cs {
@@ -128,10 +139,7 @@ func TestOneMachineCollectivesInSharedMemory(t *testing.T) {
 // long before their context, and later collectives fail at once.
 func TestOneMachineCollectivesRevoked(t *testing.T) {
 	const n = 4
-	cs := joinSim(t, sim.New(), n, procs.LinkAuto)
-	require.True(t, cs[0].OneNode())
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	cs, ctx := joinOneMachine(t, n)
 	errs := make(chan error, n-1)
 	for _, c := range cs[1:] {
 		go func() { errs <- c.Barrier(ctx) }()
@@ -156,10 +164,7 @@ func TestOneMachineCollectivesRevoked(t *testing.T) {
 // the goodbye reaches a progress engine that a sleeping waiter woke.
 func TestOneMachineCollectivesPeerClosed(t *testing.T) {
 	const n = 3
-	cs := joinSim(t, sim.New(), n, procs.LinkAuto)
-	require.True(t, cs[0].OneNode())
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	cs, ctx := joinOneMachine(t, n)
 	var closing atomic.Int64
 	errs := make([]error, n)
 	failed := make([]time.Duration, n)

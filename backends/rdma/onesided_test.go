@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,88 +29,78 @@ func testOneSided(t *testing.T, k kit) {
 	defer space.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for me, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[me] = func() error {
-				var mine memspace.Block
-				if me == 0 {
-					b, err := memspace.Alloc[byte](space, n*part)
-					if err != nil {
-						return err
-					}
-					defer b.Free()
-					mine = b.Block()
-				} else {
-					mine = blk(make([]byte, n*part))
+	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+		var mine memspace.Block
+		if me == 0 {
+			b, err := memspace.Alloc[byte](space, n*part)
+			if err != nil {
+				return err
+			}
+			defer b.Free()
+			mine = b.Block()
+		} else {
+			mine = blk(make([]byte, n*part))
+		}
+		reg, err := c.Expose(mine)
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		keys, err := comm.ExchangeKeys(ctx, c, reg.Key())
+		if err != nil {
+			return err
+		}
+		src := make([]byte, part)
+		for i := range src {
+			src[i] = byte(me*31 + i)
+		}
+		var reqs []comm.Request
+		for _, to := range []int{(me + 1) % n, me} {
+			r, err := c.Put(blk(src), keys[to], me*part)
+			if err != nil {
+				return fmt.Errorf("put to %d: %w", to, err)
+			}
+			reqs = append(reqs, r)
+		}
+		if err := c.Flush(ctx, comm.AnySource); err != nil {
+			return err
+		}
+		if err := comm.WaitAll(ctx, reqs...); err != nil {
+			return err
+		}
+		if err := comm.Barrier(ctx, c); err != nil {
+			return err
+		}
+		from := (me + 2) % n
+		got := make([]byte, n*part)
+		r, err := c.Get(blk(got), keys[from], 0)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Wait(ctx); err != nil {
+			return err
+		}
+		// Rank from's region holds, at w*part, the pattern of every
+		// rank w that Put there: from-1 and from itself.
+		for _, w := range []int{(from + n - 1) % n, from} {
+			for i := range part {
+				if got[w*part+i] != byte(w*31+i) {
+					return fmt.Errorf("rank %d: byte %d of rank %d's part in rank %d's region is %d, want %d",
+						me, i, w, from, got[w*part+i], byte(w*31+i))
 				}
-				reg, err := c.Expose(mine)
-				if err != nil {
-					return err
-				}
-				defer reg.Close()
-				keys, err := comm.ExchangeKeys(ctx, c, reg.Key())
-				if err != nil {
-					return err
-				}
-				src := make([]byte, part)
-				for i := range src {
-					src[i] = byte(me*31 + i)
-				}
-				var reqs []comm.Request
-				for _, to := range []int{(me + 1) % n, me} {
-					r, err := c.Put(blk(src), keys[to], me*part)
-					if err != nil {
-						return fmt.Errorf("put to %d: %w", to, err)
-					}
-					reqs = append(reqs, r)
-				}
-				if err := c.Flush(ctx, comm.AnySource); err != nil {
-					return err
-				}
-				if err := comm.WaitAll(ctx, reqs...); err != nil {
-					return err
-				}
-				if err := comm.Barrier(ctx, c); err != nil {
-					return err
-				}
-				from := (me + 2) % n
-				got := make([]byte, n*part)
-				r, err := c.Get(blk(got), keys[from], 0)
-				if err != nil {
-					return err
-				}
-				if _, err := r.Wait(ctx); err != nil {
-					return err
-				}
-				// Rank from's region holds, at w*part, the pattern of every
-				// rank w that Put there: from-1 and from itself.
-				for _, w := range []int{(from + n - 1) % n, from} {
-					for i := range part {
-						if got[w*part+i] != byte(w*31+i) {
-							return fmt.Errorf("rank %d: byte %d of rank %d's part in rank %d's region is %d, want %d",
-								me, i, w, from, got[w*part+i], byte(w*31+i))
-						}
-					}
-				}
-				// Bad ranges and keys are refused, one line each.
-				if _, err := c.Put(blk(src), keys[from], n*part-1); !errors.Is(err, comm.ErrInvalidArgument) {
-					return fmt.Errorf("a Put past the region: %v, want ErrInvalidArgument", err)
-				}
-				bad := keys[from]
-				bad.Rank = n
-				if _, err := c.Get(blk(got), bad, 0); !errors.Is(err, comm.ErrInvalidArgument) {
-					return fmt.Errorf("a Get from rank %d of %d: %v, want ErrInvalidArgument", n, n, err)
-				}
-				return comm.Barrier(ctx, c)
-			}()
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+			}
+		}
+		// Bad ranges and keys are refused, one line each.
+		if _, err := c.Put(blk(src), keys[from], n*part-1); !errors.Is(err, comm.ErrInvalidArgument) {
+			return fmt.Errorf("a Put past the region: %v, want ErrInvalidArgument", err)
+		}
+		bad := keys[from]
+		bad.Rank = n
+		if _, err := c.Get(blk(got), bad, 0); !errors.Is(err, comm.ErrInvalidArgument) {
+			return fmt.Errorf("a Get from rank %d of %d: %v, want ErrInvalidArgument", n, n, err)
+		}
+		return comm.Barrier(ctx, c)
+	}))
 }
 
 // testOneSidedPeerLost Puts to a rank that died: the Put, and Flush, fail

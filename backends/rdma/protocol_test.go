@@ -241,55 +241,44 @@ func testShakenOrder(t *testing.T, k kit) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	sizes := []int{0, 1, 100, 1 << 10, 5000, 70000}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for me, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var reqs []comm.Request
-			bufs := map[[3]int][]byte{}
-			for peer := range n {
-				for i, size := range sizes {
-					for rep := range 3 {
-						m := make([]byte, size)
-						for k := range m {
-							m[k] = byte(me*7 + i + rep + k)
-						}
-						r, err := c.Isend(blk(m), peer, i)
-						if err != nil {
-							errs[me] = err
-							return
-						}
-						reqs = append(reqs, r)
-						in := make([]byte, size)
-						bufs[[3]int{peer, i, rep}] = in
-						r, err = c.Irecv(blk(in), peer, i)
-						if err != nil {
-							errs[me] = err
-							return
-						}
-						reqs = append(reqs, r)
+	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+		var reqs []comm.Request
+		bufs := map[[3]int][]byte{}
+		for peer := range n {
+			for i, size := range sizes {
+				for rep := range 3 {
+					m := make([]byte, size)
+					for k := range m {
+						m[k] = byte(me*7 + i + rep + k)
 					}
+					r, err := c.Isend(blk(m), peer, i)
+					if err != nil {
+						return err
+					}
+					reqs = append(reqs, r)
+					in := make([]byte, size)
+					bufs[[3]int{peer, i, rep}] = in
+					r, err = c.Irecv(blk(in), peer, i)
+					if err != nil {
+						return err
+					}
+					reqs = append(reqs, r)
 				}
 			}
-			if err := comm.WaitAll(ctx, reqs...); err != nil {
-				errs[me] = err
-				return
-			}
-			for key, in := range bufs {
-				peer, i, rep := key[0], key[1], key[2]
-				for k := range in {
-					if in[k] != byte(peer*7+i+rep+k) {
-						errs[me] = fmt.Errorf("rank %d: from %d size %d rep %d byte %d wrong", me, peer, sizes[i], rep, k)
-						return
-					}
+		}
+		if err := comm.WaitAll(ctx, reqs...); err != nil {
+			return err
+		}
+		for key, in := range bufs {
+			peer, i, rep := key[0], key[1], key[2]
+			for k := range in {
+				if in[k] != byte(peer*7+i+rep+k) {
+					return fmt.Errorf("rank %d: from %d size %d rep %d byte %d wrong", me, peer, sizes[i], rep, k)
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+		}
+		return nil
+	}))
 	require.LessOrEqual(t, k.rnr(), 0)
 }
 
@@ -389,34 +378,25 @@ func testAllreduceStress(t *testing.T, k kit, iters int) {
 	cs := k.group(t, n, rdma.Config{})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for me, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range iters {
-				count := []int{1, 1000, 2048, 8192, 40000}[it%5]
-				v := make([]float64, count)
-				for i := range v {
-					v[i] = float64(me*1000 + i%97 + it)
-				}
-				b, _ := memspace.FromSlice(v)
-				if err := comm.Allreduce(ctx, c, b, b, comm.Sum); err != nil {
-					errs[me] = fmt.Errorf("allreduce %d: %w", it, err)
-					return
-				}
-				for i, x := range v {
-					if want := float64(1000*n*(n-1)/2 + n*(i%97+it)); x != want {
-						errs[me] = fmt.Errorf("rank %d, allreduce %d of %d elements: element %d is %v, want %v", me, it, count, i, x, want)
-						return
-					}
+	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+		for it := range iters {
+			count := []int{1, 1000, 2048, 8192, 40000}[it%5]
+			v := make([]float64, count)
+			for i := range v {
+				v[i] = float64(me*1000 + i%97 + it)
+			}
+			b, _ := memspace.FromSlice(v)
+			if err := comm.Allreduce(ctx, c, b, b, comm.Sum); err != nil {
+				return fmt.Errorf("allreduce %d: %w", it, err)
+			}
+			for i, x := range v {
+				if want := float64(1000*n*(n-1)/2 + n*(i%97+it)); x != want {
+					return fmt.Errorf("rank %d, allreduce %d of %d elements: element %d is %v, want %v", me, it, count, i, x, want)
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+		}
+		return nil
+	}))
 }
 
 // TestNoSpinWaiterIsWoken has waiters that never poll (Spin < 0): each

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/internal/tooling/bench/sweep"
+	"github.com/xpu-go/xpu/internal/tooling/jointest"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xpucmd"
 )
@@ -189,24 +189,9 @@ func TestSweepUsage(t *testing.T) {
 	require.ErrorIs(t, runSweepRank(ctx, []string{"--out", "x"}, &stdout, &stderr), xpucmd.ErrUsage)
 }
 
-// syncBuffer is a bytes.Buffer safe for the sweep's writes and a test's
-// reads at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a buffer safe for the sweep's writes and a test's reads
+// at once.
+type syncBuffer = jointest.Log
 
 // kindSpace is a host space that says it is of another kind, as a
 // device's spaces do.

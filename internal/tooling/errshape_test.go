@@ -208,16 +208,22 @@ func verbs(format string) []rune {
 	return out
 }
 
+// identName is the name of an identifier or of a selector's field, "" for
+// any other expression.
+func identName(e ast.Expr) string {
+	switch x := e.(type) {
+	case *ast.Ident:
+		return x.Name
+	case *ast.SelectorExpr:
+		return x.Sel.Name
+	}
+	return ""
+}
+
 // isSentinel reports an argument that names a sentinel (ErrAuth,
 // xerr.ErrProtocol, errUnavailable), not an error value at hand.
 func isSentinel(e ast.Expr) bool {
-	name := ""
-	switch x := e.(type) {
-	case *ast.Ident:
-		name = x.Name
-	case *ast.SelectorExpr:
-		name = x.Sel.Name
-	}
+	name := identName(e)
 	return len(name) > 3 && (strings.HasPrefix(name, "Err") || strings.HasPrefix(name, "err")) && name != "errs"
 }
 
@@ -231,20 +237,11 @@ func isUsage(e ast.Expr) bool {
 // isError reports an argument that is, by its name, an error: err, cause,
 // an identifier or field ending in Err or err, or a call of Err().
 func isError(e ast.Expr) bool {
-	name := ""
-	switch x := e.(type) {
-	case *ast.Ident:
-		name = x.Name
-	case *ast.SelectorExpr:
-		name = x.Sel.Name
-	case *ast.CallExpr:
-		if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Err" && len(x.Args) == 0 {
-			return true
-		}
-		return false
-	default:
-		return false
+	if x, ok := e.(*ast.CallExpr); ok {
+		sel, ok := x.Fun.(*ast.SelectorExpr)
+		return ok && sel.Sel.Name == "Err" && len(x.Args) == 0
 	}
+	name := identName(e)
 	switch {
 	case name == "err" || name == "cause":
 		return true

@@ -13,11 +13,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/xpu-go/xpu/internal/tooling/jointest"
 )
 
 // roleEnv makes the test binary a process that runs a guest until it is
@@ -49,23 +50,8 @@ func needGuest(t *testing.T, ctx context.Context) {
 	t.Logf("image ready in %v", time.Since(start).Round(time.Millisecond))
 }
 
-// syncBuffer is a bytes.Buffer safe to read while Run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer safe to read while Run writes to it.
+type syncBuffer = jointest.Log
 
 // guestError logs the console of a *GuestError, which the one-line error
 // shows only the end of.

@@ -91,6 +91,16 @@ type region struct {
 	mr *fabric.MR
 }
 
+// listen listens through c on port 0 of ip, failing the test on an error.
+func listen(t testing.TB, c fabric.Context, ip string) fabric.Listener {
+	t.Helper()
+	ln, err := c.Listen(ip + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
 func register(t testing.TB, c fabric.Context, n int) *region {
 	t.Helper()
 	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
@@ -423,10 +433,7 @@ func TestSendWithoutReceive(t *testing.T) {
 func TestPrivateData(t *testing.T) {
 	name, ip := device(t)
 	a, b := open(t, name), open(t, name)
-	ln, err := b.Listen(ip + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t, b, ip)
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -470,10 +477,7 @@ func TestPrivateData(t *testing.T) {
 func TestRefused(t *testing.T) {
 	name, ip := device(t)
 	a, b := open(t, name), open(t, name)
-	ln, err := b.Listen(ip + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t, b, ip)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	go func() {
@@ -556,10 +560,7 @@ func TestContextClose(t *testing.T) {
 	name, ip := device(t)
 	a, b := open(t, name), open(t, name)
 	register(t, a, 4096)
-	ln, err := b.Listen(ip + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t, b, ip)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	accepted := make(chan fabric.Endpoint, 1)
@@ -642,10 +643,7 @@ func TestWake(t *testing.T) {
 func TestPeerProcessDies(t *testing.T) {
 	name, ip := device(t)
 	b := open(t, name)
-	ln, err := b.Listen(ip + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t, b, ip)
 	defer ln.Close()
 	exe, err := os.Executable()
 	if err != nil {
@@ -771,10 +769,7 @@ func TestOneContext(t *testing.T) {
 	name, ip := device(t)
 	c := open(t, name)
 	r := register(t, c, 1<<16)
-	ln, err := c.Listen(ip + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t, c, ip)
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -820,10 +815,7 @@ func TestOneContext(t *testing.T) {
 func TestListenerClose(t *testing.T) {
 	name, ip := device(t)
 	c := open(t, name)
-	ln, err := c.Listen(ip + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t, c, ip)
 	go func() { time.Sleep(50 * time.Millisecond); ln.Close() }()
 	if _, err := ln.Accept(context.Background()); !errors.Is(err, xerr.ErrClosed) {
 		t.Errorf("Accept during Close: %v", err)

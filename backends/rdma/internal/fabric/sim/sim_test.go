@@ -76,6 +76,14 @@ func (r *rank) next() fabric.Completion {
 	return fabric.Completion{}
 }
 
+// nextErr waits for the rank's next completion and checks its ID and error.
+func (r *rank) nextErr(id uint64, want error) {
+	r.t.Helper()
+	c := r.next()
+	require.Equal(r.t, id, c.ID)
+	require.ErrorIs(r.t, c.Err, want)
+}
+
 // none checks that the rank has no completion queued.
 func (r *rank) none() {
 	r.t.Helper()
@@ -170,12 +178,8 @@ func TestReceiveTooShort(t *testing.T) {
 	require.NoError(t, ea.PostSend(fabric.SendWR{ID: 1, Op: fabric.OpSend, Local: a.sge(0, 8), Signaled: true}))
 	c := a.next()
 	require.ErrorIs(t, c.Err, fabric.ErrRemote)
-	c = b.next()
-	require.Equal(t, uint64(7), c.ID)
-	require.ErrorIs(t, c.Err, fabric.ErrLocal)
-	c = b.next()
-	require.Equal(t, uint64(8), c.ID)
-	require.ErrorIs(t, c.Err, fabric.ErrFlushed)
+	b.nextErr(7, fabric.ErrLocal)
+	b.nextErr(8, fabric.ErrFlushed)
 	<-ea.Lost()
 	<-eb.Lost()
 }
@@ -237,15 +241,9 @@ func TestBadMemory(t *testing.T) {
 			wr := tc.wr(a, b)
 			wr.ID = 1
 			require.NoError(t, ea.PostSend(wr, fabric.SendWR{ID: 2, Op: fabric.OpWrite, Local: a.sge(0, 8), RemoteAddr: b.remote(0), RKey: b.mr.RKey}))
-			c := a.next()
-			require.Equal(t, uint64(1), c.ID)
-			require.ErrorIs(t, c.Err, tc.want)
-			c = a.next()
-			require.Equal(t, uint64(2), c.ID)
-			require.ErrorIs(t, c.Err, fabric.ErrFlushed)
-			c = b.next()
-			require.Equal(t, uint64(9), c.ID)
-			require.ErrorIs(t, c.Err, fabric.ErrFlushed)
+			a.nextErr(1, tc.want)
+			a.nextErr(2, fabric.ErrFlushed)
+			b.nextErr(9, fabric.ErrFlushed)
 			<-ea.Lost()
 			<-eb.Lost()
 		})
@@ -449,9 +447,7 @@ func TestKill(t *testing.T) {
 	n.Resume()
 	<-ea.Lost()
 	<-eb.Lost()
-	c := b.next()
-	require.Equal(t, uint64(21), c.ID)
-	require.ErrorIs(t, c.Err, fabric.ErrRemote)
+	b.nextErr(21, fabric.ErrRemote)
 	require.ErrorIs(t, eb.Err(), fabric.ErrRemote)
 
 	_, err = a.c.Poll(make([]fabric.Completion, 1))
