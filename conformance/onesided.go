@@ -81,18 +81,20 @@ func (g *guarded) guardsIntact(seed int) string {
 }
 
 // exposeAll exposes size bytes on each of ranks 0 to n-1 (guarded, seeded
-// by the rank) and gives each of them the others' keys.
-func exposeAll(ctx context.Context, one comm.OneSided, n, size int) (*guarded, []comm.RemoteKey, error) {
+// by the rank) and gives each of them the others' keys; cm is a
+// comm.OneSided (the case's needs said so).
+func exposeAll(ctx context.Context, cm comm.Comm, n, size int) (comm.OneSided, *guarded, []comm.RemoteKey, error) {
+	one := cm.(comm.OneSided)
 	g, err := exposeGuarded(one, size, one.Rank())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	keys, err := swapKeys(ctx, one, n, g.region.Key())
 	if err != nil {
 		_ = g.region.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return g, keys, nil
+	return one, g, keys, nil
 }
 
 // Tags of the one-sided cases' own messages.
@@ -191,10 +193,9 @@ var osSizes = []int{0, 1, 7, 4096, 4096 + 3, 2<<20 + 5}
 // odd offset, flushes, and after a barrier checks what landed in its own
 // region and Gets it back from the rank before it.
 func osPutGet(ctx context.Context, me, n int, cm comm.Comm) error {
-	one := cm.(comm.OneSided)
 	const off = 3
 	span := off + osSizes[len(osSizes)-1]
-	g, keys, err := exposeAll(ctx, one, n, span)
+	one, g, keys, err := exposeAll(ctx, cm, n, span)
 	if err != nil {
 		return err
 	}
@@ -245,9 +246,8 @@ func osPutGet(ctx context.Context, me, n int, cm comm.Comm) error {
 
 // osSelf: a rank Puts into and Gets from its own region.
 func osSelf(ctx context.Context, me, n int, cm comm.Comm) error {
-	one := cm.(comm.OneSided)
 	const size = 5000
-	g, keys, err := exposeAll(ctx, one, n, size)
+	one, g, keys, err := exposeAll(ctx, cm, n, size)
 	if err != nil {
 		return err
 	}
@@ -278,9 +278,8 @@ func osSelf(ctx context.Context, me, n int, cm comm.Comm) error {
 // for the Put itself, flushes and sends a message; rank 1 receives it and
 // finds the bytes in place.
 func osFlushThenSend(ctx context.Context, me, n int, cm comm.Comm) error {
-	one := cm.(comm.OneSided)
 	const size = 1 << 20
-	g, keys, err := exposeAll(ctx, one, n, size)
+	one, g, keys, err := exposeAll(ctx, cm, n, size)
 	if err != nil {
 		return err
 	}
@@ -321,10 +320,9 @@ func osFlushThenSend(ctx context.Context, me, n int, cm comm.Comm) error {
 // osConcurrent: every rank but 0 Puts its slices of rank 0's region, all
 // in flight at once, while rank 0 does the same; then everyone checks.
 func osConcurrent(ctx context.Context, me, n int, cm comm.Comm) error {
-	one := cm.(comm.OneSided)
 	const slices, slice = 16, 4099
 	size := n * slices * slice
-	g, keys, err := exposeAll(ctx, one, n, size)
+	one, g, keys, err := exposeAll(ctx, cm, n, size)
 	if err != nil {
 		return err
 	}
@@ -365,9 +363,8 @@ func osConcurrent(ctx context.Context, me, n int, cm comm.Comm) error {
 // osInvalid: transfers outside the region or to no rank fail with
 // ErrInvalidArgument, at the call or from Wait, and change no byte.
 func osInvalid(ctx context.Context, me, n int, cm comm.Comm) error {
-	one := cm.(comm.OneSided)
 	const size = 4096
-	g, keys, err := exposeAll(ctx, one, n, size)
+	one, g, keys, err := exposeAll(ctx, cm, n, size)
 	if err != nil {
 		return err
 	}
@@ -449,9 +446,8 @@ func failsWith(ctx context.Context, one comm.OneSided, put bool, local memspace.
 // the key of a region that was closed, are refused with
 // ErrInvalidArgument, and no byte of the target changes.
 func osStaleKeys(ctx context.Context, me, n int, cm comm.Comm) error {
-	one := cm.(comm.OneSided)
 	const size = 4096
-	g, keys, err := exposeAll(ctx, one, n, size)
+	one, g, keys, err := exposeAll(ctx, cm, n, size)
 	if err != nil {
 		return err
 	}
@@ -527,8 +523,7 @@ func osPeerLost(c *tcase, ranks []comm.Comm) {
 		c.Skip(why)
 	}
 	runRanks(c, ranks, ruleOneSidedLost, func(ctx context.Context, me int, cm comm.Comm) error {
-		one := cm.(comm.OneSided)
-		g, keys, err := exposeAll(ctx, one, 2, 4096)
+		one, g, keys, err := exposeAll(ctx, cm, 2, 4096)
 		if err != nil {
 			return err
 		}
@@ -569,9 +564,8 @@ func osPeerLost(c *tcase, ranks []comm.Comm) {
 // between), and writes them back elsewhere with a batch of Puts; a batch
 // with one bad descriptor is refused naming it.
 func osBatch(ctx context.Context, me, n int, cm comm.Comm) error {
-	one := cm.(comm.OneSided)
 	const page, pages, pulled = 4096, 96, 37
-	g, keys, err := exposeAll(ctx, one, n, page*pages)
+	one, g, keys, err := exposeAll(ctx, cm, n, page*pages)
 	if err != nil {
 		return err
 	}

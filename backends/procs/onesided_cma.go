@@ -65,19 +65,32 @@ func (l *link) readKeyAddr(typ uint8) (comm.RemoteKey, uint64, error) {
 	return key, binary.LittleEndian.Uint64(ab[:]), nil
 }
 
-// onPutFrom copies n bytes from addr in the origin into the region the
-// key names, at off, and answers.
-func (l *link) onPutFrom(n int, id, off uint64) error {
-	key, addr, err := l.readKeyAddr(framePutFrom)
+// singleTarget reads the rest of a single-copy frame of type typ (n
+// bytes at off, transfer id) and finds the region it names, its busy
+// count raised. When there is none it answers with a refusal in a frame
+// of type answer and returns a nil region, with the error of the link if
+// any.
+func (l *link) singleTarget(typ, answer uint8, n int, id, off uint64) (*onesided.Region, uint64, error) {
+	key, addr, err := l.readKeyAddr(typ)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if l.cma.pid == 0 {
-		return xerr.Detail(ErrProtocol, "rank %d asked for a single copy over a link that makes none", l.peer)
+		return nil, 0, xerr.Detail(ErrProtocol, "rank %d asked for a single copy over a link that makes none", l.peer)
 	}
 	g, _ := l.c.one.Find(key, int(min(off, maxMessage)), n)
 	if g == nil {
-		return l.w.sendCtl(frame{typ: frameOneDone, tag: oneRefused, a: uint64(n), b: id}, true)
+		return nil, 0, l.w.sendCtl(frame{typ: answer, tag: oneRefused, a: uint64(n), b: id}, true)
+	}
+	return g, addr, nil
+}
+
+// onPutFrom copies n bytes from addr in the origin into the region the
+// key names, at off, and answers.
+func (l *link) onPutFrom(n int, id, off uint64) error {
+	g, addr, err := l.singleTarget(framePutFrom, frameOneDone, n, id, off)
+	if g == nil {
+		return err
 	}
 	cerr := cmaPieces(n, func(o, k int) error {
 		return cmaRead(l.cma.pid, g.Data()[int(off)+o:int(off)+o+k], addr+uint64(o))
@@ -113,16 +126,9 @@ func (l *link) copyFailed(cerr error, n int, addr uint64) error {
 // onGetAddr lends the range of n bytes at off of the region the key
 // names to the origin, which copies it and gives it back (onOneFree).
 func (l *link) onGetAddr(n int, id, off uint64) error {
-	key, _, err := l.readKeyAddr(frameGetAddr)
-	if err != nil {
-		return err
-	}
-	if l.cma.pid == 0 {
-		return xerr.Detail(ErrProtocol, "rank %d asked for a single copy over a link that makes none", l.peer)
-	}
-	g, _ := l.c.one.Find(key, int(min(off, maxMessage)), n)
+	g, _, err := l.singleTarget(frameGetAddr, frameOneAddr, n, id, off)
 	if g == nil {
-		return l.w.sendCtl(frame{typ: frameOneAddr, tag: oneRefused, a: uint64(n), b: id}, true)
+		return err
 	}
 	l.one.mu.Lock()
 	if l.one.lent == nil {
