@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,9 +38,14 @@ func TestOneSidedSingleCopy(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(src, got), "a Get by single copy")
 		require.NoError(t, cs[0].Flush(ctx, 1))
-		cs[1].links[0].one.mu.Lock()
-		require.Empty(t, cs[1].links[0].one.lent, "a range still lent after the Get")
-		cs[1].links[0].one.mu.Unlock()
+		// The origin gives the range back as its Get completes; the
+		// target takes it back when it reads that frame.
+		require.Eventually(t, func() bool {
+			l := cs[1].links[0]
+			l.one.mu.Lock()
+			defer l.one.mu.Unlock()
+			return len(l.one.lent) == 0
+		}, 10*time.Second, time.Millisecond, "a range still lent after the Get")
 	}
 	t.Run("copied", func(t *testing.T) {
 		var tries atomic.Int64
@@ -66,7 +72,10 @@ func TestOneSidedSingleCopy(t *testing.T) {
 		run(t, cs)
 		require.True(t, cs[1].links[0].cma.refused.Load(), "the target's link still tries single copies")
 		require.True(t, cs[0].links[1].cma.refused.Load(), "the origin's link still asks for single copies")
-		require.Equal(t, int64(1), tries.Load(), "copies tried once refused")
+		// The first refused copy may be tried by each of the goroutines
+		// that share it (cmaPieces); none after it.
+		require.Positive(t, tries.Load())
+		require.LessOrEqual(t, tries.Load(), int64(cmaWorkers), "copies tried once refused")
 		require.Equal(t, 1, sink.count("one-sided transfers cross the ring"))
 	})
 }
