@@ -3,6 +3,7 @@ package procs
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"sync"
 
@@ -58,7 +59,39 @@ func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
 	if g == nil || c.shut.Load() {
 		return nil, c.closedErr()
 	}
-	return g, nil
+	return &region{Region: g, c: c}, nil
+}
+
+// region is an exposed block of this rank.
+type region struct {
+	*onesided.Region
+	c *Comm
+}
+
+// Close withdraws the region and waits for the copies under way into or
+// out of it. A peer that holds a range of it (a single-copy Get) and has
+// not given it back within the failure bound (Config.Timeout) is cut, as
+// a silent peer is, which gives the range back.
+func (g *region) Close() error {
+	return g.CloseWithin(g.c.cfg.Timeout, func() { g.c.cutLenders(g.Region) })
+}
+
+// cutLenders fails the links of the peers that hold a range of g.
+func (c *Comm) cutLenders(g *onesided.Region) {
+	for _, l := range c.links {
+		if l == nil {
+			continue
+		}
+		l.one.mu.Lock()
+		holds := false
+		for _, lent := range l.one.lent {
+			holds = holds || lent == g
+		}
+		l.one.mu.Unlock()
+		if holds {
+			l.fail(fmt.Errorf("rank %d kept a range of a closing region past %v", l.peer, c.cfg.Timeout))
+		}
+	}
 }
 
 // oneBytes returns the host view of b for op.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/onesided"
 	"github.com/xpu-go/xpu/internal/shm"
 )
 
@@ -100,4 +101,29 @@ func TestOneSidedSingleCopyRefusedKey(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Wait(ctx)
 	require.ErrorIs(t, err, comm.ErrInvalidArgument)
+}
+
+// A peer that keeps a range of a closing region (a single-copy Get it
+// never gives back) holds the Close up to the failure bound, and no
+// longer: its link is cut, which gives the range back.
+func TestOneSidedCloseCutsKeptRange(t *testing.T) {
+	cs := cmaGroup(t, 2, Config{Timeout: 300 * time.Millisecond})
+	region := pattern(4096, 1)
+	reg, err := cs[1].Expose(blk(region))
+	require.NoError(t, err)
+	// Lend a range to rank 0 as onGetAddr does, and let rank 0 never give
+	// it back.
+	g, _ := cs[1].one.Find(reg.Key(), 0, 4096)
+	require.NotNil(t, g)
+	l := cs[1].links[0]
+	l.one.mu.Lock()
+	l.one.lent = map[uint64]*onesided.Region{99: g}
+	l.one.mu.Unlock()
+	start := time.Now()
+	require.NoError(t, reg.Close())
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, 300*time.Millisecond, "Close did not wait for the range lent")
+	require.Less(t, took, 10*time.Second)
+	require.ErrorIs(t, l.failed(), comm.ErrPeerLost, "the peer that kept the range is not cut")
+	require.ErrorContains(t, l.failed(), "kept a range of a closing region")
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
@@ -46,12 +47,34 @@ func (g *Region) Done() { g.busy.Done() }
 
 // Close withdraws the region: Find no longer finds it, and Close returns
 // once the copies under way are done. It is idempotent and returns nil.
-func (g *Region) Close() error {
+func (g *Region) Close() error { return g.CloseWithin(0, nil) }
+
+// CloseWithin closes the region as Close does, and when the copies under
+// way are not done after late (a positive duration), calls onLate once,
+// which must make them end (a transport cuts the link of a peer that holds
+// a range and does not give it back), then waits for them still.
+func (g *Region) CloseWithin(late time.Duration, onLate func()) error {
 	g.once.Do(func() {
 		g.t.mu.Lock()
 		delete(g.t.regions, uint32(g.key.Key))
 		g.t.mu.Unlock()
-		g.busy.Wait()
+		if late <= 0 || onLate == nil {
+			g.busy.Wait()
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			g.busy.Wait()
+			close(done)
+		}()
+		timer := time.NewTimer(late)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+			onLate()
+			<-done
+		}
 	})
 	return nil
 }
