@@ -2,6 +2,7 @@ package onesided_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +92,24 @@ func TestCloseWaitsForCopies(t *testing.T) {
 	assert.Nil(t, got)
 	assert.True(t, closed)
 	assert.Nil(t, tb.Expose(0, h.Block(), h.Data()), "a closed table exposes nothing")
+}
+
+// CloseWithin calls onLate once the copies under way outlast late, and
+// returns when onLate has ended them; it does not call it when they end
+// in time.
+func TestCloseWithin(t *testing.T) {
+	var tb onesided.Table
+	g := expose(t, &tb, 8)
+	got, _ := tb.Find(g.Key(), 0, 8)
+	require.NotNil(t, got)
+	var late atomic.Int32
+	require.NoError(t, g.CloseWithin(20*time.Millisecond, func() {
+		late.Add(1)
+		got.Done()
+	}))
+	assert.EqualValues(t, 1, late.Load(), "onLate for a copy that outlasted the bound")
+
+	h := expose(t, &tb, 8)
+	require.NoError(t, h.CloseWithin(time.Minute, func() { late.Add(1) }))
+	assert.EqualValues(t, 1, late.Load(), "onLate with nothing under way")
 }
