@@ -26,6 +26,7 @@ const (
 	CapBlocking          = "blocking"           // comm.Blocking: Send and Recv without a Request
 	CapCollectivesNative = "collectives.native" // comm.Collectives: collectives of its own
 	CapOneSided          = "onesided"           // comm.OneSided: Put and Get of exposed memory
+	CapNotify            = "onesided.notify"    // comm.Notifier: notifications after one-sided transfers
 	CapParallel          = "parallel"           // executor.Parallel: ParallelFor, ParallelRange
 	CapStreams           = "streams"            // executor.Streamer: ordered asynchronous queues
 	CapEventsTiming      = "events.timing"      // executor.TimedEvent: elapsed time between events
@@ -73,6 +74,7 @@ var derivations = []struct {
 	{CapBlocking, implements[comm.Blocking]},
 	{CapCollectivesNative, implements[comm.Collectives]},
 	{CapOneSided, implements[comm.OneSided]},
+	{CapNotify, implements[comm.Notifier]},
 	{CapParallel, implements[executor.Parallel]},
 	{CapStreams, implements[executor.Streamer]},
 	{CapEventsTiming, implements[executor.TimedEvent]},

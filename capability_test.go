@@ -26,7 +26,7 @@ type (
 		comm.Collectives
 	}
 	fullComm struct {
-		comm.OneSided // a comm.Comm too
+		comm.Notifier // a comm.OneSided and a comm.Comm too
 		comm.Blocking
 		comm.Collectives
 	}
@@ -75,7 +75,7 @@ func TestCapabilitiesOfEachInterface(t *testing.T) {
 		{"comm.Blocking", (*blockingComm)(nil), []string{xpu.CapBlocking, xpu.CapP2P}},
 		{"comm.Blocking alone", (*blockingOnly)(nil), []string{xpu.CapBlocking}},
 		{"comm.Collectives", (*nativeComm)(nil), []string{xpu.CapCollectivesNative, xpu.CapP2P}},
-		{"all of comm", (*fullComm)(nil), []string{xpu.CapBlocking, xpu.CapCollectivesNative, xpu.CapOneSided, xpu.CapP2P}},
+		{"all of comm", (*fullComm)(nil), []string{xpu.CapBlocking, xpu.CapCollectivesNative, xpu.CapOneSided, xpu.CapNotify, xpu.CapP2P}},
 		{"comm.OneSided", (*oneSidedComm)(nil), []string{xpu.CapOneSided, xpu.CapP2P}},
 		{"executor.Executor", (*plainExec)(nil), nil},
 		{"executor.Parallel", (*parallelExec)(nil), []string{xpu.CapParallel}},
@@ -89,7 +89,7 @@ func TestCapabilitiesOfEachInterface(t *testing.T) {
 		{"memspace.Availability", (*availSpace)(nil), []string{xpu.CapMemoryAvailable}},
 		{"all of memspace", (*fullSpace)(nil), []string{xpu.CapMemoryAvailable, xpu.CapMemoryLookup, xpu.CapMemoryStats}},
 		// A component given as a value implements what its method set has.
-		{"a value", fullComm{}, []string{xpu.CapBlocking, xpu.CapCollectivesNative, xpu.CapOneSided, xpu.CapP2P}},
+		{"a value", fullComm{}, []string{xpu.CapBlocking, xpu.CapCollectivesNative, xpu.CapOneSided, xpu.CapNotify, xpu.CapP2P}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, xpu.CapabilitiesOf(tc.c))
@@ -111,7 +111,7 @@ func TestCapabilitiesOfComposition(t *testing.T) {
 	got := xpu.CapabilitiesOf((*statsSpace)(nil), (*fullSpace)(nil), (*fullExec)(nil), (*timedEvent)(nil),
 		(*blockingComm)(nil), (*fullComm)(nil), (*p2pComm)(nil))
 	assert.Equal(t, []string{"blocking", "collectives.native", "events.timing", "memory.available", "memory.lookup",
-		"memory.stats", "onesided", "p2p", "parallel", "streams"}, got)
+		"memory.stats", "onesided", "onesided.notify", "p2p", "parallel", "streams"}, got)
 	assert.True(t, slices.IsSorted(got))
 	assert.Equal(t, len(got), len(slices.Compact(slices.Clone(got))), "no duplicates")
 

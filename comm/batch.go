@@ -30,7 +30,9 @@ type XferError struct {
 	Err   error
 }
 
-func (e *XferError) Error() string { return fmt.Sprintf("transfer %d of the batch: %v", e.Index, e.Err) }
+func (e *XferError) Error() string {
+	return fmt.Sprintf("transfer %d of the batch: %v", e.Index, e.Err)
+}
 
 // Unwrap returns the transfer's error.
 func (e *XferError) Unwrap() error { return e.Err }
@@ -40,9 +42,28 @@ func (e *XferError) Unwrap() error { return e.Err }
 // safe for concurrent use; its transfers, like any others, are not
 // ordered among themselves.
 type Batch struct {
-	c     OneSided
-	put   bool
-	xfers []Xfer
+	c      OneSided
+	put    bool
+	xfers  []Xfer
+	native PreparedXfers // the communicator's own form, if it has one
+	ranks  []int         // the ranks the batch reaches, each once
+}
+
+// Batcher is a OneSided communicator that prepares batches itself — it
+// checks and encodes the list once and moves it as one — rather than as
+// one Put or Get per descriptor. PrepareBatch uses it when c has it.
+type Batcher interface {
+	OneSided
+	// PrepareXfers prepares xfers, which PrepareBatch has checked, for
+	// Puts (put) or Gets. It may keep the slice.
+	PrepareXfers(put bool, xfers []Xfer) (PreparedXfers, error)
+}
+
+// PreparedXfers is a list of transfers a Batcher prepared.
+type PreparedXfers interface {
+	// Post starts every transfer, as Batch.Post does: its request
+	// completes once every one has, and its errors are *XferError.
+	Post(ctx context.Context) (Request, error)
 }
 
 // PrepareBatch checks xfers for a batch of Puts (put) or Gets on c: every
@@ -60,7 +81,22 @@ func PrepareBatch(c OneSided, put bool, xfers []Xfer) (*Batch, error) {
 			return nil, &XferError{Index: i, Err: err}
 		}
 	}
-	return &Batch{c: c, put: put, xfers: append([]Xfer(nil), xfers...)}, nil
+	b := &Batch{c: c, put: put, xfers: append([]Xfer(nil), xfers...)}
+	seen := make(map[int]bool)
+	for _, x := range b.xfers {
+		if !seen[x.Remote.Rank] {
+			seen[x.Remote.Rank] = true
+			b.ranks = append(b.ranks, x.Remote.Rank)
+		}
+	}
+	if nb, ok := c.(Batcher); ok {
+		p, err := nb.PrepareXfers(put, b.xfers)
+		if err != nil {
+			return nil, err
+		}
+		b.native = p
+	}
+	return b, nil
 }
 
 // checkXfer checks one descriptor of a batch.
@@ -85,6 +121,9 @@ func (b *Batch) Len() int { return len(b.xfers) }
 // *XferError. When a transfer cannot start, Post waits for those it
 // started, within ctx, and returns that one's error, as an *XferError.
 func (b *Batch) Post(ctx context.Context) (Request, error) {
+	if b.native != nil {
+		return b.native.Post(ctx)
+	}
 	reqs := make([]Request, 0, len(b.xfers))
 	for i, x := range b.xfers {
 		var r Request
@@ -111,6 +150,32 @@ func (b *Batch) Run(ctx context.Context) error {
 	}
 	_, err = r.Wait(ctx)
 	return err
+}
+
+// PostNotify posts the batch, then notifies every rank it reaches with
+// msg (Notifier.Notify), which that rank receives once the batch's
+// transfers to it are complete there. The batch's communicator must be a
+// Notifier. It returns the batch's request; a failed notification fails
+// the call after the batch has been waited for, within ctx.
+func (b *Batch) PostNotify(ctx context.Context, msg []byte) (Request, error) {
+	nt, ok := b.c.(Notifier)
+	if !ok {
+		return nil, xerr.Detail(ErrNotSupported, "comm: PostNotify: the batch's communicator (%T) has no notifications", b.c)
+	}
+	if err := checkNotification(nt, msg); err != nil {
+		return nil, err
+	}
+	r, err := b.Post(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, rank := range b.ranks {
+		if err := nt.Notify(ctx, rank, msg); err != nil {
+			_, _ = r.Wait(ctx)
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // batchRequest is the request of a posted batch.
