@@ -71,6 +71,14 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 			"Put must write its bytes, and only them, at the offset it names",
 			"see docs/backend-guide.md#comm-one-sided",
 		}},
+		// Puts that start only when waited for, so a notification sent
+		// after them overtakes them.
+		{test: "TestBrokenNotifyLazyPut/^comm$/^onesided$/^notify$", want: []string{
+			"--- FAIL: TestBrokenNotifyLazyPut/comm/onesided/notify/n=2",
+			"part 0 of rank 0's Puts, read on receipt of the notification rank 0 sent after them",
+			"a notification is received after every Put and Get its sender started",
+			"see docs/backend-guide.md#comm-one-sided",
+		}},
 		// Test that never reports a successful request done.
 		{test: "TestBrokenCommLazyTest/^comm$/^requests$/^test$", want: []string{
 			"--- FAIL: TestBrokenCommLazyTest/comm/requests/test/n=2",
@@ -150,6 +158,46 @@ func (c shiftedPut) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.R
 	}
 	return c.OneSided.Put(src, dst, off)
 }
+
+func TestBrokenNotifyLazyPut(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return lazyPut{c.(comm.Notifier)} }))
+}
+
+// lazyPut's Puts start when their request is first waited for or tested.
+type lazyPut struct{ comm.Notifier }
+
+func (c lazyPut) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.Request, error) {
+	return &lazyRequest{start: func() (comm.Request, error) { return c.Notifier.Put(src, dst, off) }}, nil
+}
+
+// lazyRequest starts its operation on the first Wait or Test.
+type lazyRequest struct {
+	once  sync.Once
+	start func() (comm.Request, error)
+	r     comm.Request
+	err   error
+}
+
+func (r *lazyRequest) begin() {
+	r.once.Do(func() { r.r, r.err = r.start() })
+}
+
+func (r *lazyRequest) Wait(ctx context.Context) (comm.Status, error) {
+	if r.begin(); r.err != nil {
+		return comm.Status{}, r.err
+	}
+	return r.r.Wait(ctx)
+}
+
+func (r *lazyRequest) Test() (comm.Status, bool, error) {
+	if r.begin(); r.err != nil {
+		return comm.Status{}, true, r.err
+	}
+	return r.r.Test()
+}
+
+func (r *lazyRequest) Cancel() error { return nil }
 
 func TestBrokenCommLateWildcard(t *testing.T) {
 	onlyInChild(t)

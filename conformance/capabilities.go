@@ -31,6 +31,7 @@ var derivedCaps = []derivedCap{
 	{xpu.CapBlocking, "comm.Blocking", kindComm},
 	{xpu.CapCollectivesNative, "comm.Collectives", kindComm},
 	{xpu.CapOneSided, "comm.OneSided", kindComm},
+	{xpu.CapNotify, "comm.Notifier", kindComm},
 	{xpu.CapParallel, "executor.Parallel", kindExec},
 	{xpu.CapStreams, "executor.Streamer", kindExec},
 	{xpu.CapEventsTiming, "executor.TimedEvent", kindEvent},

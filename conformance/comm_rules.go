@@ -75,6 +75,9 @@ var (
 		"so a message sent after it is received after the bytes are there", guideOneSided}
 	ruleOneSidedInvalid = rule{"a transfer outside its region, to no rank, or with a key that no open region of the " +
 		"communicator has must fail with ErrInvalidArgument, writing no byte anywhere", guideOneSided}
+	ruleNotify = rule{"a notification is received after every Put and Get its sender started to the receiver " +
+		"before Notify is complete there, in the order sent, matching no receive; one longer than " +
+		"MaxNotification fails with ErrInvalidArgument and is not sent", guideOneSided}
 	ruleOneSidedLost = rule{"a transfer to, or Flush of, a rank that closed or died must fail with ErrPeerLost " +
 		"within the failure bound, never hang", guidePeerLost}
 )

@@ -32,6 +32,8 @@ func oneSidedCases() []rankCase {
 		{name: "invalid", ns: []int{2}, span: 2, needs: needsOneSided, body: osInvalid, stall: ruleOneSidedInvalid},
 		{name: "batch", ns: []int{2}, span: 2, needs: needsOneSided, body: osBatch, stall: rulePutGet},
 		{name: "stale-keys", ns: []int{2}, span: 2, needs: needsOneSided, body: osStaleKeys, stall: ruleOneSidedInvalid},
+		{name: "notify", ns: []int{2}, span: 2, needs: needsNotifier, body: osNotify, stall: ruleNotify},
+		{name: "notify-batch", ns: []int{2}, span: 2, needs: needsNotifier, body: osNotifyBatch, stall: ruleNotify},
 		{name: "peer-lost", single: true, needs: needsOneSided, groupOnly: needsClose,
 			group: func(c *tcase, g groupFactory, _ int) { osPeerLost(c, g.open(c, 2)) }},
 	}
@@ -556,6 +558,11 @@ func osPeerLost(c *tcase, ranks []comm.Comm) {
 		}
 		if err := one.Flush(bctx, 1); !errors.Is(err, comm.ErrPeerLost) && err != nil {
 			return fmt.Errorf("Flush of rank 1, which closed: error %v, want nil or ErrPeerLost: %v", err, ruleOneSidedLost)
+		}
+		if nt, ok := one.(comm.Notifier); ok {
+			if err := nt.Notify(bctx, 1, []byte("lost")); !errors.Is(err, comm.ErrPeerLost) {
+				return fmt.Errorf("Notify of rank 1, which closed, after a Put to it failed: error %v, want ErrPeerLost: %v", err, ruleOneSidedLost)
+			}
 		}
 		return failsWith(ctx, one, false, blk(make([]byte, 8)), keys[1], 0, comm.ErrPeerLost, ruleOneSidedLost)
 	})

@@ -22,8 +22,8 @@ func TestDriverRegistered(t *testing.T) {
 	for _, c := range []string{"p2p", "anysource", "cancel", "rendezvous"} {
 		assert.Contains(t, info.Capabilities, c)
 	}
-	assert.ElementsMatch(t, []string{"p2p", "blocking", "onesided", "anysource", "anytag", "cancel", "eager", "rendezvous", "group", "kill"},
-		info.Capabilities, "blocking and onesided are derived from comm.Blocking and comm.OneSided")
+	assert.ElementsMatch(t, []string{"p2p", "blocking", "onesided", "onesided.notify", "anysource", "anytag", "cancel", "eager", "rendezvous", "group", "kill"},
+		info.Capabilities, "blocking, onesided and onesided.notify are derived from comm.Blocking, comm.OneSided and comm.Notifier")
 	assert.NotNil(t, info.Devices)
 }
 

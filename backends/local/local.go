@@ -80,6 +80,8 @@ type Comm struct {
 	tbl  match.Table[request, *request]
 	held int            // bytes of eager messages in the unexpected queue
 	one  onesided.Table // this rank's exposed regions (onesided.go)
+	// notes are the notifications sent to this rank, not yet taken.
+	notes onesided.Notes
 }
 
 var (
@@ -383,6 +385,7 @@ func (c *Comm) leave(crash bool) {
 	c.closed.Store(true)
 	g.alive.Add(-1)
 	closedErr := xerr.Errorf(Name, "close", comm.ErrClosed, "rank %d left the group", c.rank)
+	c.notes.Close(closedErr)
 	lostErr := xerr.Errorf(Name, "close", comm.ErrPeerLost, "rank %d left the group", c.rank)
 	for r := range c.tbl.Posted() {
 		c.tbl.Unpost(r)

@@ -18,7 +18,7 @@ import (
 // another group, of a closed region, or altered in any field is refused
 // with ErrInvalidArgument before a byte moves.
 
-var _ comm.OneSided = (*Comm)(nil)
+var _ comm.Notifier = (*Comm)(nil)
 
 // Expose makes buf, which must be host memory and not empty, reachable by
 // the group's Put and Get until the Region is closed, or this rank closes.
@@ -100,4 +100,34 @@ func (c *Comm) Flush(ctx context.Context, rank int) error {
 		return xerr.Errorf(Name, "flush", comm.ErrPeerLost, "rank %d: rank %d left the group", c.rank, rank)
 	}
 	return ctx.Err()
+}
+
+// Notify queues msg for rank: every transfer this rank started has
+// completed already, so the notification follows them.
+func (c *Comm) Notify(ctx context.Context, rank int, msg []byte) error {
+	if ctx == nil {
+		return xerr.Errorf(Name, "notify", comm.ErrInvalidArgument, "nil context")
+	}
+	if err := impl.CheckRank(rank, len(c.g.ranks), false); err != nil {
+		return xerr.Op(Name, "notify", err)
+	}
+	if len(msg) > comm.MaxNotification {
+		return xerr.Errorf(Name, "notify", comm.ErrInvalidArgument, "rank %d: a notification of %d bytes, more than %d", c.rank, len(msg), comm.MaxNotification)
+	}
+	if c.closed.Load() {
+		return xerr.Errorf(Name, "notify", comm.ErrClosed, "rank %d", c.rank)
+	}
+	if !c.g.ranks[rank].notes.Push(c.rank, append([]byte(nil), msg...)) {
+		return xerr.Errorf(Name, "notify", comm.ErrPeerLost, "rank %d: rank %d left the group", c.rank, rank)
+	}
+	return nil
+}
+
+// WaitNotification returns the oldest notification sent to this rank
+// and not yet taken, waiting for one until ctx ends.
+func (c *Comm) WaitNotification(ctx context.Context) (comm.Notification, error) {
+	if ctx == nil {
+		return comm.Notification{}, xerr.Errorf(Name, "wait notification", comm.ErrInvalidArgument, "nil context")
+	}
+	return c.notes.Wait(ctx)
 }

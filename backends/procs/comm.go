@@ -56,6 +56,9 @@ type Comm struct {
 
 	coll collState
 	one  onesided.Table // this rank's exposed regions (onesided.go)
+	// notes are the notifications received, not yet taken
+	// (onesided_notify.go).
+	notes onesided.Notes
 	lifecycle
 }
 
@@ -397,6 +400,7 @@ func (c *Comm) shutdown() {
 	c.closed = true
 	c.shut.Store(true)
 	closed := c.closedErr()
+	c.notes.Close(closed)
 	for r := range c.tbl.Posted() {
 		c.tbl.Unpost(r)
 		r.complete(comm.Status{}, closed)

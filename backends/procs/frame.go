@@ -38,7 +38,8 @@ const (
 	frameGetAddr   uint8 = 17 // a = length, b = transfer id, c = offset in the region; key follows: lend the range
 	frameOneAddr   uint8 = 18 // tag = answer, a = length, b = transfer id, c = address of the range lent (oneDone)
 	frameOneFree   uint8 = 19 // b = transfer id: the range lent is copied
-	frameMax             = frameOneFree
+	frameNotify    uint8 = 20 // a = length; a notification follows (comm.Notifier)
+	frameMax             = frameNotify
 )
 
 // headerSize is the length of a frame header.
@@ -93,6 +94,7 @@ var uses = [frameMax + 1][4]bool{
 	frameGetAddr:   {false, true, true, true},
 	frameOneAddr:   {true, true, true, true},
 	frameOneFree:   {false, false, true, false},
+	frameNotify:    {false, true, false, false},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -166,6 +168,10 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 		}
 		if f.typ == frameOneData && f.tag > oneRefused {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
+		}
+	case frameNotify:
+		if f.a > comm.MaxNotification {
+			return frame{}, xerr.Detail(ErrProtocol, "a notification of %d bytes, more than %d", f.a, comm.MaxNotification)
 		}
 	case frameCredit:
 		if f.a == 0 || f.a > uint64(lim.budget) {

@@ -316,6 +316,8 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 		err = l.onOneAddr(f.tag, int(f.a), f.b, f.c)
 	case frameOneFree:
 		err = l.onOneFree(f.b)
+	case frameNotify:
+		err = l.onNotify(int(f.a))
 	}
 	return false, err
 }

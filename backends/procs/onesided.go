@@ -106,12 +106,15 @@ func oneBytes(op string, b memspace.Block) ([]byte, error) {
 // oneOp is a Put or a Get under way: a comm.Request.
 type oneOp struct {
 	p2p.Done
-	via  *link // the link to the target; nil for a transfer to this rank
-	put  bool
-	peer int
-	buf  []byte // the origin's buffer
-	left int    // chunks not yet answered; guarded by the link's one.mu
-	all  int    // chunks in all
+	via *link // the link to the target; nil for a transfer to this rank
+	put bool
+	// ordered says that the bytes travel in the link's frames, in order
+	// (a chunked Put): a notification written after them follows them.
+	ordered bool
+	peer    int
+	buf     []byte // the origin's buffer
+	left    int    // chunks not yet answered; guarded by the link's one.mu
+	all     int    // chunks in all
 	// unwritten counts a Put's chunks not yet written: a Put completes
 	// once the writer is done with its buffer too (guarded likewise).
 	unwritten int
@@ -262,6 +265,7 @@ func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 		r.unwritten = 0
 	}
 	r.key, r.off = key, off
+	r.ordered = r.put && !single
 	l.one.ops[id] = r
 	l.one.mu.Unlock()
 	kb := keyBytes(key)
