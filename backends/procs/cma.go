@@ -302,19 +302,29 @@ func (l *link) onPulled(taken int, id uint64) error {
 // every piece is done or no more will be (an error): the error of a fault
 // first, else the first.
 func cmaPieces(n int, do func(off, k int) error) error {
+	if n < cmaSplit {
+		return do(0, n)
+	}
+	return cmaShare(n, cmaPiece, do)
+}
+
+// cmaShare runs do over [0, n) in pieces of piece, which this goroutine
+// and helpers (cmaWorkers in all, at most GOMAXPROCS) take in turn, as
+// cmaPieces says.
+func cmaShare(n, piece int, do func(off, k int) error) error {
 	workers := min(cmaWorkers, runtime.GOMAXPROCS(0))
-	if n < cmaSplit || workers < 2 {
+	if workers < 2 {
 		return do(0, n)
 	}
 	var next atomic.Int64
 	var stop atomic.Bool
 	run := func() error {
 		for !stop.Load() {
-			off := int(next.Add(cmaPiece)) - cmaPiece
+			off := int(next.Add(int64(piece))) - piece
 			if off >= n {
 				return nil
 			}
-			if err := do(off, min(cmaPiece, n-off)); err != nil {
+			if err := do(off, min(piece, n-off)); err != nil {
 				stop.Store(true)
 				return err
 			}

@@ -39,7 +39,9 @@ const (
 	frameOneAddr   uint8 = 18 // tag = answer, a = length, b = transfer id, c = address of the range lent (oneDone)
 	frameOneFree   uint8 = 19 // b = transfer id: the range lent is copied
 	frameNotify    uint8 = 20 // a = length; a notification follows (comm.Notifier)
-	frameMax             = frameNotify
+	frameBatch     uint8 = 21 // tag = 1 for Puts, 0 for Gets, a = descriptors, b = transfer id; the descriptors follow
+	frameBatchDone uint8 = 22 // tag = answer, a = the descriptor refused, b = transfer id
+	frameMax             = frameBatchDone
 )
 
 // headerSize is the length of a frame header.
@@ -95,6 +97,8 @@ var uses = [frameMax + 1][4]bool{
 	frameOneAddr:   {true, true, true, true},
 	frameOneFree:   {false, false, true, false},
 	frameNotify:    {false, true, false, false},
+	frameBatch:     {true, true, true, false},
+	frameBatchDone: {true, true, true, false},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -168,6 +172,14 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 		}
 		if f.typ == frameOneData && f.tag > oneRefused {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
+		}
+	case frameBatch:
+		if f.tag > 1 || f.a == 0 || f.a > batchMax {
+			return frame{}, xerr.Detail(ErrProtocol, "a batch of %d descriptors (kind %d), outside [1, %d]", f.a, f.tag, batchMax)
+		}
+	case frameBatchDone:
+		if f.tag > oneNoCopy || f.a >= batchMax {
+			return frame{}, xerr.Detail(ErrProtocol, "batch answer %d for descriptor %d", f.tag, f.a)
 		}
 	case frameNotify:
 		if f.a > comm.MaxNotification {

@@ -318,6 +318,10 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 		err = l.onOneFree(f.b)
 	case frameNotify:
 		err = l.onNotify(int(f.a))
+	case frameBatch:
+		err = l.onBatch(f.tag == 1, int(f.a), f.b)
+	case frameBatchDone:
+		err = l.onBatchDone(f.tag, int(f.a), f.b)
 	}
 	return false, err
 }

@@ -85,7 +85,9 @@ func (c *Comm) cutLenders(g *onesided.Region) {
 		l.one.mu.Lock()
 		holds := false
 		for _, lent := range l.one.lent {
-			holds = holds || lent == g
+			for _, h := range lent {
+				holds = holds || h == g
+			}
 		}
 		l.one.mu.Unlock()
 		if holds {
@@ -121,6 +123,14 @@ type oneOp struct {
 	err       error          // the first refusal; guarded likewise
 	key       comm.RemoteKey // the target's region, and where in it
 	off       int
+	// batch is what a batch frame carries, for a transfer of a batch
+	// (onesided_batch.go); nil for a Put or a Get.
+	batch *opBatch
+	// parent is the batch transfer (of id parentID) that a descriptor
+	// resent on its own belongs to, at index of the batch; nil for others.
+	parent   *oneOp
+	parentID uint64
+	index    int
 }
 
 // setChunks makes r wait for n chunks, answered (and, for a Put,
@@ -182,7 +192,7 @@ type oneLink struct {
 	down error // set when the link fails: no transfer starts after
 	// lent are ranges of this rank's regions that the peer copies from
 	// (a single-copy Get), by its transfer id, until it gives them back.
-	lent map[uint64]*onesided.Region
+	lent map[uint64][]*onesided.Region
 }
 
 // Put writes src into the region dst names, off bytes into it. The
@@ -474,11 +484,23 @@ func (l *link) maybeFinish(id uint64, r *oneOp) {
 	if !last {
 		return
 	}
+	n := len(r.buf)
+	if r.batch != nil {
+		n = r.batch.bytes
+	}
 	if err != nil {
-		r.Complete(comm.Status{}, err)
+		l.finish(r, comm.Status{}, err)
 		return
 	}
-	r.Complete(comm.Status{Source: l.peer, Count: len(r.buf)}, nil)
+	l.finish(r, comm.Status{Source: l.peer, Count: n}, nil)
+}
+
+// finish completes r, and counts it done in the batch it belongs to.
+func (l *link) finish(r *oneOp, st comm.Status, err error) {
+	r.Complete(st, err)
+	if r.parent != nil {
+		l.childDone(r, err)
+	}
 }
 
 // failOnes fails the transfers under way on a link that failed with err,
@@ -490,7 +512,7 @@ func (l *link) failOnes(err error) {
 	l.one.ops = nil
 	l.one.mu.Unlock()
 	for _, r := range ops {
-		r.Complete(comm.Status{}, err)
+		r.Complete(comm.Status{}, err) // a batch's parent is failed here too
 	}
 	l.freeLent()
 }

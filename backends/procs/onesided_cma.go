@@ -132,14 +132,14 @@ func (l *link) onGetAddr(n int, id, off uint64) error {
 	}
 	l.one.mu.Lock()
 	if l.one.lent == nil {
-		l.one.lent = map[uint64]*onesided.Region{}
+		l.one.lent = map[uint64][]*onesided.Region{}
 	}
 	if l.one.lent[id] != nil {
 		l.one.mu.Unlock()
 		g.Done()
 		return xerr.Detail(ErrProtocol, "rank %d asked twice for the range of transfer %d", l.peer, id)
 	}
-	l.one.lent[id] = g
+	l.one.lent[id] = []*onesided.Region{g}
 	l.one.mu.Unlock()
 	at := uint64(uintptr(unsafe.Pointer(&g.Data()[off])))
 	return l.w.sendCtl(frame{typ: frameOneAddr, tag: oneDone, a: uint64(n), b: id, c: at}, true)
@@ -148,13 +148,15 @@ func (l *link) onGetAddr(n int, id, off uint64) error {
 // onOneFree takes back the range lent for transfer id.
 func (l *link) onOneFree(id uint64) error {
 	l.one.mu.Lock()
-	g := l.one.lent[id]
+	lent := l.one.lent[id]
 	delete(l.one.lent, id)
 	l.one.mu.Unlock()
-	if g == nil {
+	if lent == nil {
 		return xerr.Detail(ErrProtocol, "rank %d gave back the range of transfer %d, which it was not lent", l.peer, id)
 	}
-	g.Done()
+	for _, g := range lent {
+		g.Done()
+	}
 	return nil
 }
 
@@ -216,7 +218,9 @@ func (l *link) freeLent() {
 	lent := l.one.lent
 	l.one.lent = nil
 	l.one.mu.Unlock()
-	for _, g := range lent {
-		g.Done()
+	for _, held := range lent {
+		for _, g := range held {
+			g.Done()
+		}
 	}
 }

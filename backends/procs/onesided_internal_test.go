@@ -117,7 +117,7 @@ func TestOneSidedCloseCutsKeptRange(t *testing.T) {
 	require.NotNil(t, g)
 	l := cs[1].links[0]
 	l.one.mu.Lock()
-	l.one.lent = map[uint64]*onesided.Region{99: g}
+	l.one.lent = map[uint64][]*onesided.Region{99: {g}}
 	l.one.mu.Unlock()
 	start := time.Now()
 	require.NoError(t, reg.Close())

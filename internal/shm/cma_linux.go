@@ -54,6 +54,68 @@ func WriteTo(pid int, addr uint64, src []byte) error {
 	return vmCopy(pid, src, addr, true)
 }
 
+// MaxVec is the most ranges one ReadVec call takes (the kernel's
+// IOV_MAX).
+const MaxVec = 1024
+
+// ReadVec copies, for each i, len(dst[i]) bytes from address addrs[i] of
+// process pid into dst[i], in as few process_vm_readv calls as the kernel
+// takes: one for most lists. It takes at most MaxVec ranges. Only the dst
+// slices are written, as for ReadFrom.
+func ReadVec(pid int, dst [][]byte, addrs []uint64) error {
+	if len(dst) != len(addrs) || len(dst) > MaxVec {
+		return fmt.Errorf("shm: ReadVec of %d buffers from %d addresses (at most %d)", len(dst), len(addrs), MaxVec)
+	}
+	if pid <= 0 {
+		return fmt.Errorf("%w: pid %d", ErrNoProcess, pid)
+	}
+	liov := make([]unix.Iovec, 0, len(dst))
+	riov := make([]unix.RemoteIovec, 0, len(dst))
+	total := 0
+	for i, b := range dst {
+		if len(b) == 0 {
+			continue
+		}
+		a := addrs[i]
+		if a == 0 || a >= maxAddr || uint64(len(b)) > maxAddr-a {
+			return fmt.Errorf("%w: [%#x, +%d) is outside user space", ErrFault, a, len(b))
+		}
+		l := unix.Iovec{Base: unsafe.SliceData(b)}
+		l.SetLen(len(b))
+		liov = append(liov, l)
+		riov = append(riov, unix.RemoteIovec{Base: uintptr(a), Len: len(b)})
+		total += len(b)
+	}
+	for len(liov) > 0 {
+		n, err := unix.ProcessVMReadv(pid, liov, riov, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return vmErr(false, err)
+		}
+		if n <= 0 || n > total {
+			return fmt.Errorf("%w: [%#x, +%d): copied %d bytes", ErrFault, riov[0].Base, riov[0].Len, n)
+		}
+		// A partial copy stops at the first page it cannot reach: go on
+		// from there; the next call reports it.
+		total -= n
+		for n > 0 {
+			k := min(n, riov[0].Len)
+			n -= k
+			if k == riov[0].Len {
+				liov, riov = liov[1:], riov[1:]
+				continue
+			}
+			liov[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(liov[0].Base), k))
+			liov[0].SetLen(int(liov[0].Len) - k)
+			riov[0].Base += uintptr(k)
+			riov[0].Len -= k
+		}
+	}
+	return nil
+}
+
 func vmCopy(pid int, local []byte, addr uint64, write bool) error {
 	if len(local) == 0 {
 		return nil

@@ -24,6 +24,12 @@ var errNoCMA = fmt.Errorf("%w: no process_vm_readv on %s", ErrNotPermitted, runt
 // ReadFrom is not supported on this system.
 func ReadFrom(pid int, dst []byte, addr uint64) error { return errNoCMA }
 
+// MaxVec is the most ranges one ReadVec call takes.
+const MaxVec = 1024
+
+// ReadVec is not supported on this system.
+func ReadVec(pid int, dst [][]byte, addrs []uint64) error { return errNoCMA }
+
 // WriteTo is not supported on this system.
 func WriteTo(pid int, addr uint64, src []byte) error { return errNoCMA }
 

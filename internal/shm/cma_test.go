@@ -119,3 +119,43 @@ func BenchmarkSingleCopy(b *testing.B) {
 		}
 	}
 }
+
+// TestReadVec copies a scattered list of ranges of this process's memory
+// in one call — in an order other than the source's, empty ones among
+// them — and refuses a range that is not mapped, and a list too long.
+func TestReadVec(t *testing.T) {
+	if ok, why := SingleCopy(); !ok {
+		t.Skipf("no single copy here: %s", why)
+	}
+	pid := os.Getpid()
+	src := make([]byte, 1<<20)
+	for i := range src {
+		src[i] = byte(i*13 + 1)
+	}
+	var dst [][]byte
+	var addrs []uint64
+	var want [][]byte
+	for i := range 300 {
+		n := (i * 977) % 5000 // 0 now and then
+		at := (len(src) - 5000) - (i*3331)%(len(src)-5000)
+		dst = append(dst, make([]byte, n))
+		addrs = append(addrs, addrOf(src[at:]))
+		want = append(want, src[at:at+n])
+	}
+	if err := ReadVec(pid, dst, addrs); err != nil {
+		t.Fatalf("ReadVec of %d ranges: %v", len(dst), err)
+	}
+	for i := range dst {
+		if !bytes.Equal(dst[i], want[i]) {
+			t.Fatalf("range %d of %d bytes: wrong bytes", i, len(dst[i]))
+		}
+	}
+	addrs[7] = 4096
+	if err := ReadVec(pid, dst, addrs); !errors.Is(err, ErrFault) {
+		t.Fatalf("ReadVec with range 7 at 0x1000: %v, want ErrFault", err)
+	}
+	long := make([][]byte, MaxVec+1)
+	if err := ReadVec(pid, long, make([]uint64, MaxVec+1)); err == nil {
+		t.Fatalf("ReadVec of %d ranges: no error", MaxVec+1)
+	}
+}

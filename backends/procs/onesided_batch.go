@@ -1,0 +1,420 @@
+package procs
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"unsafe"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/onesided"
+	"github.com/xpu-go/xpu/internal/shm"
+	"github.com/xpu-go/xpu/xerr"
+)
+
+// Batches (comm.Batcher). A prepared batch keeps each descriptor's host
+// bytes and its descriptors grouped by target rank. Posted, the
+// descriptors to a peer over a link that makes single copies go as one
+// frame per batchMax of them (frameBatch), when they move batchSingleMin
+// bytes or more: the target checks every key and range, and for a Put
+// copies every range from the origin's buffers into its regions with one
+// process_vm_readv; for a Get it lends every range and the origin copies
+// them all into its buffers with one call, then gives them back
+// (frameOneFree) — as the single copies of one transfer do
+// (onesided_cma.go), a list at a time. A descriptor the target refuses
+// fails the whole frame before a byte moves, naming that descriptor. The
+// other descriptors (to this rank, over links without single copies, or
+// too few bytes to be worth a system call) start one by one, as Put and
+// Get do.
+
+const (
+	// batchMax is the most descriptors one batch frame carries: the
+	// ranges of one process_vm_readv.
+	batchMax = shm.MaxVec
+	// batchDescSize is the length of a descriptor in a batch frame: the
+	// key, the offset in the region, the length, and the origin's
+	// address of a Put's bytes.
+	batchDescSize = keySize + 24
+	// batchSingleMin is the fewest bytes a batch must move to a peer to
+	// go to it as batch frames.
+	batchSingleMin = 64 << 10
+)
+
+var (
+	_ comm.Batcher = (*Comm)(nil)
+	// cmaReadVec copies a list of ranges from another process:
+	// shm.ReadVec, or a test's.
+	cmaReadVec = shm.ReadVec
+)
+
+// prepared is a batch of transfers prepared by PrepareXfers.
+type prepared struct {
+	c     *Comm
+	put   bool
+	xfers []comm.Xfer
+	bufs  [][]byte   // the host bytes of each descriptor's block
+	peers []peerList // the descriptors by target rank
+}
+
+// peerList is the descriptors of a batch to one rank.
+type peerList struct {
+	peer  int
+	idx   []int
+	bytes int
+}
+
+// opBatch is the part of a prepared batch that one batch frame carries.
+type opBatch struct {
+	p     *prepared
+	idx   []int
+	bytes int
+}
+
+// PrepareXfers prepares xfers, which comm.PrepareBatch has checked, for
+// Puts (put) or Gets.
+func (c *Comm) PrepareXfers(put bool, xfers []comm.Xfer) (comm.PreparedXfers, error) {
+	p := &prepared{c: c, put: put, xfers: xfers, bufs: make([][]byte, len(xfers))}
+	at := make(map[int]int)
+	for i, x := range xfers {
+		b, err := oneBytes("prepare", x.Local)
+		if err != nil {
+			return nil, &comm.XferError{Index: i, Err: err}
+		}
+		if x.Remote.Rank < 0 || x.Remote.Rank >= c.size {
+			return nil, &comm.XferError{Index: i, Err: xerr.Errorf(Name, "prepare", comm.ErrInvalidArgument, "rank %d: %v is a key of no rank of %d", c.rank, x.Remote, c.size)}
+		}
+		p.bufs[i] = b
+		j, ok := at[x.Remote.Rank]
+		if !ok {
+			j = len(p.peers)
+			at[x.Remote.Rank] = j
+			p.peers = append(p.peers, peerList{peer: x.Remote.Rank})
+		}
+		p.peers[j].idx = append(p.peers[j].idx, i)
+		p.peers[j].bytes += len(b)
+	}
+	return p, nil
+}
+
+// Post starts every transfer of the batch.
+func (p *prepared) Post(ctx context.Context) (comm.Request, error) {
+	c := p.c
+	if c.shut.Load() {
+		return nil, c.closedErr()
+	}
+	op := "get"
+	if p.put {
+		op = "put"
+	}
+	br := &batchReq{}
+	for _, pl := range p.peers {
+		if l := c.links[pl.peer]; l != nil && l.cma.pid != 0 && !l.cma.refused.Load() && singleCopy() && pl.bytes >= batchSingleMin {
+			for s := 0; s < len(pl.idx); s += batchMax {
+				ob := &opBatch{p: p, idx: pl.idx[s:min(s+batchMax, len(pl.idx))]}
+				for _, i := range ob.idx {
+					ob.bytes += len(p.bufs[i])
+				}
+				r := &oneOp{put: p.put, peer: pl.peer, via: l, batch: ob}
+				if err := l.startBatch(r); err != nil {
+					_, _ = br.Wait(ctx)
+					return nil, &comm.XferError{Index: ob.idx[0], Err: xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, err)}
+				}
+				br.add(r, ob.idx[0])
+			}
+			continue
+		}
+		for _, i := range pl.idx {
+			x := p.xfers[i]
+			r, err := c.oneSided(op, p.put, x.Local, x.Remote, x.RemoteOff)
+			if err != nil {
+				_, _ = br.Wait(ctx)
+				return nil, &comm.XferError{Index: i, Err: err}
+			}
+			br.add(r, i)
+		}
+	}
+	return br, nil
+}
+
+// batchReq is the request of a posted batch: its parts, each a batch
+// frame's transfer or one descriptor's, with the index of its first
+// descriptor.
+type batchReq struct {
+	parts []comm.Request
+	first []int
+}
+
+func (b *batchReq) add(r comm.Request, first int) {
+	b.parts = append(b.parts, r)
+	b.first = append(b.first, first)
+}
+
+// Wait waits for every part; its error is the first part's that failed,
+// as an *comm.XferError.
+func (b *batchReq) Wait(ctx context.Context) (comm.Status, error) {
+	var first error
+	n := 0
+	for k, r := range b.parts {
+		st, err := r.Wait(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return comm.Status{}, ctx.Err()
+		case err != nil && first == nil:
+			first = err
+			if _, ok := err.(*comm.XferError); !ok {
+				first = &comm.XferError{Index: b.first[k], Err: err}
+			}
+		case err == nil:
+			n += st.Count
+		}
+	}
+	if first != nil {
+		return comm.Status{}, first
+	}
+	return comm.Status{Source: comm.AnySource, Count: n}, nil
+}
+
+// Test reports whether every part has completed.
+func (b *batchReq) Test() (comm.Status, bool, error) {
+	for _, r := range b.parts {
+		if _, done, _ := r.Test(); !done {
+			return comm.Status{}, false, nil
+		}
+	}
+	st, err := b.Wait(context.Background())
+	return st, true, err
+}
+
+// Cancel does nothing: transfers cannot be taken back once started.
+func (b *batchReq) Cancel() error { return nil }
+
+// startBatch sends the batch frame of r.
+func (l *link) startBatch(r *oneOp) error {
+	ob := r.batch
+	l.one.mu.Lock()
+	if l.one.down != nil {
+		l.one.mu.Unlock()
+		return l.one.down
+	}
+	if l.one.ops == nil {
+		l.one.ops = map[uint64]*oneOp{}
+	}
+	l.one.next++
+	id := l.one.next
+	r.setChunks(1)
+	r.unwritten = 0
+	l.one.ops[id] = r
+	l.one.mu.Unlock()
+	payload := make([]byte, len(ob.idx)*batchDescSize)
+	for k, i := range ob.idx {
+		d := payload[k*batchDescSize:]
+		x, buf := ob.p.xfers[i], ob.p.bufs[i]
+		kb := keyBytes(x.Remote)
+		copy(d, kb[:keySize])
+		binary.LittleEndian.PutUint64(d[keySize:], uint64(x.RemoteOff))
+		binary.LittleEndian.PutUint64(d[keySize+8:], uint64(len(buf)))
+		if r.put && len(buf) > 0 {
+			binary.LittleEndian.PutUint64(d[keySize+16:], uint64(uintptr(unsafe.Pointer(&buf[0]))))
+		}
+	}
+	f := &outFrame{payload: payload}
+	var put uint32
+	if r.put {
+		put = 1
+	}
+	frame{typ: frameBatch, tag: put, a: uint64(len(ob.idx)), b: id}.encode(f.hdr[:])
+	return l.w.queueFrames([]*outFrame{f})
+}
+
+// onBatch serves a batch frame of n descriptors (transfer id): a Put's
+// ranges copied from the origin, or a Get's lent to it.
+func (l *link) onBatch(put bool, n int, id uint64) error {
+	desc := make([]byte, n*batchDescSize)
+	if _, err := io.ReadFull(l.rd.br, desc); err != nil {
+		return err
+	}
+	if l.cma.pid == 0 {
+		return xerr.Detail(ErrProtocol, "rank %d sent a batch over a link that makes no single copies", l.peer)
+	}
+	regions := make([]*onesided.Region, 0, n)
+	locals := make([][]byte, 0, n)
+	addrs := make([]uint64, 0, n)
+	release := func() {
+		for _, g := range regions {
+			g.Done()
+		}
+	}
+	for k := range n {
+		d := desc[k*batchDescSize:]
+		key := comm.RemoteKey{Rank: l.c.rank, Addr: binary.LittleEndian.Uint64(d[0:]),
+			Len: int(min(binary.LittleEndian.Uint64(d[8:]), maxMessage)), Key: binary.LittleEndian.Uint64(d[16:])}
+		off := int(min(binary.LittleEndian.Uint64(d[keySize:]), maxMessage))
+		size := int(min(binary.LittleEndian.Uint64(d[keySize+8:]), maxMessage))
+		g, _ := l.c.one.Find(key, off, size)
+		if g == nil {
+			release()
+			return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneRefused, a: uint64(k), b: id}, true)
+		}
+		regions = append(regions, g)
+		locals = append(locals, g.Data()[off:off+size])
+		addrs = append(addrs, binary.LittleEndian.Uint64(d[keySize+16:]))
+	}
+	if !put {
+		return l.lend(id, regions)
+	}
+	cerr := readVecPieces(l.cma.pid, locals, addrs)
+	release()
+	if cerr != nil {
+		if err := l.copyFailed(cerr, len(locals), addrs[0]); err != nil {
+			return err
+		}
+		return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneNoCopy, b: id}, true)
+	}
+	return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneDone, b: id}, true)
+}
+
+// lend lends the ranges of regions to the origin for transfer id, until
+// it gives them back (onOneFree), and says so.
+func (l *link) lend(id uint64, regions []*onesided.Region) error {
+	l.one.mu.Lock()
+	if l.one.lent == nil {
+		l.one.lent = map[uint64][]*onesided.Region{}
+	}
+	if l.one.lent[id] != nil {
+		l.one.mu.Unlock()
+		for _, g := range regions {
+			g.Done()
+		}
+		return xerr.Detail(ErrProtocol, "rank %d asked twice for the ranges of transfer %d", l.peer, id)
+	}
+	l.one.lent[id] = regions
+	l.one.mu.Unlock()
+	return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneDone, b: id}, true)
+}
+
+// onBatchDone takes the target's answer to a batch frame: done (a Put's
+// ranges copied, a Get's lent: this rank copies them now), a refusal of
+// descriptor at, or the kernel's refusal, upon which the descriptors go
+// one by one through the link.
+func (l *link) onBatchDone(status uint32, at int, id uint64) error {
+	r, err := l.answered(id, status)
+	if err != nil {
+		return err
+	}
+	ob := r.batch
+	if ob == nil || at >= len(ob.idx) {
+		return xerr.Detail(ErrProtocol, "rank %d answered transfer %d as a batch, descriptor %d", l.peer, id, at)
+	}
+	switch {
+	case status == oneRefused:
+		l.one.mu.Lock()
+		r.err = &comm.XferError{Index: ob.idx[at], Err: r.err}
+		l.one.mu.Unlock()
+	case status == oneNoCopy:
+		l.resendBatch(id, r)
+		return nil
+	case !r.put:
+		dsts := make([][]byte, len(ob.idx))
+		addrs := make([]uint64, len(ob.idx))
+		for k, i := range ob.idx {
+			x := ob.p.xfers[i]
+			dsts[k], addrs[k] = ob.p.bufs[i], x.Remote.Addr+uint64(x.RemoteOff)
+		}
+		cerr := readVecPieces(l.cma.pid, dsts, addrs)
+		if err := l.w.sendCtl(frame{typ: frameOneFree, b: id}, true); err != nil {
+			return err
+		}
+		if cerr != nil {
+			if err := l.copyFailed(cerr, ob.bytes, addrs[0]); err != nil {
+				return err
+			}
+			l.resendBatch(id, r)
+			return nil
+		}
+	}
+	l.chunkDone(id, r)
+	return nil
+}
+
+// resendBatch sends the descriptors of the batch transfer r (id), which
+// the kernel would not copy, one by one through the link in chunks; r
+// completes once they all have. The link makes no single copies from then
+// on.
+func (l *link) resendBatch(id uint64, r *oneOp) {
+	l.cma.refused.Store(true)
+	ob := r.batch
+	l.one.mu.Lock()
+	if l.one.ops[id] != r {
+		l.one.mu.Unlock()
+		return // failed meanwhile
+	}
+	r.left = len(ob.idx)
+	l.one.mu.Unlock()
+	for _, i := range ob.idx {
+		x := ob.p.xfers[i]
+		child := &oneOp{put: r.put, ordered: r.put, peer: r.peer, via: l, buf: ob.p.bufs[i],
+			parent: r, parentID: id, index: i, key: x.Remote, off: x.RemoteOff}
+		n := len(child.buf)
+		l.one.mu.Lock()
+		if l.one.down != nil {
+			l.one.mu.Unlock()
+			return // r failed with the link
+		}
+		if n == 0 {
+			r.left--
+			l.maybeFinish(id, r)
+			continue
+		}
+		l.one.next++
+		cid := l.one.next
+		child.setChunks((n + l.w.chunk - 1) / l.w.chunk)
+		l.one.ops[cid] = child
+		l.one.mu.Unlock()
+		// An error has failed the link, and r.
+		_ = l.queueChunks(child, cid, keyBytes(x.Remote), x.RemoteOff)
+	}
+}
+
+// readVecPieces copies the ranges of a batch frame from process pid:
+// in one call, or, from cmaSplit bytes, in runs of about cmaPiece bytes
+// that this goroutine and helpers take in turn, as cmaPieces shares one
+// transfer's copy.
+func readVecPieces(pid int, dsts [][]byte, addrs []uint64) error {
+	total := 0
+	for _, d := range dsts {
+		total += len(d)
+	}
+	if total < cmaSplit {
+		return cmaReadVec(pid, dsts, addrs)
+	}
+	var cuts []int // the first range of each run
+	run := cmaPiece
+	for i, d := range dsts {
+		if run >= cmaPiece {
+			cuts = append(cuts, i)
+			run = 0
+		}
+		run += len(d)
+	}
+	cuts = append(cuts, len(dsts))
+	return cmaShare(len(cuts)-1, 1, func(at, k int) error {
+		for r := at; r < at+k; r++ {
+			if err := cmaReadVec(pid, dsts[cuts[r]:cuts[r+1]], addrs[cuts[r]:cuts[r+1]]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// childDone counts a descriptor of a resent batch done, recording its
+// error by index; the last completes the batch.
+func (l *link) childDone(child *oneOp, err error) {
+	r := child.parent
+	l.one.mu.Lock()
+	if err != nil && r.err == nil {
+		r.err = &comm.XferError{Index: child.index, Err: err}
+	}
+	r.left--
+	l.maybeFinish(child.parentID, r)
+}
