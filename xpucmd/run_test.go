@@ -199,7 +199,7 @@ func TestRunExampleAllreduce(t *testing.T) {
 }
 
 // The one-sided example: two ranks under xpu run, the pool's pages pulled
-// and written back by batches, over the default links.
+// and written back by batches, over shared memory and over TCP.
 func TestRunExamplePagedCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs examples/pagedcache")
@@ -208,11 +208,16 @@ func TestRunExamplePagedCache(t *testing.T) {
 		t.Skip("no go command")
 	}
 	t.Setenv("XPU_BACKEND", "")
-	var stdout, stderr lockedBuffer
-	code := Run(testCtx(t), []string{"run", "-n", "2", "--timeout", "2m", "go", "run", "../examples/pagedcache"}, &stdout, &stderr)
-	require.Equal(t, 0, code, "stderr: %s", stderr.String())
-	assert.ElementsMatch(t, []string{
-		"[0] rank 0: 32 pages written back into a pool of 256: ok",
-		"[1] rank 1: 32 pages pulled with one batch of Gets and written back with one batch of Puts: ok",
-	}, strings.Split(strings.TrimSpace(stdout.String()), "\n"))
+	for name, links := range map[string]string{"default-links": "", "tcp-links": "tcp"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("XPU_LINKS", links)
+			var stdout, stderr lockedBuffer
+			code := Run(testCtx(t), []string{"run", "-n", "2", "--timeout", "2m", "go", "run", "../examples/pagedcache"}, &stdout, &stderr)
+			require.Equal(t, 0, code, "stderr: %s", stderr.String())
+			assert.ElementsMatch(t, []string{
+				"[0] rank 0: 32 pages written back into a pool of 256: ok",
+				"[1] rank 1: 32 pages pulled with one batch of Gets and written back with one batch of Puts, notified: ok",
+			}, strings.Split(strings.TrimSpace(stdout.String()), "\n"))
+		})
+	}
 }

@@ -15,15 +15,19 @@ import (
 	"github.com/xpu-go/xpu/memspace"
 
 	_ "github.com/xpu-go/xpu/backends/cpu"   // host memory
+	_ "github.com/xpu-go/xpu/backends/mpi"   // XPU_BACKEND=mpi under mpirun (built with -tags mpi)
 	_ "github.com/xpu-go/xpu/backends/procs" // the communicator between processes
+	_ "github.com/xpu-go/xpu/backends/rdma"  // XPU_BACKEND=rdma over RDMA (built with -tags rdma)
 )
 
 const (
 	page    = 16 << 10 // bytes a page
 	pages   = 256      // pages of the pool
 	pulled  = 32       // pages rank 1 pulls
-	tagDone = 1        // rank 1's message: the pages are written back
 )
+
+// written is rank 1's notification: the pages are written back.
+var written = []byte("written back")
 
 // slot is the pool slot of the i-th page rank 1 pulls, and back the slot
 // it writes that page back to.
@@ -46,8 +50,13 @@ func main() {
 }
 
 func run(ctx context.Context) (err error) {
-	// Join the job that xpu run (or mpirun, or srun) started.
-	network, err := xpu.Open(ctx, "procs", nil)
+	// Join the job that xpu run (or mpirun, or srun) started, through the
+	// communicator XPU_BACKEND names (procs when unset).
+	name := os.Getenv(xpu.EnvBackend)
+	if name == "" {
+		name = "procs"
+	}
+	network, err := xpu.Open(ctx, name, nil)
 	if err != nil {
 		return err
 	}
@@ -76,9 +85,9 @@ func run(ctx context.Context) (err error) {
 
 // rank is one rank's part.
 func rank(ctx context.Context, c comm.Comm, space memspace.Space) error {
-	one, ok := c.(comm.OneSided)
+	one, ok := c.(comm.Notifier)
 	if !ok || c.Size() != 2 {
-		return fmt.Errorf("needs 2 ranks of a communicator with one-sided transfers; have %d of %T", c.Size(), c)
+		return fmt.Errorf("needs 2 ranks of a communicator with one-sided transfers and notifications; have %d of %T", c.Size(), c)
 	}
 	if c.Rank() == 0 {
 		return server(ctx, one, space)
@@ -86,8 +95,9 @@ func rank(ctx context.Context, c comm.Comm, space memspace.Space) error {
 	return client(ctx, one, space)
 }
 
-// server exposes the pool, waits for rank 1's word, and checks the pool.
-func server(ctx context.Context, c comm.OneSided, space memspace.Space) error {
+// server exposes the pool, waits for rank 1's notification, and checks
+// the pool.
+func server(ctx context.Context, c comm.Notifier, space memspace.Space) error {
 	pool, err := memspace.Alloc[byte](space, pages*page)
 	if err != nil {
 		return err
@@ -110,10 +120,14 @@ func server(ctx context.Context, c comm.OneSided, space memspace.Space) error {
 	if _, err := comm.ExchangeKeys(ctx, c, reg.Key()); err != nil {
 		return err
 	}
-	// Rank 1 pulls and writes back on its own; its message comes after
-	// its Puts are in place.
-	if _, err := comm.Recv(ctx, c, memspace.Block{}, 1, tagDone); err != nil {
+	// Rank 1 pulls and writes back on its own; its notification comes
+	// after its Puts are in place.
+	note, err := c.WaitNotification(ctx)
+	if err != nil {
 		return err
+	}
+	if note.Source != 1 || string(note.Msg) != string(written) {
+		return fmt.Errorf("rank 0: notification %q from rank %d, want %q from rank 1", note.Msg, note.Source, written)
 	}
 	for i := range pulled {
 		p, q := slot(i), back(i)
@@ -128,8 +142,8 @@ func server(ctx context.Context, c comm.OneSided, space memspace.Space) error {
 }
 
 // client pulls its pages with one batch of Gets, changes them, and writes
-// them back with one batch of Puts.
-func client(ctx context.Context, c comm.OneSided, space memspace.Space) error {
+// them back with one batch of Puts, which notifies rank 0.
+func client(ctx context.Context, c comm.Notifier, space memspace.Space) error {
 	cache, err := memspace.Alloc[byte](space, pulled*page)
 	if err != nil {
 		return err
@@ -172,17 +186,14 @@ func client(ctx context.Context, c comm.OneSided, space memspace.Space) error {
 	if err != nil {
 		return err
 	}
-	if err := push.Run(ctx); err != nil {
+	// Rank 0 receives the notification once the Puts are in place.
+	r, err := push.PostNotify(ctx, written)
+	if err != nil {
 		return err
 	}
-	// The Puts are in place once Flush returns: a message sent now
-	// arrives after them.
-	if err := c.Flush(ctx, 0); err != nil {
+	if _, err := r.Wait(ctx); err != nil {
 		return err
 	}
-	if err := comm.Send(ctx, c, memspace.Block{}, 0, tagDone); err != nil {
-		return err
-	}
-	fmt.Printf("rank 1: %d pages pulled with one batch of Gets and written back with one batch of Puts: ok\n", pulled)
+	fmt.Printf("rank 1: %d pages pulled with one batch of Gets and written back with one batch of Puts, notified: ok\n", pulled)
 	return nil
 }
