@@ -59,6 +59,8 @@ type Comm struct {
 	// notes are the notifications received, not yet taken
 	// (onesided_notify.go).
 	notes onesided.Notes
+	// noteWait is a goroutine that reads a link for a notification.
+	noteWait atomic.Pointer[noteWaiter]
 	lifecycle
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -45,6 +46,7 @@ func (c *Comm) Notify(ctx context.Context, rank int, msg []byte) error {
 		if !c.notes.Push(c.rank, own) {
 			return c.closedErr()
 		}
+		c.noteArrived()
 		return nil
 	}
 	l := c.links[rank]
@@ -106,7 +108,25 @@ func (l *link) onNotify(n int) error {
 		return err
 	}
 	l.c.notes.Push(l.peer, msg) // dropped once this rank closes
+	l.c.noteArrived()
 	return nil
+}
+
+// noteArrived completes the wait of a goroutine that reads a link itself
+// for a notification (WaitNotification), and kicks it off that link when
+// the notification came another way.
+func (c *Comm) noteArrived() {
+	if w := c.noteWait.Swap(nil); w != nil {
+		w.d.Complete(comm.Status{}, nil)
+		w.l.role.kickWaiter()
+	}
+}
+
+// noteWaiter is a goroutine that waits for a notification reading link l
+// itself, until d completes.
+type noteWaiter struct {
+	d p2p.Done
+	l *link
 }
 
 // WaitNotification returns the oldest notification this rank received
@@ -117,6 +137,31 @@ func (c *Comm) WaitNotification(ctx context.Context) (comm.Notification, error) 
 	if ctx == nil {
 		return comm.Notification{}, xerr.Errorf(Name, "wait notification", comm.ErrInvalidArgument, "nil context")
 	}
+	if got, ok, err := c.notes.TryPop(); ok || err != nil {
+		return got, err
+	}
+	if l := c.soleLink(); l != nil {
+		// Two ranks: read the peer's link for the notification, as a
+		// receive's waiter does (ADR 10), a wake-up less per notification.
+		for ctx.Err() == nil && !l.closing() {
+			w := &noteWaiter{l: l}
+			if !c.noteWait.CompareAndSwap(nil, w) {
+				break // another goroutine reads for one
+			}
+			if got, ok, err := c.notes.TryPop(); ok || err != nil {
+				c.noteWait.CompareAndSwap(w, nil)
+				return got, err
+			}
+			held := l.readFor(ctx, &w.d, nil)
+			c.noteWait.CompareAndSwap(w, nil)
+			if got, ok, err := c.notes.TryPop(); ok || err != nil {
+				return got, err
+			}
+			if !held {
+				break
+			}
+		}
+	}
 	c.parked.Add(1)
 	defer c.parked.Add(-1)
 	for _, l := range c.links {
@@ -125,4 +170,13 @@ func (c *Comm) WaitNotification(ctx context.Context) (comm.Notification, error) 
 		}
 	}
 	return c.notes.Wait(ctx)
+}
+
+// soleLink returns the one link of a communicator of two ranks, nil for
+// others.
+func (c *Comm) soleLink() *link {
+	if c.size != 2 {
+		return nil
+	}
+	return c.links[1-c.rank]
 }

@@ -33,6 +33,32 @@ func (n *Notes) Push(src int, msg []byte) bool {
 	return true
 }
 
+// TryPop returns the oldest notification queued and true, or false when
+// there is none; once the queue is closed it returns the error Close was
+// given.
+func (n *Notes) TryPop() (comm.Notification, bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed != nil {
+		return comm.Notification{}, false, n.closed
+	}
+	if len(n.q) == 0 {
+		return comm.Notification{}, false, nil
+	}
+	return n.popLocked(), true, nil
+}
+
+// popLocked takes the oldest notification; mu is held and one is queued.
+func (n *Notes) popLocked() comm.Notification {
+	got := n.q[0]
+	n.q[0] = comm.Notification{}
+	n.q = n.q[1:]
+	if len(n.q) == 0 {
+		n.q = nil
+	}
+	return got
+}
+
 // Wait returns the oldest notification queued, waiting for one until ctx
 // ends; with an ended ctx it returns one queued, or ctx's error. Once the
 // queue is closed it returns the error Close was given.
@@ -44,12 +70,7 @@ func (n *Notes) Wait(ctx context.Context) (comm.Notification, error) {
 			return comm.Notification{}, n.closed
 		}
 		if len(n.q) > 0 {
-			got := n.q[0]
-			n.q[0] = comm.Notification{}
-			n.q = n.q[1:]
-			if len(n.q) == 0 {
-				n.q = nil
-			}
+			got := n.popLocked()
 			n.mu.Unlock()
 			return got, nil
 		}

@@ -15,6 +15,9 @@ import (
 //	put.lat.8B, get.lat.8B      one 8-byte Put (Get) and its Flush (ns/op)
 //	put.bw.<size>, get.bw.<size> 64 transfers of 1 MiB (4 MiB) to one place, then Flush (GB/s)
 //	getbatch.1024x4KiB          one prepared batch of 1,024 Gets of 4 KiB pages, scattered (GB/s)
+//	putbatch.1024x4KiB          the same pages written back by a batch of Puts (GB/s)
+//	putnotify.8B                half a round trip of 8-byte Puts, each with a notification that
+//	                            the other rank waits for before it answers (ns/op)
 //
 // The C reference (tcp_mpi_ref.c) measures MPI_Put and MPI_Get with
 // MPI_Win_flush in a window locked with MPI_Win_lock_all under the same
@@ -114,7 +117,11 @@ func oneSidedCases(ctx context.Context, c *procs.Comm, want func(string) bool,
 			report(op+".bw."+k.name, float64(osWindow*k.size)/ns, "GB/s")
 		}
 	}
-	if want("getbatch.1024x4KiB") {
+	for _, put := range []bool{false, true} {
+		name := map[bool]string{true: "putbatch.1024x4KiB", false: "getbatch.1024x4KiB"}[put]
+		if !want(name) {
+			continue
+		}
 		const page, pages = 4 << 10, 1024
 		var batch *comm.Batch
 		if origin {
@@ -123,7 +130,7 @@ func oneSidedCases(ctx context.Context, c *procs.Comm, want func(string) bool,
 				b, _ := bench.Block(local).Slice(i*page, page)
 				xfers[i] = comm.Xfer{Local: b, Remote: target, RemoteOff: (i * 7 % pages) * page}
 			}
-			if batch, err = comm.PrepareBatch(c, false, xfers); err != nil {
+			if batch, err = comm.PrepareBatch(c, put, xfers); err != nil {
 				return err
 			}
 		}
@@ -135,7 +142,42 @@ func oneSidedCases(ctx context.Context, c *procs.Comm, want func(string) bool,
 		if err != nil {
 			return err
 		}
-		report("getbatch.1024x4KiB", float64(pages*page)/ns, "GB/s")
+		report(name, float64(pages*page)/ns, "GB/s")
+	}
+	if want("putnotify.8B") {
+		src, _ := bench.Block(local).Slice(0, 8)
+		peer := keys[1-c.Rank()]
+		// turn Puts 8 bytes into the peer's region with a notification;
+		// the Put's request is waited for once the answer has come, as a
+		// program that only needs the notification does.
+		turn := func() (comm.Request, error) { return comm.PutNotify(ctx, c, src, peer, 0, nil) }
+		await := func() error {
+			_, err := c.WaitNotification(ctx)
+			return err
+		}
+		round := func() error {
+			if !origin {
+				if err := await(); err != nil {
+					return err
+				}
+			}
+			r, err := turn()
+			if err != nil {
+				return err
+			}
+			if origin {
+				if err := await(); err != nil {
+					return err
+				}
+			}
+			_, err = r.Wait(ctx)
+			return err
+		}
+		ns, err := measure(5000, round)
+		if err != nil {
+			return err
+		}
+		report("putnotify.8B", ns/2, "ns/op")
 	}
 	return comm.Barrier(ctx, c)
 }
