@@ -21,8 +21,12 @@ import (
 const Name = "rdma"
 
 // readDepth is how many READs a peer's send queue may hold beside its
-// send slots.
-const readDepth = 16
+// send slots, and oneDepth how many one-sided WRITEs and READs beside
+// those: a prepared batch keeps that many in flight to each peer.
+const (
+	readDepth = 16
+	oneDepth  = 128
+)
 
 // Work request ids: the kind in the top 4 bits; for receives and sends the
 // peer in bits 32-47 and the slot below; for READs the receive's rid.
@@ -83,6 +87,22 @@ type transfers struct {
 	reads   map[uint64]*request // rendezvous receives reading, by rid
 	ones    map[uint64]*request // one-sided transfers, by rid
 	exposed map[*region]struct{}
+	parts   map[uint64]*part // pieces of posted batches, by id (batch.go)
+	runs    map[*batchRun]struct{}
+	// prepRegs are the registrations of prepared batches, kept until
+	// Close (a prepared batch may be posted as long as c is open).
+	prepRegs []registration
+	notices
+}
+
+// notices are the notifications received and not yet taken
+// (WaitNotification). Guarded by Comm.mu, but for waiters.
+type notices struct {
+	notes    []comm.Notification
+	noteWake chan struct{} // closed and replaced when one arrives, and at Close
+	// waiters counts the goroutines in WaitNotification: while there are
+	// any, the engine sleeps armed, so a notification wakes them at once.
+	waiters atomic.Int32
 }
 
 // lifecycle is what Close needs: whether the rank is closed (Comm.mu),
@@ -140,8 +160,14 @@ type peer struct {
 	queue    []out // data messages waiting for a slot or credits
 	ctrl     []out // control messages, sent before data
 	reads    []*request
-	ops      []*request // one-sided transfers waiting for send-queue room
-	wr       [1]fabric.SendWR
+	ops      []opItem // one-sided transfers waiting for send-queue room
+	// opSeq counts the items appended to ops, opPosted those wholly
+	// posted: a notification queued when opSeq was s goes once opPosted
+	// reaches s, after the WRITEs before it (RC order).
+	opSeq, opPosted uint64
+	// keys are the peer's regions this rank has asked about (onesided.go).
+	keys map[keyID]*keyState
+	wr   [1]fabric.SendWR
 	// lostPending is why the peer's endpoint went down, until the poller
 	// has drained what arrived before (applyLosses).
 	lostPending error
@@ -154,8 +180,9 @@ type peer struct {
 
 // out is a message waiting to be sent.
 type out struct {
-	h header
-	r *request // the send it carries, if any
+	h    header
+	r    *request // the send it carries, if any
+	note []byte   // a notification's bytes (kNotify)
 }
 
 // post1 posts one work request through a slice kept for the purpose: a
@@ -164,6 +191,13 @@ type out struct {
 func (p *peer) post1(wr fabric.SendWR) error {
 	p.wr[0] = wr
 	return p.ep.PostSend(p.wr[:]...)
+}
+
+// queueReady reports whether the head of p's queue may go: a
+// notification waits until the one-sided transfers queued before it are
+// posted.
+func (p *peer) queueReady() bool {
+	return p.queue[0].h.kind != kNotify || p.queue[0].h.id <= p.opPosted
 }
 
 func (p *peer) unqueue(r *request) {
@@ -182,9 +216,11 @@ func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 	c := &Comm{
 		cfg: cfg, rank: rank, size: size, fc: fc,
 		peers: make([]*peer, size),
-		slots: slots{slot: cfg.slotSize(), sendDepth: cfg.Slots + readDepth + 4},
+		slots: slots{slot: cfg.slotSize(), sendDepth: cfg.Slots + readDepth + oneDepth + 4},
 		transfers: transfers{rdv: map[uint64]*request{}, reads: map[uint64]*request{},
-			ones: map[uint64]*request{}, exposed: map[*region]struct{}{}},
+			ones: map[uint64]*request{}, exposed: map[*region]struct{}{},
+			parts: map[uint64]*part{}, runs: map[*batchRun]struct{}{},
+			notices: notices{noteWake: make(chan struct{})}},
 		lifecycle: lifecycle{stop: make(chan struct{}), byesDone: make(chan struct{})},
 	}
 	c.tbl.Init(size)
@@ -206,7 +242,7 @@ func newComm(cfg Config, rank, size int, fc fabric.Context) (*Comm, error) {
 		if r == rank {
 			continue
 		}
-		p := &peer{rank: r, recvBase: i * per, credits: cfg.Slots, budget: cfg.EagerBudget}
+		p := &peer{rank: r, recvBase: i * per, credits: cfg.Slots, budget: cfg.EagerBudget, keys: map[keyID]*keyState{}}
 		for s := range cfg.Slots {
 			p.freeSend = append(p.freeSend, i*per+cfg.Slots+s)
 		}
@@ -573,7 +609,7 @@ func (c *Comm) flush(p *peer) {
 		case len(p.ctrl) > 0 && p.credits >= 2:
 			o = p.ctrl[0]
 			p.ctrl = p.ctrl[1:]
-		case len(p.ctrl) == 0 && len(p.queue) > 0 && p.credits >= 2:
+		case len(p.ctrl) == 0 && len(p.queue) > 0 && p.credits >= 2 && p.queueReady():
 			o = p.queue[0]
 			p.queue = p.queue[1:]
 		case p.credits >= 1 && (p.owedCred >= c.cfg.Slots/2 || p.owedBud >= c.cfg.EagerBudget/2 && p.owedBud > 0):
@@ -595,6 +631,9 @@ func (c *Comm) post(p *peer, o out) {
 	b := c.slotBytes(s)
 	n := hdrLen
 	r := o.r
+	if h.kind == kNotify {
+		n += copy(b[hdrLen:], o.note)
+	}
 	if r != nil {
 		r.queued = false
 		if h.kind == kEager {

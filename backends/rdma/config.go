@@ -59,8 +59,8 @@ type Config struct {
 }
 
 // slotSize is the size of a receive or send slot: a header and the
-// largest eager payload.
-func (c *Config) slotSize() int { return hdrLen + max(c.EagerLimit, 0) }
+// largest eager payload or notification.
+func (c *Config) slotSize() int { return hdrLen + max(c.EagerLimit, comm.MaxNotification) }
 
 // resolve fills in the defaults and checks the values.
 func (c Config) resolve() (Config, error) {

@@ -270,5 +270,5 @@ func newGroup(ctx context.Context, prov fabric.Provider, dev, host string, n int
 
 // cqDepth sizes the completion queue for every endpoint's requests.
 func cqDepth(cfg Config, n int) int {
-	return max(n-1, 1)*(cfg.Slots+cfg.Slots+readDepth+4) + 16
+	return max(n-1, 1)*(cfg.Slots+cfg.Slots+readDepth+oneDepth+4) + 16
 }

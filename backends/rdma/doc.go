@@ -91,6 +91,24 @@
 // and reused until freed (memspace.FreeNotifier); Go memory is pinned and
 // registered per message.
 //
+// A key is checked with its target before its first use: the origin asks
+// whether the target exposes exactly that region (a round trip, once per
+// key and peer), and the target tells those it answered when the region
+// closes. A forged or withdrawn key fails its transfer with
+// comm.ErrInvalidArgument and never reaches the queue pair, whose remote
+// access error would break the link.
+//
+// Comm implements comm.Notifier: a notification is a SEND of its own kind,
+// matching no receive, posted behind the WRITEs of the Puts started
+// before it (RC places their bytes first); Notify waits for the Gets to
+// the target first. WaitNotification pops what arrived.
+//
+// Comm implements comm.Batcher: PrepareXfers registers a list's buffers
+// (kept until Close), builds its work requests and asks about its keys;
+// each Post chains them to each target in as few posts as the send queue
+// allows, unsignaled but every 32nd and the last of a post
+// (docs/adr/0036-rdma-notifications-and-batches.md).
+//
 // # Failures
 //
 // When a peer's process dies its connection is torn down by the kernel and

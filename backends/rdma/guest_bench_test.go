@@ -58,6 +58,7 @@ type guestRef struct {
 var guestRefs = []guestRef{
 	{"send_lat.8B", "ib_send_lat -s 8 -n 5000"},
 	{"send_lat.64KiB", "ib_send_lat -s 65536 -n 500"},
+	{"write_bw.4KiB", "ib_write_bw -s 4096 -n 5000"},
 	{"write_bw.1MiB", "ib_write_bw -s 1048576 -n 100"},
 	{"write_bw.4MiB", "ib_write_bw -s 4194304 -n 25"},
 	{"read_bw.1MiB", "ib_read_bw -s 1048576 -n 100"},
@@ -78,7 +79,7 @@ type guestRun struct {
 // "config@pattern;…", whose rows follow the defaults' in the table.
 func guestRuns() ([]guestRun, error) {
 	runs := []guestRun{
-		{"", "rdma.test", "", "^Benchmark(PingPong|Stream|Put|Allreduce|Register|Clock)$"},
+		{"", "rdma.test", "", "^Benchmark(PingPong|Stream|Put|Batch|Allreduce|Register|Clock)$"},
 		{"verbs", "verbs.test", "", "^Benchmark(PingPong|PollEmpty)$"},
 	}
 	vs, ok := os.LookupEnv(envBenchVariants)
@@ -136,6 +137,10 @@ var guestRows = []guestRow{
 		"ib_write_bw -s 1048576, BW average", true, 0.9},
 	{"Put 4 MiB, window of 16", "go:BenchmarkPut/4MiB#rate", "ref:write_bw.4MiB",
 		"ib_write_bw -s 4194304, BW average", true, 0.9},
+	{"batch of 1,024 Puts of 4 KiB", "go:BenchmarkBatch/put/batch-1024x4KiB#rate", "ref:write_bw.4KiB",
+		"ib_write_bw -s 4096, BW average", true, 0.9},
+	{"batch of 1,024 Gets of 4 KiB", "go:BenchmarkBatch/get/batch-1024x4KiB#rate", "go:BenchmarkBatch/get/one-4MiB#rate",
+		"one Get of 4 MiB", true, 0},
 	{"allreduce 64 MiB float64, 4 ranks", "go:BenchmarkAllreduce/rdma/4r/64MiB", "go:BenchmarkAllreduce/tcp/4r/64MiB",
 		"procs backend over TCP links, loopback group", false, 1.0},
 	{"allreduce 64 KiB float64, 4 ranks", "go:BenchmarkAllreduce/rdma/4r/64KiB", "go:BenchmarkAllreduce/tcp/4r/64KiB",

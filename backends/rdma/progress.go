@@ -129,13 +129,23 @@ func (c *Comm) poll(wcs []fabric.Completion) (int, error) {
 	return n, nil
 }
 
+// pollOnce polls the completion queue once, if no other goroutine does,
+// as Test does: a loop of polls makes progress without the engine.
+func (c *Comm) pollOnce() {
+	var wcs [8]fabric.Completion
+	_, _ = c.poll(wcs[:])
+}
+
 // needsProgress reports whether this rank has work under way that the
 // engine must carry on with when no goroutine waits: receives posted,
 // messages announced, queued or arrived unasked, transfers in flight.
 func (c *Comm) needsProgress() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.rdv) > 0 || len(c.reads) > 0 || len(c.ones) > 0 || c.closed {
+	// Regions exposed: peers ask about their keys, and a waiter for a
+	// notification wants it at once.
+	if len(c.rdv) > 0 || len(c.reads) > 0 || len(c.ones) > 0 || len(c.parts) > 0 || len(c.exposed) > 0 ||
+		c.waiters.Load() > 0 || c.closed {
 		return true
 	}
 	for range c.tbl.Posted() {
@@ -267,6 +277,8 @@ func (c *Comm) handle(wc *fabric.Completion) {
 		c.postReads(p)
 	case wrOne:
 		c.onOne(wc)
+	case wrBatch:
+		c.onPart(wc)
 	case wrRead:
 		r := c.reads[wc.ID&(1<<60-1)]
 		if r == nil {
@@ -328,6 +340,14 @@ func (c *Comm) onRecv(p *peer, s, n int) {
 				break
 			}
 		}
+	case kNotify:
+		ok = c.onNotify(p, b[hdrLen:n])
+	case kKeyQuery:
+		c.onKeyQuery(p, keyID{addr: h.addr, n: h.size, rkey: h.rkey})
+	case kKeyAnswer:
+		ok = c.onKeyAnswer(p, keyID{addr: h.addr, n: h.size, rkey: h.rkey}, h.flags&fValid != 0)
+	case kKeyGone:
+		c.onKeyGone(p, keyID{addr: h.addr, n: h.size, rkey: h.rkey})
 	case kCredit:
 	case kBye:
 		revoke := h.flags&fRevoke != 0
@@ -608,6 +628,13 @@ func (c *Comm) close() {
 	for _, g := range c.failInFlight() {
 		_ = g.Close()
 	}
+	c.mu.Lock()
+	regs := c.prepRegs
+	c.prepRegs = nil
+	c.mu.Unlock()
+	for _, reg := range regs {
+		reg.release()
+	}
 	c.regs.close()
 	_ = c.fc.Deregister(c.mr)
 	_ = c.fc.Close()
@@ -620,6 +647,9 @@ func (c *Comm) close() {
 // messages not yet matched. c.mu is held.
 func (c *Comm) settleForClose() {
 	c.closed = true
+	close(c.noteWake) // WaitNotification fails with ErrClosed
+	c.noteWake = make(chan struct{})
+	c.notes = nil
 	closed := func(op string) error { return c.closedErr(op) }
 	for r := range c.tbl.Posted() {
 		c.tbl.Unpost(r)
@@ -697,6 +727,10 @@ func (c *Comm) failInFlight() []*region {
 	}
 	for _, r := range c.ones {
 		c.finishOne(r, closed("one-sided"))
+	}
+	for _, pt := range c.parts {
+		pt.failRest(closed("one-sided"))
+		c.finishPart(pt)
 	}
 	regions := make([]*region, 0, len(c.exposed))
 	for g := range c.exposed {

@@ -54,6 +54,7 @@ type request struct {
 	announced   bool
 	cancelAsked bool
 	failed      error // a read's outcome, recorded until its READs settle
+	keyWait     bool  // a one-sided transfer waiting for its key's answer
 
 	p2p.Done
 }

@@ -33,24 +33,15 @@ func simGroups(cfg rdma.Config, opts ...sim.Option) func(t *testing.T, n int) []
 	}
 }
 
-// staleKeys declares the one-sided case this backend fails: a key the
-// target never made, or withdrew, meets a remote access error at the
-// target's device, which moves the queue pair into the error state, so
-// the origin loses the link (ErrPeerLost) where the suite wants
-// ErrInvalidArgument and a link that still works. The origin cannot check
-// a key the target made without asking the target.
-var staleKeys = conformance.Declare("comm/onesided/stale-keys",
-	"a forged or withdrawn key is a remote access error, which breaks the queue pair: the link is lost, not the transfer refused")
-
 // TestSimConformance runs the communicator suite on the simulated fabric
 // with the default settings.
 func TestSimConformance(t *testing.T) {
-	conformance.TestComm(t, simGroups(rdma.Config{}), staleKeys)
+	conformance.TestComm(t, simGroups(rdma.Config{}))
 }
 
 // TestSimConformanceRendezvous sends every message by rendezvous, read in
 // small chunks, with few slots, so that the RTS, READ, FIN and cancel
 // paths and the credits carry everything.
 func TestSimConformanceRendezvous(t *testing.T) {
-	conformance.TestComm(t, simGroups(rdma.Config{EagerLimit: -1, Chunk: 4096, Slots: 4}), conformance.MaxRanks(4), staleKeys)
+	conformance.TestComm(t, simGroups(rdma.Config{EagerLimit: -1, Chunk: 4096, Slots: 4}), conformance.MaxRanks(4))
 }

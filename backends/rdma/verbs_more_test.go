@@ -11,3 +11,6 @@ func TestVerbsRegistrationCache(t *testing.T) {
 }
 func TestVerbsFrozenPeer(t *testing.T)      { testFrozenPeer(t, verbsKit(t)) }
 func TestVerbsAllreduceStress(t *testing.T) { testAllreduceStress(t, verbsKit(t), 200) }
+func TestVerbsNotify(t *testing.T)          { testNotify(t, verbsKit(t)) }
+func TestVerbsNotifyPeerLost(t *testing.T)  { testNotifyPeerLost(t, verbsKit(t)) }
+func TestVerbsBatchNative(t *testing.T)     { testBatchNative(t, verbsKit(t)) }

@@ -49,7 +49,7 @@ func TestVerbsConformance(t *testing.T) {
 			cs[i] = c
 		}
 		return cs
-	}, conformance.MaxRanks(4), staleKeys)
+	}, conformance.MaxRanks(4))
 }
 
 // Multi-process tests: this test binary started again as the ranks of a
@@ -73,7 +73,7 @@ func TestRank(t *testing.T) {
 	require.Equal(t, onNode, c.OneNode(), "collectives in shared memory")
 	switch role {
 	case "conformance":
-		conformance.TestCommRank(t, c, conformance.MaxRanks(c.Size()), staleKeys)
+		conformance.TestCommRank(t, c, conformance.MaxRanks(c.Size()))
 	case "until-lost":
 		v := make([]float64, 1<<17)
 		b, _ := memspace.FromSlice(v)

@@ -20,6 +20,10 @@ import (
 //	24 id       u64  rendezvous: the sender's name for the message
 //	32 addr     u64  rendezvous: the address of the sender's buffer
 //
+// A notification (kNotify) carries its bytes after the header, as an
+// eager message does. The key messages (kKeyQuery, kKeyAnswer, kKeyGone)
+// name a region by its key: addr, size (its length) and rkey.
+//
 // Credits and budget ride on every message (and on kCredit alone when
 // nothing else goes back): a rank never sends a SEND the peer has no
 // receive posted for, and never more eager bytes than the peer will hold
@@ -28,13 +32,17 @@ const hdrLen = 40
 
 // Message kinds.
 const (
-	kEager  = 1 + iota // payload follows
-	kRTS               // a large message announced: read it at addr/rkey
-	kFin               // the receiver is done with the RTS id (read, refused or canceled)
-	kCancel            // the sender asks to cancel the RTS id
-	kCredit            // credits and budget only
-	kBye               // the sender leaves the group (fRevoke: revoking collectives)
-	kRevoke            // collectives are revoked
+	kEager     = 1 + iota // payload follows
+	kRTS                  // a large message announced: read it at addr/rkey
+	kFin                  // the receiver is done with the RTS id (read, refused or canceled)
+	kCancel               // the sender asks to cancel the RTS id
+	kCredit               // credits and budget only
+	kBye                  // the sender leaves the group (fRevoke: revoking collectives)
+	kRevoke               // collectives are revoked
+	kNotify               // a notification (comm.Notifier); its bytes follow
+	kKeyQuery             // does the receiver expose the region addr/size/rkey?
+	kKeyAnswer            // the answer to kKeyQuery: fValid when it does
+	kKeyGone              // the receiver's region addr/size/rkey, answered valid, is closed
 	kMaxKind
 )
 
@@ -43,6 +51,7 @@ const (
 	fCanceled = 1 << 0 // kFin: the message was canceled before any receive took it
 	fRevoke   = 1 << 1 // kBye: the leaving rank revokes collectives; kFin: refused by a revocation
 	fClosed   = 1 << 2 // kFin: refused because the receiver is closing
+	fValid    = 1 << 3 // kKeyAnswer: the region is exposed
 )
 
 type header struct {
@@ -96,7 +105,7 @@ func parseHeader(b []byte, n int) (header, error) {
 	if h.kind == 0 || h.kind >= kMaxKind {
 		return h, xerr.Detail(ErrProtocol, "unknown message kind %d", h.kind)
 	}
-	if h.kind != kEager && n != hdrLen {
+	if h.kind != kEager && h.kind != kNotify && n != hdrLen {
 		return h, xerr.Detail(ErrProtocol, "a kind-%d message with %d bytes of payload", h.kind, n-hdrLen)
 	}
 	if h.tag > 1<<31-1 {

@@ -20,7 +20,8 @@ import (
 	"github.com/xpu-go/xpu/xerr"
 )
 
-// postBatch is the work requests converted on the stack per crossing.
+// postBatch is the work requests converted on the stack per post; a
+// longer list is converted in a slice.
 const postBatch = 16
 
 // endpoint is the fabric.Endpoint of package verbs: an RC queue pair made
@@ -94,17 +95,21 @@ func (e *endpoint) PostSend(wrs ...fabric.SendWR) error {
 	if e.m.gone {
 		return e.closedErr()
 	}
-	var buf [postBatch]C.xv_wr
-	for base := 0; base < len(wrs); base += postBatch {
-		chunk := wrs[base:min(base+postBatch, len(wrs))]
-		for i := range chunk {
-			fill(&buf[i], &chunk[i])
-		}
-		var bad C.int
-		if rc := C.xv_post_send(e.qp, &buf[0], C.int(len(chunk)), &bad); rc != 0 {
-			return fmt.Errorf("verbs post send: ibv_post_send: request %d of %d: %w: %w",
-				base+int(bad), len(wrs), syscall.Errno(rc), fabric.ErrLocal)
-		}
+	// One crossing, and one ibv_post_send, for the whole list: up to
+	// postBatch converted on the stack, more in a slice (no Go pointers
+	// in it, so C may read it).
+	var stack [postBatch]C.xv_wr
+	buf := stack[:]
+	if len(wrs) > postBatch {
+		buf = make([]C.xv_wr, len(wrs))
+	}
+	for i := range wrs {
+		fill(&buf[i], &wrs[i])
+	}
+	var bad C.int
+	if rc := C.xv_post_send(e.qp, &buf[0], C.int(len(wrs)), &bad); rc != 0 {
+		return fmt.Errorf("verbs post send: ibv_post_send: request %d of %d: %w: %w",
+			int(bad), len(wrs), syscall.Errno(rc), fabric.ErrLocal)
 	}
 	return nil
 }

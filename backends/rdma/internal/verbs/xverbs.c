@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,53 +17,73 @@
 // the completions polled per call to the provider.
 #define XV_CHUNK 16
 
+// xv_post_send posts n work requests chained, in one ibv_post_send: a
+// batch's requests cost one doorbell. Up to XV_CHUNK are converted on the
+// stack, more in memory allocated for the call.
 int xv_post_send(struct ibv_qp *qp, const xv_wr *wrs, int n, int *bad) {
-	struct ibv_send_wr wr[XV_CHUNK];
-	struct ibv_sge sge[XV_CHUNK];
+	struct ibv_send_wr swr[XV_CHUNK];
+	struct ibv_sge ssge[XV_CHUNK];
+	struct ibv_send_wr *wr = swr;
+	struct ibv_sge *sge = ssge;
 	*bad = -1;
-	for (int base = 0; base < n; base += XV_CHUNK) {
-		int m = n - base < XV_CHUNK ? n - base : XV_CHUNK;
-		memset(wr, 0, sizeof(wr[0]) * m);
-		for (int i = 0; i < m; i++) {
-			const xv_wr *w = &wrs[base + i];
-			sge[i].addr = w->addr;
-			sge[i].length = w->len;
-			sge[i].lkey = w->lkey;
-			wr[i].wr_id = w->id;
-			wr[i].next = i + 1 < m ? &wr[i + 1] : NULL;
-			wr[i].sg_list = &sge[i];
-			wr[i].num_sge = w->len > 0 ? 1 : 0;
-			switch (w->op) {
-			case XV_OP_SEND:
-				wr[i].opcode = (w->flags & XV_IMM) ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-				break;
-			case XV_OP_WRITE:
-				wr[i].opcode = IBV_WR_RDMA_WRITE;
-				break;
-			case XV_OP_READ:
-				wr[i].opcode = IBV_WR_RDMA_READ;
-				break;
-			default:
-				*bad = base + i;
-				return EINVAL;
-			}
-			if (w->flags & XV_IMM)
-				wr[i].imm_data = htonl(w->imm);
-			if (w->flags & XV_SIGNALED)
-				wr[i].send_flags |= IBV_SEND_SIGNALED;
-			if (w->flags & XV_INLINE)
-				wr[i].send_flags |= IBV_SEND_INLINE;
-			wr[i].wr.rdma.remote_addr = w->raddr;
-			wr[i].wr.rdma.rkey = w->rkey;
+	if (n <= 0)
+		return 0;
+	if (n > XV_CHUNK) {
+		wr = calloc((size_t)n, sizeof *wr);
+		sge = calloc((size_t)n, sizeof *sge);
+		if (!wr || !sge) {
+			free(wr);
+			free(sge);
+			*bad = 0;
+			return ENOMEM;
 		}
-		struct ibv_send_wr *badwr = NULL;
-		int rc = ibv_post_send(qp, wr, &badwr);
-		if (rc) {
-			*bad = base + (badwr ? (int)(badwr - wr) : 0);
-			return rc;
-		}
+	} else {
+		memset(wr, 0, sizeof(wr[0]) * n);
 	}
-	return 0;
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		const xv_wr *w = &wrs[i];
+		sge[i].addr = w->addr;
+		sge[i].length = w->len;
+		sge[i].lkey = w->lkey;
+		wr[i].wr_id = w->id;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = w->len > 0 ? 1 : 0;
+		switch (w->op) {
+		case XV_OP_SEND:
+			wr[i].opcode = (w->flags & XV_IMM) ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+			break;
+		case XV_OP_WRITE:
+			wr[i].opcode = IBV_WR_RDMA_WRITE;
+			break;
+		case XV_OP_READ:
+			wr[i].opcode = IBV_WR_RDMA_READ;
+			break;
+		default:
+			*bad = i;
+			rc = EINVAL;
+			goto out;
+		}
+		if (w->flags & XV_IMM)
+			wr[i].imm_data = htonl(w->imm);
+		if (w->flags & XV_SIGNALED)
+			wr[i].send_flags |= IBV_SEND_SIGNALED;
+		if (w->flags & XV_INLINE)
+			wr[i].send_flags |= IBV_SEND_INLINE;
+		wr[i].wr.rdma.remote_addr = w->raddr;
+		wr[i].wr.rdma.rkey = w->rkey;
+	}
+	struct ibv_send_wr *badwr = NULL;
+	rc = ibv_post_send(qp, wr, &badwr);
+	if (rc)
+		*bad = badwr ? (int)(badwr - wr) : 0;
+out:
+	if (wr != swr) {
+		free(wr);
+		free(sge);
+	}
+	return rc;
 }
 
 int xv_post_recv(struct ibv_qp *qp, uint64_t id, uint64_t addr, uint32_t len, uint32_t lkey) {
