@@ -48,6 +48,8 @@ var Procs = []Pair{
 	// goals are against this link's own messages).
 	{"tcp.np2.put.bw.1MiB", "tcp.np2.bw.1MiB", 0.9},
 	{"tcp.np2.getbatch.1024x4KiB", "tcp.np2.get.bw.4MiB", 0.8},
+	{"tcp.np2.putbatch.1024x4KiB", "tcp.np2.put.bw.4MiB", 0},
+	{"tcp.np2.putnotify.8B", "tcp.np2.put.lat.8B", 0},
 }
 
 // ShmProcs are the comparisons of the same communicator when its ranks,
@@ -106,4 +108,9 @@ var ShmProcs = []Pair{
 	{"shm.np2.get.bw.4MiB", "vader.np2.get.bw.4MiB", 1.0},
 	{"shm.np2.getbatch.1024x4KiB", "shm.np2.get.bw.4MiB", 0.8},
 	{"shm.np2.getbatch.1024x4KiB", "vader.np2.getbatch.1024x4KiB", 0},
+	{"shm.np2.putbatch.1024x4KiB", "shm.np2.put.bw.4MiB", 0},
+	// A Put with its notification, against a Put and its Flush, and a
+	// message's ping-pong.
+	{"shm.np2.putnotify.8B", "shm.np2.put.lat.8B", 0},
+	{"shm.np2.putnotify.8B", "shm.np2.pingpong.8B", 0},
 }
