@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
@@ -78,6 +79,12 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 			"part 0 of rank 0's Puts, read on receipt of the notification rank 0 sent after them",
 			"a notification is received after every Put and Get its sender started",
 			"see docs/backend-guide.md#comm-one-sided",
+		}},
+		// Flush(AnySource) that waits for nothing.
+		{test: "TestBrokenFlushAny/^comm$/^onesided$/^flush-then-send$", want: []string{
+			"--- FAIL: TestBrokenFlushAny/comm/onesided/flush-then-send/n=2",
+			"after Flush(AnySource) returned: done false",
+			"after Flush(ctx, rank) returns, every Put this rank started to rank is in place",
 		}},
 		// Test that never reports a successful request done.
 		{test: "TestBrokenCommLazyTest/^comm$/^requests$/^test$", want: []string{
@@ -198,6 +205,77 @@ func (r *lazyRequest) Test() (comm.Status, bool, error) {
 }
 
 func (r *lazyRequest) Cancel() error { return nil }
+
+func TestBrokenFlushAny(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return &flushAny{OneSided: c.(comm.OneSided)} }))
+}
+
+// flushAny's transfers start a while after they are asked for, and its
+// Flush waits for them for one rank but not for comm.AnySource.
+type flushAny struct {
+	comm.OneSided
+	pending sync.WaitGroup
+}
+
+func (c *flushAny) later(start func() (comm.Request, error)) comm.Request {
+	r := &delayedRequest{done: make(chan struct{})}
+	c.pending.Add(1)
+	go func() {
+		defer c.pending.Done()
+		defer close(r.done)
+		time.Sleep(50 * time.Millisecond)
+		q, err := start()
+		if err == nil {
+			r.st, err = q.Wait(context.Background())
+		}
+		r.err = err
+	}()
+	return r
+}
+
+func (c *flushAny) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.Request, error) {
+	return c.later(func() (comm.Request, error) { return c.OneSided.Put(src, dst, off) }), nil
+}
+
+func (c *flushAny) Get(dst memspace.Block, src comm.RemoteKey, off int) (comm.Request, error) {
+	return c.later(func() (comm.Request, error) { return c.OneSided.Get(dst, src, off) }), nil
+}
+
+func (c *flushAny) Flush(ctx context.Context, rank int) error {
+	if rank == comm.AnySource {
+		return nil
+	}
+	c.pending.Wait()
+	return c.OneSided.Flush(ctx, rank)
+}
+
+// delayedRequest completes when its goroutine closes done.
+type delayedRequest struct {
+	done chan struct{}
+	st   comm.Status
+	err  error
+}
+
+func (r *delayedRequest) Wait(ctx context.Context) (comm.Status, error) {
+	select {
+	case <-r.done:
+		return r.st, r.err
+	case <-ctx.Done():
+		return comm.Status{}, ctx.Err()
+	}
+}
+
+func (r *delayedRequest) Test() (comm.Status, bool, error) {
+	select {
+	case <-r.done:
+		return r.st, true, r.err
+	default:
+		return comm.Status{}, false, nil
+	}
+}
+
+func (r *delayedRequest) Cancel() error { return nil }
 
 func TestBrokenCommLateWildcard(t *testing.T) {
 	onlyInChild(t)

@@ -303,6 +303,33 @@ func osFlushThenSend(ctx context.Context, me, n int, cm comm.Comm) error {
 				return fmt.Errorf("Put of part %d after Flush returned: done %v, error %v; want done: %v", i, done, err, ruleFlush)
 			}
 		}
+		// Flush(AnySource) waits for the transfers to every rank: parts 2
+		// and 3 again, and a Get of part 0.
+		back := make([]byte, size/4)
+		reqs = reqs[:0]
+		for part := 2; part < 4; part++ {
+			r, err := one.Put(blk(pattern(500+part, size/4)), keys[1], part*size/4)
+			if err != nil {
+				return fmt.Errorf("Put of part %d: %w", part, err)
+			}
+			reqs = append(reqs, r)
+		}
+		r, err := one.Get(blk(back), keys[1], 0)
+		if err != nil {
+			return fmt.Errorf("Get of part 0: %w", err)
+		}
+		reqs = append(reqs, r)
+		if err := one.Flush(ctx, comm.AnySource); err != nil {
+			return fmt.Errorf("Flush(AnySource): %w", err)
+		}
+		for i, r := range reqs {
+			if _, done, err := r.Test(); !done || err != nil {
+				return fmt.Errorf("transfer %d (Puts of parts 2 and 3, then a Get of part 0) after Flush(AnySource) returned: done %v, error %v; want done: %v", i, done, err, ruleFlush)
+			}
+		}
+		if d := diff(pattern(500, size/4), back); d != "" {
+			return fmt.Errorf("a Get of part 0 after Flush(AnySource): %s: %v", d, rulePutGet)
+		}
 		if err := signal(ctx, cm, 1, tagGo); err != nil {
 			return err
 		}
