@@ -99,3 +99,20 @@ func BenchmarkStream(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExpose1GiB exposes a 1 GiB block and withdraws it: an entry of
+// the rank's table, nothing registered.
+func BenchmarkExpose1GiB(b *testing.B) {
+	cs := group(b, 2, local.Options{})
+	buf := blk(b, make([]byte, 1<<30))
+	b.ReportAllocs()
+	for b.Loop() {
+		reg, err := cs[0].Expose(buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := reg.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 	"github.com/xpu-go/xpu/memspace"
 )
 
-func group(t *testing.T, n int, tmpl procs.Config) []*procs.Comm {
+func group(t testing.TB, n int, tmpl procs.Config) []*procs.Comm {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
