@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
@@ -108,8 +109,11 @@ func oneBytes(op string, b memspace.Block) ([]byte, error) {
 // oneOp is a Put or a Get under way: a comm.Request.
 type oneOp struct {
 	p2p.Done
-	via *link // the link to the target; nil for a transfer to this rank
-	put bool
+	// direct is the link whose read role a goroutine that waits for the
+	// transfer holds, for finish to kick (readFor).
+	direct atomic.Pointer[link]
+	via    *link // the link to the target; nil for a transfer to this rank
+	put    bool
 	// ordered says that the bytes travel in the link's frames, in order
 	// (a chunked Put): a notification written after them follows them.
 	ordered bool
@@ -155,7 +159,7 @@ func (r *oneOp) Wait(ctx context.Context) (comm.Status, error) {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
 	l := r.via
-	if l != nil && l.readFor(ctx, &r.Done, nil) {
+	if l != nil && l.readFor(ctx, &r.Done, &r.direct) {
 		if r.IsDone() {
 			return r.Result()
 		}
@@ -495,9 +499,18 @@ func (l *link) maybeFinish(id uint64, r *oneOp) {
 	l.finish(r, comm.Status{Source: l.peer, Count: n}, nil)
 }
 
-// finish completes r, and counts it done in the batch it belongs to.
+// finish completes r, and counts it done in the batch it belongs to. A
+// goroutine that waits for r reading its link itself is kicked when it
+// is blocked there, as request.complete does: r may complete elsewhere —
+// a Put whose answer was read before the writer was done with its
+// buffer completes in the writer.
 func (l *link) finish(r *oneOp, st comm.Status, err error) {
-	r.Complete(st, err)
+	if r.Begin(st, err) {
+		if w := r.direct.Load(); w != nil && w.role.atBoundary.Load() {
+			w.role.kickWaiter()
+		}
+		r.Publish()
+	}
 	if r.parent != nil {
 		l.childDone(r, err)
 	}

@@ -114,12 +114,18 @@ func (l *link) onNotify(n int) error {
 
 // noteArrived completes the wait of a goroutine that reads a link itself
 // for a notification (WaitNotification), and kicks it off that link when
-// the notification came another way.
+// it is blocked there: the notification came another way.
 func (c *Comm) noteArrived() {
-	if w := c.noteWait.Swap(nil); w != nil {
-		w.d.Complete(comm.Status{}, nil)
+	w := c.noteWait.Swap(nil)
+	if w == nil || !w.d.Begin(comm.Status{}, nil) {
+		return
+	}
+	if w.l.role.atBoundary.Load() {
+		// The waiter is blocked reading its link (not this frame's
+		// reader, which is past the boundary): as request.complete does.
 		w.l.role.kickWaiter()
 	}
+	w.d.Publish()
 }
 
 // noteWaiter is a goroutine that waits for a notification reading link l
