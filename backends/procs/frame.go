@@ -39,7 +39,7 @@ const (
 	frameOneAddr   uint8 = 18 // tag = answer, a = length, b = transfer id, c = address of the range lent (oneDone)
 	frameOneFree   uint8 = 19 // b = transfer id: the range lent is copied
 	frameNotify    uint8 = 20 // a = length; a notification follows (comm.Notifier)
-	frameBatch     uint8 = 21 // tag = 1 for Puts, 0 for Gets, a = descriptors, b = transfer id; the descriptors follow
+	frameBatch     uint8 = 21 // tag = kind (batchGet, batchPut, batchGetStream), a = descriptors, b = transfer id; the descriptors follow
 	frameBatchDone uint8 = 22 // tag = answer, a = the descriptor refused, b = transfer id
 	frameMax             = frameBatchDone
 )
@@ -174,7 +174,7 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
 		}
 	case frameBatch:
-		if f.tag > 1 || f.a == 0 || f.a > batchMax {
+		if f.tag > batchGetStream || f.a == 0 || f.a > batchMax {
 			return frame{}, xerr.Detail(ErrProtocol, "a batch of %d descriptors (kind %d), outside [1, %d]", f.a, f.tag, batchMax)
 		}
 	case frameBatchDone:

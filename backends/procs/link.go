@@ -319,7 +319,7 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 	case frameNotify:
 		err = l.onNotify(int(f.a))
 	case frameBatch:
-		err = l.onBatch(f.tag == 1, int(f.a), f.b)
+		err = l.onBatch(f.tag, int(f.a), f.b)
 	case frameBatchDone:
 		err = l.onBatchDone(f.tag, int(f.a), f.b)
 	}

@@ -430,6 +430,9 @@ func (l *link) onOneData(status uint32, n int, id uint64) error {
 	if r == nil {
 		return l.rd.discard(n)
 	}
+	if status == oneDone && r.batch != nil {
+		return l.onStreamed(r, id, n)
+	}
 	if status == oneDone {
 		at := (r.all - r.left) * l.w.chunk // r.left is the reader's to change
 		if at >= len(r.buf) || n != min(l.w.chunk, len(r.buf)-at) {

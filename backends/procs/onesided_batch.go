@@ -68,7 +68,21 @@ type opBatch struct {
 	p     *prepared
 	idx   []int
 	bytes int
+	// pieces are the chunks in which a streamed batch of Gets is
+	// answered, in order; nil for a batch by single copy.
+	pieces []piece
 }
+
+// piece is a chunk of a streamed answer: n bytes of the buffer of
+// descriptor idx, from off.
+type piece struct{ idx, off, n int }
+
+// Kinds of batch frame, in its tag.
+const (
+	batchGet       = 0 // lend the ranges; the origin copies them (single copy)
+	batchPut       = 1 // copy the ranges from the origin (single copy)
+	batchGetStream = 2 // answer with the ranges' bytes, in chunks, in order
+)
 
 // PrepareXfers prepares xfers, which comm.PrepareBatch has checked, for
 // Puts (put) or Gets.
@@ -108,11 +122,16 @@ func (p *prepared) Post(ctx context.Context) (comm.Request, error) {
 	}
 	br := &batchReq{}
 	for _, pl := range p.peers {
-		if l := c.links[pl.peer]; l != nil && l.cma.pid != 0 && !l.cma.refused.Load() && singleCopy() && pl.bytes >= batchSingleMin {
+		l := c.links[pl.peer]
+		single := l != nil && l.cma.pid != 0 && !l.cma.refused.Load() && singleCopy()
+		if l != nil && pl.bytes >= batchSingleMin && (single || !p.put) {
 			for s := 0; s < len(pl.idx); s += batchMax {
 				ob := &opBatch{p: p, idx: pl.idx[s:min(s+batchMax, len(pl.idx))]}
 				for _, i := range ob.idx {
 					ob.bytes += len(p.bufs[i])
+				}
+				if !single {
+					ob.pieces = chunkPieces(ob, l.w.chunk)
 				}
 				r := &oneOp{put: p.put, peer: pl.peer, via: l, batch: ob}
 				if err := l.startBatch(r); err != nil {
@@ -202,6 +221,9 @@ func (l *link) startBatch(r *oneOp) error {
 	l.one.next++
 	id := l.one.next
 	r.setChunks(1)
+	if ob.pieces != nil {
+		r.setChunks(len(ob.pieces))
+	}
 	r.unwritten = 0
 	l.one.ops[id] = r
 	l.one.mu.Unlock()
@@ -218,22 +240,38 @@ func (l *link) startBatch(r *oneOp) error {
 		}
 	}
 	f := &outFrame{payload: payload}
-	var put uint32
-	if r.put {
-		put = 1
+	kind := uint32(batchGet)
+	switch {
+	case r.put:
+		kind = batchPut
+	case ob.pieces != nil:
+		kind = batchGetStream
 	}
-	frame{typ: frameBatch, tag: put, a: uint64(len(ob.idx)), b: id}.encode(f.hdr[:])
+	frame{typ: frameBatch, tag: kind, a: uint64(len(ob.idx)), b: id}.encode(f.hdr[:])
 	return l.w.queueFrames([]*outFrame{f})
+}
+
+// chunkPieces cuts the buffers of ob into the chunks (of at most chunk
+// bytes, none across two buffers) in which a streamed answer comes.
+func chunkPieces(ob *opBatch, chunk int) []piece {
+	var ps []piece
+	for _, i := range ob.idx {
+		n := len(ob.p.bufs[i])
+		for off := 0; off < n; off += chunk {
+			ps = append(ps, piece{idx: i, off: off, n: min(chunk, n-off)})
+		}
+	}
+	return ps
 }
 
 // onBatch serves a batch frame of n descriptors (transfer id): a Put's
 // ranges copied from the origin, or a Get's lent to it.
-func (l *link) onBatch(put bool, n int, id uint64) error {
+func (l *link) onBatch(kind uint32, n int, id uint64) error {
 	desc := make([]byte, n*batchDescSize)
 	if _, err := io.ReadFull(l.rd.br, desc); err != nil {
 		return err
 	}
-	if l.cma.pid == 0 {
+	if l.cma.pid == 0 && kind != batchGetStream {
 		return xerr.Detail(ErrProtocol, "rank %d sent a batch over a link that makes no single copies", l.peer)
 	}
 	regions := make([]*onesided.Region, 0, n)
@@ -259,8 +297,11 @@ func (l *link) onBatch(put bool, n int, id uint64) error {
 		locals = append(locals, g.Data()[off:off+size])
 		addrs = append(addrs, binary.LittleEndian.Uint64(d[keySize+16:]))
 	}
-	if !put {
+	switch kind {
+	case batchGet:
 		return l.lend(id, regions)
+	case batchGetStream:
+		return l.stream(id, regions, locals)
 	}
 	cerr := readVecPieces(l.cma.pid, locals, addrs)
 	release()
@@ -271,6 +312,29 @@ func (l *link) onBatch(put bool, n int, id uint64) error {
 		return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneNoCopy, b: id}, true)
 	}
 	return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneDone, b: id}, true)
+}
+
+// stream answers a streamed batch of Gets (transfer id): the bytes of
+// ranges, in chunks of the link's chunk size, each frame's region held
+// until the frame is written.
+func (l *link) stream(id uint64, regions []*onesided.Region, ranges [][]byte) error {
+	var fs []*outFrame
+	for k, b := range ranges {
+		if len(b) == 0 {
+			regions[k].Done()
+			continue
+		}
+		for off := 0; off < len(b); off += l.w.chunk {
+			m := min(l.w.chunk, len(b)-off)
+			f := &outFrame{payload: b[off : off+m]}
+			if off+m == len(b) {
+				f.done = regions[k].Done
+			}
+			frame{typ: frameOneData, tag: oneDone, a: uint64(m), b: id}.encode(f.hdr[:])
+			fs = append(fs, f)
+		}
+	}
+	return l.w.queueFrames(fs)
 }
 
 // lend lends the ranges of regions to the origin for transfer id, until
@@ -309,6 +373,7 @@ func (l *link) onBatchDone(status uint32, at int, id uint64) error {
 	case status == oneRefused:
 		l.one.mu.Lock()
 		r.err = &comm.XferError{Index: ob.idx[at], Err: r.err}
+		r.left = 1 // a streamed batch expects no chunk after a refusal
 		l.one.mu.Unlock()
 	case status == oneNoCopy:
 		l.resendBatch(id, r)
@@ -417,4 +482,21 @@ func (l *link) childDone(child *oneOp, err error) {
 	}
 	r.left--
 	l.maybeFinish(child.parentID, r)
+}
+
+// onStreamed reads a chunk of the answer to a streamed batch of Gets r
+// (id): n bytes, into the buffer of the descriptor it belongs to (the
+// order of the answer says which).
+func (l *link) onStreamed(r *oneOp, id uint64, n int) error {
+	ob := r.batch
+	k := r.all - r.left // r.left is the reader's to change
+	if ob.pieces == nil || k >= len(ob.pieces) || n != ob.pieces[k].n {
+		return xerr.Detail(ErrProtocol, "rank %d answered a batch of Gets with %d bytes where none or other are due", l.peer, n)
+	}
+	pc := ob.pieces[k]
+	if _, err := io.ReadFull(l.rd.br, ob.p.bufs[pc.idx][pc.off:pc.off+n]); err != nil {
+		return err
+	}
+	l.chunkDone(id, r)
+	return nil
 }

@@ -2,6 +2,7 @@ package procs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -86,6 +87,15 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 		run(t, cs)
 		require.True(t, cs[0].links[1].cma.refused.Load(), "the origin's link still makes single copies")
 	})
+	t.Run("tcp", func(t *testing.T) {
+		// Gets streamed in one frame, Puts one by one.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cs, err := NewLoopbackGroupConfig(ctx, 2, Config{Links: LinkTCP})
+		require.NoError(t, err)
+		t.Cleanup(func() { closeEach(cs) })
+		run(t, cs)
+	})
 	t.Run("closed", func(t *testing.T) {
 		cs := cmaGroup(t, 2, Config{})
 		ctx := testCtx(t)
@@ -117,5 +127,42 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 		require.True(t, bytes.Equal(pattern(page*pages, 1)[:batchMax*page], open[:batchMax*page]), "a refused batch frame wrote")
 		require.True(t, bytes.Equal(src[batchMax*page:], open[batchMax*page:]), "the frame after the refused one")
 		require.True(t, bytes.Equal(pattern(page, 3), closing), "a closed region was written")
+	})
+	t.Run("closed-tcp", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cs, err := NewLoopbackGroupConfig(ctx, 2, Config{Links: LinkTCP})
+		require.NoError(t, err)
+		t.Cleanup(func() { closeEach(cs) })
+		reg, err := cs[1].Expose(blk(pattern(page*pages, 1)))
+		require.NoError(t, err)
+		defer reg.Close()
+		gone, err := cs[1].Expose(blk(pattern(page, 3)))
+		require.NoError(t, err)
+		dst := pattern(page*pages, 2)
+		var gets []comm.Xfer
+		for i := range pages {
+			b, _ := blk(dst).Slice(i*page, page)
+			gets = append(gets, comm.Xfer{Local: b, Remote: reg.Key(), RemoteOff: i * page})
+		}
+		b, _ := blk(dst).Slice(0, page)
+		gets[5] = comm.Xfer{Local: b, Remote: gone.Key()}
+		gb, err := comm.PrepareBatch(cs[0], false, gets)
+		require.NoError(t, err)
+		require.NoError(t, gone.Close())
+		err = gb.Run(ctx)
+		var xe *comm.XferError
+		require.True(t, errors.As(err, &xe), "error %v", err)
+		require.Equal(t, 5, xe.Index)
+		require.ErrorIs(t, err, comm.ErrInvalidArgument)
+		require.True(t, bytes.Equal(pattern(page*pages, 2)[:batchMax*page], dst[:batchMax*page]), "a refused streamed frame wrote")
+		require.True(t, bytes.Equal(pattern(page*pages, 1)[batchMax*page:], dst[batchMax*page:]), "the frame after the refused one")
+		// The link goes on: the batch without the bad descriptor.
+		b5, _ := blk(dst).Slice(5*page, page)
+		gets[5] = comm.Xfer{Local: b5, Remote: reg.Key(), RemoteOff: 5 * page}
+		gb, err = comm.PrepareBatch(cs[0], false, gets)
+		require.NoError(t, err)
+		require.NoError(t, gb.Run(ctx))
+		require.True(t, bytes.Equal(pattern(page*pages, 1), dst), "a streamed batch of Gets")
 	})
 }
