@@ -39,9 +39,10 @@ const (
 	frameOneAddr   uint8 = 18 // tag = answer, a = length, b = transfer id, c = address of the range lent (oneDone)
 	frameOneFree   uint8 = 19 // b = transfer id: the range lent is copied
 	frameNotify    uint8 = 20 // a = length; a notification follows (comm.Notifier)
-	frameBatch     uint8 = 21 // tag = kind (batchGet, batchPut, batchGetStream), a = descriptors, b = transfer id; the descriptors follow
+	frameBatch     uint8 = 21 // tag = kind (batchGet, batchPut, batchGetStream, batchPutStream), a = descriptors, b = transfer id; the descriptors follow
 	frameBatchDone uint8 = 22 // tag = answer, a = the descriptor refused, b = transfer id
-	frameMax             = frameBatchDone
+	frameBatchData uint8 = 23 // a = length, b = transfer id: a chunk of a streamed batch of Puts follows
+	frameMax             = frameBatchData
 )
 
 // headerSize is the length of a frame header.
@@ -99,6 +100,7 @@ var uses = [frameMax + 1][4]bool{
 	frameNotify:    {false, true, false, false},
 	frameBatch:     {true, true, true, false},
 	frameBatchDone: {true, true, true, false},
+	frameBatchData: {false, true, true, false},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -174,8 +176,12 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
 		}
 	case frameBatch:
-		if f.tag > batchGetStream || f.a == 0 || f.a > batchMax {
+		if f.tag > batchPutStream || f.a == 0 || f.a > batchMax {
 			return frame{}, xerr.Detail(ErrProtocol, "a batch of %d descriptors (kind %d), outside [1, %d]", f.a, f.tag, batchMax)
+		}
+	case frameBatchData:
+		if f.a == 0 || f.a > uint64(lim.chunk) {
+			return frame{}, xerr.Detail(ErrProtocol, "a chunk of a batch of %d bytes, outside [1, %d]", f.a, lim.chunk)
 		}
 	case frameBatchDone:
 		if f.tag > oneNoCopy || f.a >= batchMax {

@@ -322,6 +322,8 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 		err = l.onBatch(f.tag, int(f.a), f.b)
 	case frameBatchDone:
 		err = l.onBatchDone(f.tag, int(f.a), f.b)
+	case frameBatchData:
+		err = l.onBatchData(int(f.a), f.b)
 	}
 	return false, err
 }

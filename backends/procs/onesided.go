@@ -197,6 +197,9 @@ type oneLink struct {
 	// lent are ranges of this rank's regions that the peer copies from
 	// (a single-copy Get), by its transfer id, until it gives them back.
 	lent map[uint64][]*onesided.Region
+	// streams are the streamed batches of Puts the peer is sending, by
+	// transfer id (onesided_batch.go).
+	streams map[uint64]*putStream
 }
 
 // Put writes src into the region dst names, off bytes into it. The

@@ -82,7 +82,18 @@ const (
 	batchGet       = 0 // lend the ranges; the origin copies them (single copy)
 	batchPut       = 1 // copy the ranges from the origin (single copy)
 	batchGetStream = 2 // answer with the ranges' bytes, in chunks, in order
+	batchPutStream = 3 // the ranges' bytes follow, in chunks, in order (frameBatchData)
 )
+
+// putStream is a streamed batch of Puts being received: the ranges its
+// chunks go to, in order, the chunks still due, and the descriptor
+// refused (-1: none), whose batch writes nothing.
+type putStream struct {
+	pieces  []piece // idx indexes ranges
+	ranges  [][]byte
+	next    int
+	refused int
+}
 
 // PrepareXfers prepares xfers, which comm.PrepareBatch has checked, for
 // Puts (put) or Gets.
@@ -124,7 +135,7 @@ func (p *prepared) Post(ctx context.Context) (comm.Request, error) {
 	for _, pl := range p.peers {
 		l := c.links[pl.peer]
 		single := l != nil && l.cma.pid != 0 && !l.cma.refused.Load() && singleCopy()
-		if l != nil && pl.bytes >= batchSingleMin && (single || !p.put) {
+		if l != nil && pl.bytes >= batchSingleMin {
 			for s := 0; s < len(pl.idx); s += batchMax {
 				ob := &opBatch{p: p, idx: pl.idx[s:min(s+batchMax, len(pl.idx))]}
 				for _, i := range ob.idx {
@@ -221,10 +232,13 @@ func (l *link) startBatch(r *oneOp) error {
 	l.one.next++
 	id := l.one.next
 	r.setChunks(1)
-	if ob.pieces != nil {
-		r.setChunks(len(ob.pieces))
-	}
 	r.unwritten = 0
+	switch {
+	case ob.pieces != nil && r.put:
+		r.unwritten = len(ob.pieces) // the bytes follow the list; one answer
+	case ob.pieces != nil:
+		r.setChunks(len(ob.pieces)) // answered by the bytes
+	}
 	l.one.ops[id] = r
 	l.one.mu.Unlock()
 	payload := make([]byte, len(ob.idx)*batchDescSize)
@@ -247,8 +261,17 @@ func (l *link) startBatch(r *oneOp) error {
 	case ob.pieces != nil:
 		kind = batchGetStream
 	}
+	fs := []*outFrame{f}
+	if r.put && ob.pieces != nil {
+		kind = batchPutStream
+		for _, pc := range ob.pieces {
+			d := &outFrame{payload: ob.p.bufs[pc.idx][pc.off : pc.off+pc.n], done: func() { l.chunkWritten(id, r) }}
+			frame{typ: frameBatchData, a: uint64(pc.n), b: id}.encode(d.hdr[:])
+			fs = append(fs, d)
+		}
+	}
 	frame{typ: frameBatch, tag: kind, a: uint64(len(ob.idx)), b: id}.encode(f.hdr[:])
-	return l.w.queueFrames([]*outFrame{f})
+	return l.w.queueFrames(fs)
 }
 
 // chunkPieces cuts the buffers of ob into the chunks (of at most chunk
@@ -271,7 +294,7 @@ func (l *link) onBatch(kind uint32, n int, id uint64) error {
 	if _, err := io.ReadFull(l.rd.br, desc); err != nil {
 		return err
 	}
-	if l.cma.pid == 0 && kind != batchGetStream {
+	if l.cma.pid == 0 && kind < batchGetStream {
 		return xerr.Detail(ErrProtocol, "rank %d sent a batch over a link that makes no single copies", l.peer)
 	}
 	regions := make([]*onesided.Region, 0, n)
@@ -291,6 +314,9 @@ func (l *link) onBatch(kind uint32, n int, id uint64) error {
 		g, _ := l.c.one.Find(key, off, size)
 		if g == nil {
 			release()
+			if kind == batchPutStream {
+				return l.expectPuts(id, desc, n, nil, nil, k)
+			}
 			return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneRefused, a: uint64(k), b: id}, true)
 		}
 		regions = append(regions, g)
@@ -302,6 +328,8 @@ func (l *link) onBatch(kind uint32, n int, id uint64) error {
 		return l.lend(id, regions)
 	case batchGetStream:
 		return l.stream(id, regions, locals)
+	case batchPutStream:
+		return l.expectPuts(id, desc, n, regions, locals, -1)
 	}
 	cerr := readVecPieces(l.cma.pid, locals, addrs)
 	release()
@@ -499,4 +527,85 @@ func (l *link) onStreamed(r *oneOp, id uint64, n int) error {
 	}
 	l.chunkDone(id, r)
 	return nil
+}
+
+// expectPuts gets ready for the chunks of a streamed batch of Puts (id)
+// of n descriptors: into ranges, whose regions stay held until the last
+// chunk is in (as a lent range is: a link that fails gives them back),
+// or, when descriptor refused was refused, nowhere. A batch of no bytes
+// is answered at once.
+func (l *link) expectPuts(id uint64, desc []byte, n int, regions []*onesided.Region, ranges [][]byte, refused int) error {
+	ps := &putStream{ranges: ranges, refused: refused}
+	for k := range n {
+		size := int(min(binary.LittleEndian.Uint64(desc[k*batchDescSize+keySize+8:]), maxMessage))
+		for off := 0; off < size; off += l.w.chunk {
+			ps.pieces = append(ps.pieces, piece{idx: k, off: off, n: min(l.w.chunk, size-off)})
+		}
+	}
+	l.one.mu.Lock()
+	if l.one.lent == nil {
+		l.one.lent = map[uint64][]*onesided.Region{}
+	}
+	if l.one.streams == nil {
+		l.one.streams = map[uint64]*putStream{}
+	}
+	if l.one.lent[id] != nil || l.one.streams[id] != nil {
+		l.one.mu.Unlock()
+		for _, g := range regions {
+			g.Done()
+		}
+		return xerr.Detail(ErrProtocol, "rank %d sent batch %d twice", l.peer, id)
+	}
+	if len(regions) > 0 {
+		l.one.lent[id] = regions
+	}
+	l.one.streams[id] = ps
+	l.one.mu.Unlock()
+	if len(ps.pieces) == 0 {
+		return l.putsIn(id, ps)
+	}
+	return nil
+}
+
+// onBatchData reads a chunk of n bytes of the streamed batch of Puts id
+// into the range it goes to, and answers the batch after its last chunk.
+func (l *link) onBatchData(n int, id uint64) error {
+	l.one.mu.Lock()
+	ps := l.one.streams[id]
+	l.one.mu.Unlock()
+	if ps == nil || ps.next >= len(ps.pieces) || ps.pieces[ps.next].n != n {
+		return xerr.Detail(ErrProtocol, "rank %d sent %d bytes of batch %d, which expects none or other", l.peer, n, id)
+	}
+	pc := ps.pieces[ps.next]
+	ps.next++
+	var err error
+	if ps.refused >= 0 {
+		err = l.rd.discard(n)
+	} else {
+		_, err = io.ReadFull(l.rd.br, ps.ranges[pc.idx][pc.off:pc.off+n])
+	}
+	if err != nil {
+		return err
+	}
+	if ps.next == len(ps.pieces) {
+		return l.putsIn(id, ps)
+	}
+	return nil
+}
+
+// putsIn answers the streamed batch of Puts id, whose chunks are all in,
+// and gives its regions back.
+func (l *link) putsIn(id uint64, ps *putStream) error {
+	l.one.mu.Lock()
+	held := l.one.lent[id]
+	delete(l.one.lent, id)
+	delete(l.one.streams, id)
+	l.one.mu.Unlock()
+	for _, g := range held {
+		g.Done()
+	}
+	if ps.refused >= 0 {
+		return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneRefused, a: uint64(ps.refused), b: id}, l.shm != nil)
+	}
+	return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneDone, b: id}, l.shm != nil)
 }

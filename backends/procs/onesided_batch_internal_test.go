@@ -164,5 +164,38 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, gb.Run(ctx))
 		require.True(t, bytes.Equal(pattern(page*pages, 1), dst), "a streamed batch of Gets")
+		// Puts streamed: one refused descriptor writes nothing of its
+		// frame, and the next batch lands.
+		region := reg.Block()
+		before, err := region.Bytes()
+		require.NoError(t, err)
+		want := append([]byte(nil), before...)
+		src := pattern(page*pages, 7)
+		var puts []comm.Xfer
+		for i := range pages {
+			b, _ := blk(src).Slice(i*page, page)
+			puts = append(puts, comm.Xfer{Local: b, Remote: reg.Key(), RemoteOff: (pages - 1 - i) * page})
+		}
+		bad := puts[9]
+		puts[9] = comm.Xfer{Local: bad.Local, Remote: gone.Key()}
+		pb, err := comm.PrepareBatch(cs[0], true, puts)
+		require.NoError(t, err)
+		err = pb.Run(ctx)
+		require.True(t, errors.As(err, &xe), "error %v", err)
+		require.Equal(t, 9, xe.Index)
+		require.ErrorIs(t, err, comm.ErrInvalidArgument)
+		for i := batchMax; i < pages; i++ {
+			at := (pages - 1 - i) * page
+			copy(want[at:at+page], src[i*page:(i+1)*page])
+		}
+		require.True(t, bytes.Equal(want, before), "a refused streamed frame of Puts wrote, or the next did not")
+		puts[9] = bad
+		pb, err = comm.PrepareBatch(cs[0], true, puts)
+		require.NoError(t, err)
+		require.NoError(t, pb.Run(ctx))
+		for i := range pages {
+			at := (pages - 1 - i) * page
+			require.True(t, bytes.Equal(src[i*page:(i+1)*page], before[at:at+page]), "page %d of a streamed batch of Puts", i)
+		}
 	})
 }
