@@ -32,6 +32,11 @@ import (
 type Comm struct {
 	main   handle
 	res    []handle // carry the reserved tags, tagUB+1 tags each
+	note   handle   // carries notifications (Notify), and the window is over it
+	win    window   // the dynamic window of one-sided transfers, when winOK
+	winOK  bool
+	winErr error // why there is no window (several ranks, and MPI made none)
+	secret [2]uint64
 	rank   int
 	size   int
 	tagUB  int // largest tag MPI carries (MPI_TAG_UB)
@@ -51,6 +56,8 @@ type Comm struct {
 	pmu     sync.Mutex
 	pending map[*req]struct{} // nonblocking requests not yet completed
 
+	one oneState // exposed regions and one-sided transfers under way
+
 	freeErr error // error of freeing the MPI communicators
 	freed   chan struct{}
 }
@@ -59,6 +66,8 @@ var (
 	_ comm.Comm        = (*Comm)(nil)
 	_ comm.Blocking    = (*Comm)(nil)
 	_ comm.Collectives = (*Comm)(nil)
+	_ comm.OneSided    = (*Comm)(nil)
+	_ comm.Notifier    = (*Comm)(nil)
 )
 
 // The bits of Comm.state; collBit (coll.go) is bit 40.
@@ -98,7 +107,7 @@ func Open(ctx context.Context, o Options) (*Comm, error) {
 	if err := initMPI(ctx, level); err != nil {
 		return nil, err
 	}
-	return construct(ctx, "open", &worldCoord, cWorld(), nil, func() (handle, []handle, error) {
+	return construct(ctx, "open", &worldCoord, cWorld(), nil, func() (set, error) {
 		return dupSet(cWorld())
 	})
 }
@@ -109,15 +118,16 @@ var (
 	worldLock  atomic.Int64
 )
 
-// newComm wraps the MPI communicators main and res (duplicates of main)
-// and counts them as live.
-func newComm(main handle, res []handle) (*Comm, error) {
+// newComm wraps the MPI objects of s and counts them as live.
+func newComm(s set) (*Comm, error) {
 	if err := acquireLib(); err != nil {
 		return nil, err
 	}
 	lock()
-	c := &Comm{main: main, res: res, rank: cRank(main), size: cSize(main), tagUB: cTagUB(main)}
+	c := &Comm{main: s.main, res: s.res, note: s.note, win: s.win, winOK: s.winOK, winErr: s.winErr, secret: s.secret,
+		rank: cRank(s.main), size: cSize(s.main), tagUB: cTagUB(s.main)}
 	unlock()
+	c.one.init(c.size)
 	c.userUB = min(c.tagUB, comm.MaxTag)
 	c.coll.word = &c.state
 	c.pending = map[*req]struct{}{}
@@ -230,12 +240,15 @@ func (c *Comm) freeOnce() {
 	}
 }
 
-// free releases the MPI communicators; it runs once.
+// free releases the MPI communicators and the window; it runs once.
 func (c *Comm) free() {
+	err := c.freeWindow()
 	lock()
-	rc := freeSet(c.main, c.res)
+	rc := freeSet(set{main: c.main, res: c.res, note: c.note})
 	unlock()
-	err := mpiError("close", rc)
+	if err == nil {
+		err = mpiError("close", rc)
+	}
 	if lerr := releaseLib(); err == nil {
 		err = lerr
 	}
