@@ -393,10 +393,15 @@ func (r *oneReq) finish(err error) {
 
 // Wait waits for the transfer to complete, polling it as Test does with
 // a short spin and then a growing backoff; on ctx done it returns
-// ctx.Err() and the transfer goes on (wait again, or Flush).
+// ctx.Err() and the transfer goes on (wait again, or Flush). With a
+// context that never ends (and calls not serialised) it flushes to the
+// rank at once, inside MPI (waitDirect).
 func (r *oneReq) Wait(ctx context.Context) (comm.Status, error) {
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
+	}
+	if direct(ctx) {
+		r.waitDirect()
 	}
 	done := ctx.Done()
 	var b backoff
@@ -416,6 +421,28 @@ func (r *oneReq) Wait(ctx context.Context) (comm.Status, error) {
 		}
 		b.pause()
 	}
+}
+
+// waitDirect completes the transfer inside MPI (MPI_Win_flush to its
+// rank), where nothing needs the waiting goroutine to poll: a context
+// that never ends, calls not serialised, no receive waiting to be
+// matched. MPI then makes progress all along, which a target that needs
+// the origin's help (MPICH moves transfers into attached memory as
+// messages) wants for large transfers.
+func (r *oneReq) waitDirect() {
+	if !r.c.enterAny() {
+		return
+	}
+	r.mu.Lock()
+	if !r.done {
+		if err := r.c.flushTo(r.peer); err != nil {
+			r.finish(err)
+		} else {
+			r.testLocked(false)
+		}
+	}
+	r.mu.Unlock()
+	r.c.exit()
 }
 
 // Cancel does nothing: MPI cannot take back a transfer once started.
@@ -446,8 +473,9 @@ func (c *Comm) flushTo(rank int) error {
 // (comm.AnySource: to every rank) has completed there: it waits for MPI
 // to be done with their buffers, honouring ctx, and then flushes
 // (MPI_Win_flush, or MPI_Win_flush_all), which waits inside MPI for the
-// targets' acknowledgements. It returns the first error of those
-// transfers.
+// targets' acknowledgements. With a context that never ends (and calls
+// not serialised) it flushes at once, inside MPI. It returns the first
+// error of those transfers.
 func (c *Comm) Flush(ctx context.Context, rank int) error {
 	const op = "flush"
 	if ctx == nil {
@@ -471,11 +499,12 @@ func (c *Comm) Flush(ctx context.Context, rank int) error {
 		}
 	}
 	c.one.mu.Unlock()
-	// Their buffers first, watching ctx.
+	// Their buffers first, watching ctx, unless nothing needs watching
+	// (see waitDirect).
 	done := ctx.Done()
 	var b backoff
 	for _, r := range ops {
-		for !r.localDone() {
+		for !direct(ctx) && !r.localDone() {
 			if done != nil {
 				select {
 				case <-done:
