@@ -20,8 +20,8 @@ import (
 
 // Comm is one rank of an MPI communicator: this process's rank of
 // MPI_COMM_WORLD (Open), or of a communicator made by Split or Dup. It
-// implements comm.Comm, comm.Blocking and comm.Collectives, and is safe for
-// concurrent use by many goroutines.
+// implements comm.Comm, comm.Blocking, comm.Collectives, comm.OneSided and
+// comm.Notifier, and is safe for concurrent use by many goroutines.
 //
 // A Comm holds several MPI communicators over the same group: one carries
 // the user's tags, the others the reserved tags of package comm's
@@ -264,8 +264,10 @@ func (c *Comm) free() {
 // communicators are freed once no call of this Comm is in progress;
 // a blocking call with a context that is never done (the direct
 // MPI_Send/MPI_Recv path) cannot be interrupted and delays the freeing
-// until it returns. Closing the process's last communicator finalises
-// MPI, which waits for every process of the job to finalise too.
+// until it returns. Freeing also frees the Comm's window (one-sided
+// communication), which is collective: the call that frees waits until
+// every rank has closed the Comm. Closing the process's last communicator
+// finalises MPI, which waits for every process of the job to finalise too.
 //
 // Peers are not told: MPI has no way to report a departed rank to them
 // (see the package documentation). Close is idempotent and returns the
