@@ -691,6 +691,9 @@ func (c *Comm) freeWindow() error {
 	unlock()
 	for _, r := range ops {
 		r.mu.Lock()
+		if !r.done && r.local {
+			r.finish(mpiError(r.op(), r.rc)) // flushed above
+		}
 		for !r.done {
 			lock()
 			next, done, trc := cTestRMA(r.mr)
