@@ -5,6 +5,8 @@ package mpi_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +32,11 @@ type benchCase struct {
 	name  string
 	bytes int64
 	make  func(c *mpi.Comm) func(n int) error
+}
+
+// pair reports whether the case needs 2 ranks.
+func (bc benchCase) pair() bool {
+	return strings.HasPrefix(bc.name, "pingpong/") || strings.HasPrefix(bc.name, "put/") || strings.HasPrefix(bc.name, "get/")
 }
 
 // benchCases is the same list on every rank: a case is named by its index.
@@ -105,8 +112,112 @@ var benchCases = func() []benchCase {
 			}
 		}})
 	}
+	// One-sided, as the C reference (tcp_mpi_ref.c) measures MPI_Put and
+	// MPI_Get: rank 0 the origin, rank 1 the target, which waits in the
+	// next command's broadcast. lat: a transfer and its Wait (a Put's
+	// Wait flushes); bw: windows of 64 transfers of 1 MiB to one place,
+	// then Flush.
+	for _, put := range []bool{true, false} {
+		name := "get"
+		if put {
+			name = "put"
+		}
+		cs = append(cs, benchCase{name + "/lat/8B", 8, func(c *mpi.Comm) func(int) error {
+			return func(iters int) error {
+				o, err := oneBenchOf(c)
+				if err != nil || c.Rank() != 0 {
+					return err
+				}
+				local := mustBlock(o.local[:8])
+				for range iters {
+					if err := o.transfer(c, put, local); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}})
+		cs = append(cs, benchCase{name + "/bw/1MiB", 1 << 20, func(c *mpi.Comm) func(int) error {
+			return func(iters int) error {
+				o, err := oneBenchOf(c)
+				if err != nil || c.Rank() != 0 {
+					return err
+				}
+				local := mustBlock(o.local[:1<<20])
+				start := c.Get
+				if put {
+					start = c.Put
+				}
+				reqs := make([]comm.Request, 0, oneWindow)
+				for i := range iters {
+					r, err := start(local, o.keys[1], 0)
+					if err != nil {
+						return err
+					}
+					if reqs = append(reqs, r); len(reqs) == oneWindow || i == iters-1 {
+						if err := c.Flush(context.Background(), 1); err != nil {
+							return err
+						}
+						if err := comm.WaitAll(context.Background(), reqs...); err != nil {
+							return err
+						}
+						reqs = reqs[:0]
+					}
+				}
+				return nil
+			}
+		}})
+	}
 	return cs
 }()
+
+// oneWindow is how many transfers the bw cases keep in flight.
+const oneWindow = 64
+
+// oneBenchState is the one-sided cases' memory and keys.
+type oneBenchState struct {
+	once  sync.Once
+	err   error
+	local []byte
+	keys  []comm.RemoteKey
+}
+
+// oneBench is exposed on every rank by the first run of a one-sided case
+// (every rank runs it together), and stays exposed for the life of the
+// process.
+var oneBench oneBenchState
+
+func oneBenchOf(c *mpi.Comm) (*oneBenchState, error) {
+	o := &oneBench
+	o.once.Do(func() {
+		exposed := make([]byte, 1<<20)
+		o.local = make([]byte, 1<<20)
+		for i := range o.local {
+			o.local[i] = byte(i)
+		}
+		reg, err := c.Expose(mustBlock(exposed))
+		if err != nil {
+			o.err = err
+			return
+		}
+		o.keys, o.err = comm.ExchangeKeys(context.Background(), c, reg.Key())
+	})
+	return o, o.err
+}
+
+// transfer makes one Put (put) or Get of local to rank 1 and waits for it.
+func (o *oneBenchState) transfer(c *mpi.Comm, put bool, local memspace.Block) error {
+	start := c.Get
+	if put {
+		start = c.Put
+	}
+	r, err := start(local, o.keys[1], 0)
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait(context.Background())
+	return err
+}
 
 // farDeadline is a context that can end but does not during a benchmark:
 // it takes the watched path.
@@ -152,7 +263,7 @@ func BenchmarkMPI(b *testing.B) {
 	c := world
 	for i, bc := range benchCases {
 		b.Run(bc.name, func(b *testing.B) {
-			if c.Size() < 2 && bc.name[:4] == "ping" {
+			if c.Size() < 2 && bc.pair() {
 				b.Skip("needs 2 ranks")
 			}
 			run := bc.make(c)

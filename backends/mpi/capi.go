@@ -147,6 +147,7 @@ static int xpu_classify(int code) {
 	case MPI_ERR_RANK: case MPI_ERR_TAG: case MPI_ERR_COUNT: case MPI_ERR_BUFFER:
 	case MPI_ERR_TYPE: case MPI_ERR_OP: case MPI_ERR_ROOT: case MPI_ERR_ARG:
 	case MPI_ERR_COMM: case MPI_ERR_REQUEST:
+	case MPI_ERR_RMA_RANGE: case MPI_ERR_DISP: case MPI_ERR_BASE: case MPI_ERR_SIZE:
 		return XPU_CLASS_ARG;
 	case MPI_ERR_UNSUPPORTED_OPERATION: case MPI_ERR_UNSUPPORTED_DATAREP:
 		return XPU_CLASS_UNSUPPORTED;
@@ -401,6 +402,97 @@ static xpu_start xpu_ireduce_scatter(void *s, void *r, int n, int dt, int op, xp
 	o.req = MPI_REQUEST_NULL;
 	o.rc = MPI_Ireduce_scatter_block(s, r, n, xpu_dtype(dt), xpu_op(op), XC(c), &o.req);
 	return o;
+}
+// ---- one-sided (RMA windows) ----
+
+// Windows cross to Go as integers, as communicators do.
+typedef uintptr_t xpu_win;
+#define XW(w) ((MPI_Win)(w))
+
+typedef struct { xpu_win win; int rc; } xpu_win_t;
+
+// xpu_win_dynamic creates a dynamic window over c (collective), has it
+// return errors, and opens a passive-target epoch to every rank.
+static xpu_win_t xpu_win_dynamic(xpu_comm c) {
+	xpu_win_t o;
+	MPI_Win w = MPI_WIN_NULL;
+	o.rc = MPI_Win_create_dynamic(MPI_INFO_NULL, XC(c), &w);
+	if (o.rc == MPI_SUCCESS) {
+		MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN);
+		o.rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, w);
+		if (o.rc != MPI_SUCCESS) {
+			MPI_Win_free(&w);
+			w = MPI_WIN_NULL;
+		}
+	}
+	o.win = (xpu_win)w;
+	return o;
+}
+
+// xpu_win_free ends the epoch and frees the window (collective).
+static int xpu_win_free(xpu_win win) {
+	MPI_Win w = XW(win);
+	int rc = MPI_Win_unlock_all(w);
+	int rc2 = MPI_Win_free(&w);
+	return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+typedef struct { uint64_t addr; int rc; } xpu_attach_t;
+
+// xpu_attach attaches n bytes at base and returns their address for the
+// window's target displacements (MPI_Get_address).
+static xpu_attach_t xpu_attach(xpu_win win, uintptr_t base, size_t n) {
+	xpu_attach_t o;
+	MPI_Aint a = 0;
+	o.addr = 0;
+	o.rc = MPI_Win_attach(XW(win), (void *)base, (MPI_Aint)n);
+	if (o.rc != MPI_SUCCESS) return o;
+	o.rc = MPI_Get_address((void *)base, &a);
+	if (o.rc != MPI_SUCCESS) {
+		MPI_Win_detach(XW(win), (void *)base);
+		return o;
+	}
+	o.addr = (uint64_t)a;
+	return o;
+}
+
+static int xpu_detach(xpu_win win, uintptr_t base) { return MPI_Win_detach(XW(win), (void *)base); }
+
+// xpu_rma starts a Put (put) or a Get of n bytes between buf and the
+// target's address addr + off (MPI_Rput, MPI_Rget).
+static xpu_start xpu_rma(int put, void *buf, int n, int target, uint64_t addr, uint64_t off, xpu_win win) {
+	xpu_start o;
+	MPI_Aint disp = MPI_Aint_add((MPI_Aint)addr, (MPI_Aint)off);
+	o.req = MPI_REQUEST_NULL;
+	if (put)
+		o.rc = MPI_Rput(buf, n, MPI_BYTE, target, disp, n, MPI_BYTE, XW(win), &o.req);
+	else
+		o.rc = MPI_Rget(buf, n, MPI_BYTE, target, disp, n, MPI_BYTE, XW(win), &o.req);
+	return o;
+}
+
+// xpu_test_rma tests an RMA request once (no status: it has none to tell).
+static xpu_test_t xpu_test_rma(MPI_Request r) {
+	xpu_test_t o;
+	memset(&o, 0, sizeof o);
+	o.rc = MPI_Test(&r, &o.flag, MPI_STATUS_IGNORE);
+	o.req = r;
+	if (o.rc != MPI_SUCCESS && r == MPI_REQUEST_NULL) o.flag = 1;
+	return o;
+}
+
+// xpu_flush completes every RMA operation of this process to target, or to
+// every rank when target is negative, at the target (MPI_Win_flush,
+// MPI_Win_flush_all).
+static int xpu_flush(int target, xpu_win win) {
+	if (target < 0) return MPI_Win_flush_all(XW(win));
+	return MPI_Win_flush(target, XW(win));
+}
+
+static int xpu_win_sync(xpu_win win) { return MPI_Win_sync(XW(win)); }
+
+static int xpu_bcast_bytes(void *buf, int n, int root, xpu_comm c) {
+	return MPI_Bcast(buf, n, MPI_BYTE, root, XC(c));
 }
 */
 import "C"
@@ -689,3 +781,57 @@ const (
 	opMin  = C.XPU_MIN
 	opMax  = C.XPU_MAX
 )
+
+// ---- one-sided ----
+
+// window is an MPI window (as an integer: see xpu_win).
+type window = C.xpu_win
+
+// cWinDynamic creates a dynamic window over c, collectively, and locks it
+// for every rank (MPI_Win_lock_all, passive target).
+func cWinDynamic(c handle) (window, int) {
+	o := C.xpu_win_dynamic(c)
+	return o.win, int(o.rc)
+}
+
+// cWinFree unlocks and frees w (collective).
+func cWinFree(w window) int { return int(C.xpu_win_free(w)) }
+
+// cAttach attaches the n bytes at p to w and returns their address for
+// MPI (MPI_Get_address). p is memory that stays put while attached.
+func cAttach(w window, p unsafe.Pointer, n int) (uint64, int) {
+	o := C.xpu_attach(w, cAddr(p), C.size_t(n))
+	return uint64(o.addr), int(o.rc)
+}
+
+// cDetach detaches the memory attached at p.
+func cDetach(w window, p unsafe.Pointer) int { return int(C.xpu_detach(w, cAddr(p))) }
+
+// cRMA starts an MPI_Rput (put) or MPI_Rget of n bytes between p, memory
+// pinned until the request completes, and addr+off at target.
+func cRMA(put bool, p unsafe.Pointer, n, target int, addr, off uint64, w window) (request, int) {
+	return start(C.xpu_rma(b2i(put), p, C.int(n), C.int(target), C.uint64_t(addr), C.uint64_t(off), w))
+}
+
+// cTestRMA tests an RMA request once; done reports completion (r is then
+// freed by MPI).
+func cTestRMA(r request) (next request, done bool, rc int) {
+	o := C.xpu_test_rma(r)
+	return o.req, o.flag != 0, int(o.rc)
+}
+
+// cFlush completes this process's RMA operations to target (every rank
+// when target < 0) at the target.
+func cFlush(target int, w window) int { return int(C.xpu_flush(C.int(target), w)) }
+
+// cWinSync synchronises the window's public and private copies of this
+// process's memory (MPI_Win_sync: a memory barrier in the unified model).
+func cWinSync(w window) int { return int(C.xpu_win_sync(w)) }
+
+// cBcastBytes broadcasts the n bytes at p, Go memory held by the caller,
+// from root (blocking).
+func cBcastBytes(p unsafe.Pointer, n, root int, c handle) int {
+	rc := C.xpu_bcast_bytes(p, C.int(n), C.int(root), c)
+	runtime.KeepAlive(p)
+	return int(rc)
+}

@@ -20,8 +20,8 @@ import (
 
 // Comm is one rank of an MPI communicator: this process's rank of
 // MPI_COMM_WORLD (Open), or of a communicator made by Split or Dup. It
-// implements comm.Comm, comm.Blocking and comm.Collectives, and is safe for
-// concurrent use by many goroutines.
+// implements comm.Comm, comm.Blocking, comm.Collectives, comm.OneSided and
+// comm.Notifier, and is safe for concurrent use by many goroutines.
 //
 // A Comm holds several MPI communicators over the same group: one carries
 // the user's tags, the others the reserved tags of package comm's
@@ -32,6 +32,11 @@ import (
 type Comm struct {
 	main   handle
 	res    []handle // carry the reserved tags, tagUB+1 tags each
+	note   handle   // carries notifications (Notify), and the window is over it
+	win    window   // the dynamic window of one-sided transfers, when winOK
+	winOK  bool
+	winErr error // why there is no window (several ranks, and MPI made none)
+	secret [2]uint64
 	rank   int
 	size   int
 	tagUB  int // largest tag MPI carries (MPI_TAG_UB)
@@ -51,6 +56,8 @@ type Comm struct {
 	pmu     sync.Mutex
 	pending map[*req]struct{} // nonblocking requests not yet completed
 
+	one oneState // exposed regions and one-sided transfers under way
+
 	freeErr error // error of freeing the MPI communicators
 	freed   chan struct{}
 }
@@ -59,6 +66,8 @@ var (
 	_ comm.Comm        = (*Comm)(nil)
 	_ comm.Blocking    = (*Comm)(nil)
 	_ comm.Collectives = (*Comm)(nil)
+	_ comm.OneSided    = (*Comm)(nil)
+	_ comm.Notifier    = (*Comm)(nil)
 )
 
 // The bits of Comm.state; collBit (coll.go) is bit 40.
@@ -98,7 +107,7 @@ func Open(ctx context.Context, o Options) (*Comm, error) {
 	if err := initMPI(ctx, level); err != nil {
 		return nil, err
 	}
-	return construct(ctx, "open", &worldCoord, cWorld(), nil, func() (handle, []handle, error) {
+	return construct(ctx, "open", &worldCoord, cWorld(), nil, func() (set, error) {
 		return dupSet(cWorld())
 	})
 }
@@ -109,15 +118,16 @@ var (
 	worldLock  atomic.Int64
 )
 
-// newComm wraps the MPI communicators main and res (duplicates of main)
-// and counts them as live.
-func newComm(main handle, res []handle) (*Comm, error) {
+// newComm wraps the MPI objects of s and counts them as live.
+func newComm(s set) (*Comm, error) {
 	if err := acquireLib(); err != nil {
 		return nil, err
 	}
 	lock()
-	c := &Comm{main: main, res: res, rank: cRank(main), size: cSize(main), tagUB: cTagUB(main)}
+	c := &Comm{main: s.main, res: s.res, note: s.note, win: s.win, winOK: s.winOK, winErr: s.winErr, secret: s.secret,
+		rank: cRank(s.main), size: cSize(s.main), tagUB: cTagUB(s.main)}
 	unlock()
+	c.one.init(c.size)
 	c.userUB = min(c.tagUB, comm.MaxTag)
 	c.coll.word = &c.state
 	c.pending = map[*req]struct{}{}
@@ -230,12 +240,15 @@ func (c *Comm) freeOnce() {
 	}
 }
 
-// free releases the MPI communicators; it runs once.
+// free releases the MPI communicators and the window; it runs once.
 func (c *Comm) free() {
+	err := c.freeWindow()
 	lock()
-	rc := freeSet(c.main, c.res)
+	rc := freeSet(set{main: c.main, res: c.res, note: c.note})
 	unlock()
-	err := mpiError("close", rc)
+	if err == nil {
+		err = mpiError("close", rc)
+	}
 	if lerr := releaseLib(); err == nil {
 		err = lerr
 	}
@@ -251,8 +264,10 @@ func (c *Comm) free() {
 // communicators are freed once no call of this Comm is in progress;
 // a blocking call with a context that is never done (the direct
 // MPI_Send/MPI_Recv path) cannot be interrupted and delays the freeing
-// until it returns. Closing the process's last communicator finalises
-// MPI, which waits for every process of the job to finalise too.
+// until it returns. Freeing also frees the Comm's window (one-sided
+// communication), which is collective: the call that frees waits until
+// every rank has closed the Comm. Closing the process's last communicator
+// finalises MPI, which waits for every process of the job to finalise too.
 //
 // Peers are not told: MPI has no way to report a departed rank to them
 // (see the package documentation). Close is idempotent and returns the

@@ -1,7 +1,8 @@
 // Package mpi is a communicator over MPI — Open MPI or MPICH — through
 // cgo: the engine for clusters. A *Comm implements comm.Comm (point to
-// point with tags and wildcards, nonblocking requests), comm.Blocking and
-// all of comm.Collectives with MPI's own algorithms.
+// point with tags and wildcards, nonblocking requests), comm.Blocking,
+// all of comm.Collectives with MPI's own algorithms, and comm.OneSided and
+// comm.Notifier over an MPI-3 window (see One-sided communication).
 //
 //	c, err := mpi.Open(ctx, mpi.Options{}) // this process's rank of the job
 //	if err != nil { … }
@@ -53,6 +54,11 @@
 // open for the life of the program (tests: in TestMain). When another
 // library of the process has initialised MPI already, Open adopts it and
 // leaves finalisation to that library.
+//
+// Making a Comm also makes its window (see One-sided communication), and
+// freeing it frees the window, which is collective: a Comm is freed once
+// every rank has closed it, and Close waits for that (in an MPI_Ibarrier,
+// polled) when it is the call that frees it.
 //
 // Every Comm is a duplicate (MPI_Comm_dup) of its parent, so its traffic
 // never meets other code using MPI_COMM_WORLD, plus more duplicates that
@@ -133,6 +139,48 @@
 // completes normally. Cancel of a send is MPI_Cancel: a send it cannot
 // cancel (see above) completes when its receiver takes it.
 //
+// # One-sided communication
+//
+// Every Comm of several ranks has one dynamic window
+// (MPI_Win_create_dynamic), made with it over a communicator of its own and
+// locked for every rank once (MPI_Win_lock_all: passive target). Expose
+// attaches a block (MPI_Win_attach) and Region.Close detaches it; Put and
+// Get are MPI_Rput and MPI_Rget; Flush is MPI_Win_flush (MPI_Win_flush_all
+// for comm.AnySource). A Put's request completes when its bytes are at the
+// target: its Wait flushes to that rank once MPI is done with the buffer,
+// unless a Flush did. With a context that never ends (and calls not
+// serialised) Wait and Flush flush at once, inside MPI; otherwise they
+// poll with ctx until MPI is done with the buffers, and then flush, which
+// waits inside MPI for the targets' acknowledgements only. Transfers to
+// this rank are copies. Where MPI makes no window (Open MPI 4.1 over its
+// TCP transport) the Comm works and transfers to other ranks fail with
+// comm.ErrNotSupported.
+//
+// A RemoteKey carries the rank, the address MPI_Get_address gives for the
+// block, its length, and in Key the region's number (low 32 bits) and a
+// check of all of it keyed by a secret the ranks share (high 32 bits). A
+// key altered in any field, or made on another communicator, is refused
+// with comm.ErrInvalidArgument before MPI sees it, and ranges are checked
+// against the key's length: no key writes outside a region. A key of a
+// region its rank has closed cannot be told from an open one without
+// asking the target, and MPI cannot refuse a transfer to detached memory
+// (it is erroneous; what happens depends on the library). So the
+// contract is: complete (Flush) every transfer to a region, and tell its
+// rank, before that rank closes the region; the conformance case
+// comm/onesided/stale-keys is declared (docs/adr/0035-mpi-rma-windows.md
+// says what checking it would cost). Regions of one Comm must not overlap
+// (MPI attaches memory once).
+//
+// Notifications (comm.Notifier) are messages on that same communicator of
+// their own, tag 0: they never meet the user's messages or the
+// collectives'. Notify flushes to the rank, then starts an MPI_Isend from
+// a copy and returns; WaitNotification probes for one (MPI_Improbe),
+// receives it, and syncs the window (MPI_Win_sync) before returning it.
+//
+// Under MPICH, transfers into attached memory move as messages that the
+// target's MPI handles when it is called: a target busy in its own
+// computation delays them (MPI's passive-target progress).
+//
 // # Speed
 //
 // A direct call costs about 60-80 ns more than the same MPI call made from
@@ -165,8 +213,10 @@
 //
 // Blocks must be host-accessible (memory of the cpu backend, Go memory from
 // memspace.FromSlice, pinned host memory of a GPU backend). Device memory
-// is refused by Isend and Irecv with comm.ErrNotSupported, and declined by
-// the collectives with comm.ErrFallback. Messages and collective counts
+// is refused by Isend, Irecv, Expose, Put and Get with comm.ErrNotSupported
+// (wrapping memspace.ErrNotHostAccessible where the block says so), and
+// declined by the collectives with comm.ErrFallback. Go memory is pinned
+// while exposed and while a transfer uses it. Messages and collective counts
 // are bounded by MPI's int (2 GiB - 1 bytes for point to point).
 //
 // # Errors
@@ -189,7 +239,9 @@
 // waits: with a context that can end it returns ctx.Err() at the deadline
 // (the watched path), with context.Background it blocks inside MPI. Use
 // deadlines where a hang would cost more than the copies of the watched
-// path. Close cannot tell the peers either: they see nothing until they
+// path. The same holds for one-sided transfers and their flushes, and
+// for the freeing of a Comm, which waits for every rank to close it.
+// Close cannot tell the peers either: they see nothing until they
 // time out or the job ends; and Close cannot interrupt a blocking MPI call
 // in progress on another goroutine (it frees the communicator when that
 // call returns).

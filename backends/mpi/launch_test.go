@@ -73,10 +73,16 @@ func launcherOutside(t *testing.T, what string) launcher {
 	return l
 }
 
+// envRun, when set, is the -test.run pattern of the ranks TestRanks
+// launches, in place of every TestSPMD test (the Makefile's short MPICH
+// run: the one-sided and conformance tests).
+const envRun = "XPU_MPI_TEST_RUN"
+
 // TestRanks runs this test binary as every rank of MPI jobs of 1 to 4
 // processes (and of 2 and 3 at the serialized thread level), each running
-// the TestSPMD tests, and fails with every rank's output when a rank
-// fails.
+// the TestSPMD tests (or those $XPU_MPI_TEST_RUN names), and fails with
+// every rank's output when a rank fails. With -short it runs the job of
+// 2 ranks only.
 func TestRanks(t *testing.T) {
 	l := launcherOutside(t, "the launcher test")
 	exe, err := os.Executable()
@@ -94,7 +100,11 @@ func TestRanks(t *testing.T) {
 		t.Run(fmt.Sprintf("np=%d/%s", j.np, j.level), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			args := append(l.args(j.np), exe, "-test.run=^TestSPMD", "-test.timeout=3m", "-test.count=1")
+			run := "^TestSPMD"
+			if v := os.Getenv(envRun); v != "" {
+				run = v
+			}
+			args := append(l.args(j.np), exe, "-test.run="+run, "-test.timeout=3m", "-test.count=1")
 			cmd := exec.CommandContext(ctx, l.path, args...)
 			cmd.Env = append(os.Environ(), envLevel+"="+j.level)
 			var out bytes.Buffer

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xpu-go/xpu/backends/mpi"
 	"go.uber.org/goleak"
+
+	"github.com/xpu-go/xpu/backends/mpi"
 )
 
 // envLevel carries the thread level the launcher asks the ranks to use.

@@ -55,6 +55,7 @@ var (
 	_ comm.Comm        = (*Comm)(nil)
 	_ comm.Blocking    = (*Comm)(nil)
 	_ comm.Collectives = (*Comm)(nil)
+	_ comm.Notifier    = (*Comm)(nil)
 )
 
 // Open reports that the package was built without MPI.
@@ -147,4 +148,30 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 // ReduceScatter fails: no MPI.
 func (c *Comm) ReduceScatter(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op) error {
 	return unavailable("reduce-scatter")
+}
+
+// Expose fails: no MPI.
+func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) { return nil, unavailable("expose") }
+
+// Put fails: no MPI.
+func (c *Comm) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.Request, error) {
+	return nil, unavailable("put")
+}
+
+// Get fails: no MPI.
+func (c *Comm) Get(dst memspace.Block, src comm.RemoteKey, off int) (comm.Request, error) {
+	return nil, unavailable("get")
+}
+
+// Flush fails: no MPI.
+func (c *Comm) Flush(ctx context.Context, rank int) error { return unavailable("flush") }
+
+// Notify fails: no MPI.
+func (c *Comm) Notify(ctx context.Context, rank int, msg []byte) error {
+	return unavailable("notify")
+}
+
+// WaitNotification fails: no MPI.
+func (c *Comm) WaitNotification(ctx context.Context) (comm.Notification, error) {
+	return comm.Notification{}, unavailable("wait-notification")
 }

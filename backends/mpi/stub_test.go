@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"

@@ -203,6 +203,23 @@ var orphans struct {
 	n    atomic.Int64
 }
 
+// later holds orphans adopted by adoptAny, which progressLocked moves to
+// the orphans' list.
+var later struct {
+	mu   sync.Mutex
+	list []*orphan
+}
+
+// adoptAny hands o to the background, as adopt does, from anywhere: also
+// from a continuation (orphan.then), which runs with the orphans' lock
+// held.
+func adoptAny(o *orphan) {
+	later.mu.Lock()
+	later.list = append(later.list, o)
+	later.mu.Unlock()
+	orphans.n.Add(1)
+}
+
 // abandoned keeps alive the memory of requests MPI was finalised with
 // (pinned Go memory MPI may still have pointed to).
 var abandoned struct {
@@ -236,6 +253,11 @@ func progressOrphans() {
 }
 
 func progressLocked() {
+	later.mu.Lock()
+	orphans.list = append(orphans.list, later.list...)
+	clear(later.list)
+	later.list = later.list[:0]
+	later.mu.Unlock()
 	var blocked map[*coord]bool
 	live := orphans.list[:0]
 	for _, o := range orphans.list {
