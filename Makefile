@@ -34,7 +34,7 @@ test: setup
 	$(GO) test -race -tags mpi -timeout 10m ./backends/mpi/...
 	$(GO) test -race -tags mpi -timeout 10m -run OpenMPI ./cmd/xpu/
 	@bash scripts/setup-mpi.sh --mpich
-	XPU_MPI_TEST_RUN='^TestSPMD(OneSided|Conformance)$$' $(GO) test -race -short -tags 'mpi mpich' -timeout 5m -count=1 -run '^TestRanks$$' ./backends/mpi/
+	XPU_MPI_TEST_RUN='^TestSPMD(OneSided|Conformance)$$' $(GO) test -race -short -tags 'mpi mpich' -timeout 5m -count=1 -run '^(TestRanks|TestExamplePagedCache)$$' ./backends/mpi/
 	@for m in $(EXAMPLES); do \
 		echo "== $$m (its own module)"; \
 		(cd $$m && $(GO) vet ./... && $(GO) test -race -timeout 5m ./...) || exit 1; \

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,42 @@ func TestRanks(t *testing.T) {
 			}
 			t.Logf("%d ranks passed in %v", j.np, time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// TestExamplePagedCache builds examples/pagedcache with this backend and
+// runs it under the launcher as 2 ranks of XPU_BACKEND=mpi: one rank
+// pulls pages of the other's exposed pool with a batch of Gets and writes
+// them back with a batch of Puts posted with a notification.
+func TestExamplePagedCache(t *testing.T) {
+	l := launcherOutside(t, "the example")
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the example")
+	}
+	tags := "mpi"
+	if strings.Contains(mpi.LibraryVersion(), "MPICH") {
+		tags = "mpi mpich"
+	}
+	bin := filepath.Join(t.TempDir(), "pagedcache")
+	build := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, "../../examples/pagedcache")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags %q ./examples/pagedcache: %v\n%s", tags, err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, l.path, append(l.args(2), bin)...)
+	cmd.Env = append(os.Environ(), "XPU_BACKEND=mpi")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s … pagedcache: %v\n%s", l.path, err, out)
+	}
+	for _, want := range []string{
+		"rank 0: 32 pages written back into a pool of 256: ok",
+		"rank 1: 32 pages pulled with one batch of Gets and written back with one batch of Puts, notified: ok",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the ranks did not print %q; output:\n%s", want, out)
+		}
 	}
 }
