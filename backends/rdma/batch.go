@@ -17,11 +17,14 @@ import (
 // transfer, and the question to each target about its keys. Post then
 // checks, under one lock, that the targets answered, and queues one piece
 // per target: its work requests go chained — as many as the send queue
-// has room for, in one post — unsignaled but every signalEvery-th and the
-// last of each post, whose completion retires those before it (RC
-// completes a queue pair's requests in order). A failed request completes
-// alone and names its transfer; the rest of its queue pair's requests
-// flush.
+// has room for, cut to a multiple of signalEvery, in one post — unsignaled
+// but every signalEvery-th and the last of each post, whose completion
+// retires those before it (RC completes a queue pair's requests in order):
+// one completion and one post per signalEvery requests. The waiter polls
+// the completion queue until the posting completes (Config.Spin < 0: it
+// sleeps), so that no wakeup of the engine stands between a completion
+// and the refill it allows. A failed request completes alone and names
+// its transfer; the rest of its queue pair's requests flush.
 
 var _ comm.Batcher = (*Comm)(nil)
 
@@ -316,6 +319,17 @@ type part struct {
 // held.
 func (c *Comm) postPart(p *peer, pt *part) bool {
 	k := min(c.sendDepth-p.inflight, len(pt.wrs)-pt.next)
+	if k < len(pt.wrs)-pt.next {
+		// Not the piece's end: end the post on a multiple of signalEvery,
+		// so that its last request is one that signals anyway — refills
+		// of signalEvery, each one completion. With less room than that,
+		// wait for the completion of what of the piece is in flight.
+		if r := (pt.next + k) % signalEvery; r < k {
+			k -= r
+		} else if pt.next > pt.done {
+			return true
+		}
+	}
 	if k <= 0 {
 		return true
 	}
@@ -426,7 +440,10 @@ func (b *batchRun) finish() {
 func (b *batchRun) reaches(rank int) bool { return slices.Contains(b.ranks, rank) }
 
 // Wait blocks until every transfer of the posting has completed, or ctx
-// ends (the posting then goes on).
+// ends (the posting then goes on). It polls the completion queue all the
+// while, unless Config.Spin is negative: a batch keeps the send queue
+// full, and a refill that waits for the engine to wake leaves it
+// draining (ADR 36: 0.83× of ib_write_bw sleeping, 0.92× polling).
 func (b *batchRun) Wait(ctx context.Context) (comm.Status, error) {
 	if b.IsDone() {
 		return b.Result()
@@ -434,7 +451,9 @@ func (b *batchRun) Wait(ctx context.Context) (comm.Status, error) {
 	if ctx == nil {
 		return comm.Status{}, xerr.Errorf(Name, "wait", comm.ErrInvalidArgument, "nil context")
 	}
-	b.c.armForWaiter()
+	if ctx.Err() == nil && b.c.spinWait(ctx, b, true) {
+		return b.Result()
+	}
 	return b.Done.Wait(ctx, Name)
 }
 

@@ -42,8 +42,9 @@ type Config struct {
 	// Spin is how long a goroutine waiting for a request, and the progress
 	// engine, poll an empty completion queue before they sleep (the
 	// engine on the completion channel): the latency of a busy-polling
-	// MPI while messages flow, no core burnt while idle. Zero means
-	// DefaultSpin; a negative value never spins.
+	// MPI while messages flow, no core burnt while idle. The waiter of a
+	// batch (PrepareXfers) polls until the batch completes, however long
+	// that takes. Zero means DefaultSpin; a negative value never spins.
 	Spin time.Duration
 	// Timeout bounds failure detection: a peer from which nothing has
 	// arrived for this long — no message, no heartbeat — is lost. Every

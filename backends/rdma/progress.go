@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -196,8 +197,9 @@ func (c *Comm) armForWaiter() {
 
 // spinWait polls the completion queue from the goroutine waiting for r
 // until r completes or Config.Spin passes without a completion; it reports
-// whether r completed.
-func (c *Comm) spinWait(r *request) bool {
+// whether r completed. With whole set (a batch's waiter), it polls until
+// r completes or ctx ends, however long the gaps between completions.
+func (c *Comm) spinWait(ctx context.Context, r interface{ IsDone() bool }, whole bool) bool {
 	if !c.progressStarted {
 		return false
 	}
@@ -242,7 +244,10 @@ func (c *Comm) spinWait(r *request) bool {
 			now := timeNow()
 			if last.IsZero() || progressed {
 				last, progressed = now, false
-			} else if now.Sub(last) >= c.cfg.Spin {
+			} else if !whole && now.Sub(last) >= c.cfg.Spin {
+				return false
+			}
+			if whole && ctx.Err() != nil {
 				return false
 			}
 			if n < 0 {
