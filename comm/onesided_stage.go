@@ -30,24 +30,7 @@ func Put(ctx context.Context, c OneSided, src memspace.Block, dst RemoteKey, off
 		_, err = Await(ctx, r)
 		return err
 	}
-	s := &staging{name: "put"}
-	h, err := s.standIn(src)
-	if err != nil {
-		return err
-	}
-	s.in(h, src)
-	if err := s.start(ctx); err != nil {
-		_ = s.free()
-		return err
-	}
-	r, err := c.Put(h, dst, off)
-	if err != nil {
-		_ = s.free()
-		return err
-	}
-	_, err = Await(ctx, r)
-	s.freeWhenSettled(r)
-	return err
+	return stagedFrom(ctx, "put", src, func(h memspace.Block) (Request, error) { return c.Put(h, dst, off) })
 }
 
 // Get reads the region src names, from off bytes into it, into dst, and

@@ -255,7 +255,14 @@ func (s *staging) freeWhenSettled(reqs ...Request) {
 // copy. The request is its own (Isend, not Blocking.Send), so that the
 // copy is freed only once the send has settled.
 func sendStaged(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
-	s := &staging{name: "send"}
+	return stagedFrom(ctx, "send", buf, func(h memspace.Block) (Request, error) { return c.Isend(h, dest, tag) })
+}
+
+// stagedFrom copies buf, which the host cannot touch, into a host
+// stand-in, starts the operation of the call name that reads it (start),
+// and waits for it; the stand-in is freed once the request has settled.
+func stagedFrom(ctx context.Context, name string, buf memspace.Block, start func(h memspace.Block) (Request, error)) error {
+	s := &staging{name: name}
 	h, err := s.standIn(buf)
 	if err != nil {
 		return err
@@ -265,7 +272,7 @@ func sendStaged(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) 
 		_ = s.free()
 		return err
 	}
-	r, err := c.Isend(h, dest, tag)
+	r, err := start(h)
 	if err != nil {
 		_ = s.free()
 		return err

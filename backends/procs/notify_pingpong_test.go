@@ -22,18 +22,24 @@ func TestNotifyPingPong(t *testing.T) {
 	}
 }
 
+// exposeEach exposes n bytes on each rank of cs, until the test ends, and
+// returns their keys.
+func exposeEach(t *testing.T, cs []*procs.Comm, n int) []comm.RemoteKey {
+	keys := make([]comm.RemoteKey, len(cs))
+	for i, c := range cs {
+		reg, err := c.Expose(blk(make([]byte, n)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = reg.Close() })
+		keys[i] = reg.Key()
+	}
+	return keys
+}
+
 func notifyPingPong(t *testing.T, links procs.LinkMode) {
 	cs := group(t, 2, procs.Config{Links: links})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	regions := [2][]byte{make([]byte, 64), make([]byte, 64)}
-	var keys [2]comm.RemoteKey
-	for i, c := range cs {
-		reg, err := c.Expose(blk(regions[i]))
-		require.NoError(t, err)
-		defer reg.Close()
-		keys[i] = reg.Key()
-	}
+	keys := exposeEach(t, cs, 64)
 	const rounds = 2000
 	err := errors.Join(onEach(cs, func(c *procs.Comm) error {
 		me := c.Rank()
@@ -83,14 +89,7 @@ func putThenMessage(t *testing.T, links procs.LinkMode) {
 	cs := group(t, 2, procs.Config{Links: links})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	regions := [2][]byte{make([]byte, 64), make([]byte, 64)}
-	var keys [2]comm.RemoteKey
-	for i, c := range cs {
-		reg, err := c.Expose(blk(regions[i]))
-		require.NoError(t, err)
-		defer reg.Close()
-		keys[i] = reg.Key()
-	}
+	keys := exposeEach(t, cs, 64)
 	const rounds = 3000
 	err := errors.Join(onEach(cs, func(c *procs.Comm) error {
 		me := c.Rank()
