@@ -89,7 +89,10 @@ type Region interface {
 type OneSided interface {
 	Comm
 	// Expose makes buf reachable by the other ranks' Put and Get until the
-	// Region is closed.
+	// Region is closed. buf may be memory the host cannot touch (a GPU's)
+	// where the backend reaches it — local and procs copy into and out of
+	// it with its space's copies, in pieces through host memory — and is
+	// refused with ErrNotSupported where it does not.
 	Expose(buf memspace.Block) (Region, error)
 	Put(src memspace.Block, dst RemoteKey, off int) (Request, error)
 	Get(dst memspace.Block, src RemoteKey, off int) (Request, error)

@@ -12,8 +12,9 @@ import (
 // host stand-in in its space's staging space, copied by the transfer
 // paths in the stream order they keep. The OneSided methods themselves
 // do not stage — like Isend, they refuse such a block with an error
-// matching ErrNotSupported — and neither is a region staged: Expose takes
-// memory the transport reaches.
+// matching ErrNotSupported. A region is the transport's to reach: local
+// and procs expose device memory, copying each transfer's bytes into and
+// out of it with its space's copies (see OneSided.Expose).
 
 // Put writes src into the region dst names, off bytes into it, and
 // returns once the bytes are in place at the target (or ctx ends, or the

@@ -40,9 +40,10 @@ func TestCPU(t *testing.T) {
 
 // TestLocal runs the communicator suite over the in-process backend, as
 // registered (eager messages up to the default limit), and checks what its
-// driver's Info claims.
+// driver's Info claims. Its ranks also expose regions of memory the host
+// cannot touch (the suite's own device) and of a host space.
 func TestLocal(t *testing.T) {
-	conformance.RunDriver(t, local.Name, nil)
+	conformance.RunDriver(t, local.Name, nil, conformance.RegionSpaces(newFakeDevice(), newHostSpace(t)))
 }
 
 // TestLocalRendezvous runs the communicator suite over groups that send

@@ -9,6 +9,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
 )
 
 // TestSuiteCatchesBrokenComms runs each TestBrokenComm… test in a child
@@ -71,6 +72,13 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 			"region after rank 0's Put of 1 bytes at offset 3",
 			"Put must write its bytes, and only them, at the offset it names",
 			"see docs/backend-guide.md#comm-one-sided",
+		}},
+		// Regions of device memory exposed as a host copy made once: the
+		// Puts land in the copy and never reach the device.
+		{test: "TestBrokenRegionsMirrored/^comm$/^onesided$/^regions$/^n=2$", want: []string{
+			"--- FAIL: TestBrokenRegionsMirrored/comm/onesided/regions/n=2",
+			"a region in space fake-device (round 0): rank 0's region of space fake-device after the Puts of rank 1 and its own",
+			"Put must write its bytes, and only them, at the offset it names",
 		}},
 		// Puts that start only when waited for, so a notification sent
 		// after them overtakes them.
@@ -164,6 +172,30 @@ func (c shiftedPut) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.R
 		off++
 	}
 	return c.OneSided.Put(src, dst, off)
+}
+
+func TestBrokenRegionsMirrored(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return mirroredExpose{c.(comm.OneSided)} }),
+		conformance.RegionSpaces(newFakeDevice()))
+}
+
+// mirroredExpose exposes memory the host cannot touch as a host copy of
+// it, made once: transfers reach the copy, never the memory.
+type mirroredExpose struct{ comm.OneSided }
+
+func (c mirroredExpose) Expose(buf memspace.Block) (comm.Region, error) {
+	if buf.HostAccessible() {
+		return c.OneSided.Expose(buf)
+	}
+	h, err := memspace.FromSlice(make([]byte, buf.Len()))
+	if err != nil {
+		return nil, err
+	}
+	if err := transfer.CopyBlock(context.Background(), h.Block(), buf); err != nil {
+		return nil, err
+	}
+	return c.OneSided.Expose(h.Block())
 }
 
 func TestBrokenNotifyLazyPut(t *testing.T) {

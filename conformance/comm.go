@@ -51,7 +51,7 @@ func TestComm(t *testing.T, newGroup func(t *testing.T, n int) []comm.Comm, opts
 	s := newSuite(t, "comm", opts)
 	defer s.finish(t)
 	defer s.watchLeaks(t)()
-	groupMode(t, s, groupFactory(newGroup), commCases(s.cfg.maxRanks))
+	groupMode(t, s, groupFactory(newGroup), commCases(s.cfg.maxRanks, s.cfg.regionSpaces))
 }
 
 // Reasons a case runs in TestComm only.
@@ -68,7 +68,7 @@ const (
 )
 
 // commCases are the cases of both TestComm and TestCommRank, in order.
-func commCases(maxRanks int) []section {
+func commCases(maxRanks int, regionSpaces []memspace.Space) []section {
 	all := make([]int, 0, maxRanks)
 	for n := 1; n <= maxRanks; n++ {
 		all = append(all, n)
@@ -139,7 +139,7 @@ func commCases(maxRanks int) []section {
 				group: func(c *tcase, g groupFactory, n int) { collPeerLost(c, g.open(c, n)) }},
 		}},
 		{"algorithms", algCases(maxRanks)},
-		{"onesided", oneSidedCases()},
+		{"onesided", oneSidedCases(regionSpaces)},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/memspace"
 )
 
 // DefaultTimeout is the time a case may run before its context expires,
@@ -103,7 +104,9 @@ type config struct {
 	grace    time.Duration
 	maxRanks int
 	streams  func(t *testing.T) executor.Streamer
-	record   *record // shared with the other suites of a Run; nil for a suite alone
+	// regionSpaces are the spaces of "comm/onesided/regions" (RegionSpaces).
+	regionSpaces []memspace.Space
+	record       *record // shared with the other suites of a Run; nil for a suite alone
 }
 
 func newConfig(opts []Option) *config {

@@ -23,7 +23,7 @@ func needsOneSided(cm comm.Comm) string {
 }
 
 // oneSidedCases are the cases of the section "onesided".
-func oneSidedCases() []rankCase {
+func oneSidedCases(regionSpaces []memspace.Space) []rankCase {
 	return []rankCase{
 		{name: "put-get", ns: []int{2, 3}, capped: true, needs: needsOneSided, body: osPutGet, stall: rulePutGet},
 		{name: "self", ns: []int{1, 2}, needs: needsOneSided, body: osSelf, stall: rulePutGet},
@@ -31,6 +31,7 @@ func oneSidedCases() []rankCase {
 		{name: "concurrent", ns: []int{3, 4}, capped: true, needs: needsOneSided, body: osConcurrent, stall: rulePutGet},
 		{name: "invalid", ns: []int{2}, span: 2, needs: needsOneSided, body: osInvalid, stall: ruleOneSidedInvalid},
 		{name: "batch", ns: []int{2}, span: 2, needs: needsOneSided, body: osBatch, stall: rulePutGet},
+		{name: "regions", ns: []int{2, 3}, capped: true, needs: needsRegionSpaces(regionSpaces), body: osRegions(regionSpaces), stall: rulePutGet},
 		{name: "stale-keys", ns: []int{2}, span: 2, needs: needsOneSided, body: osStaleKeys, stall: ruleOneSidedInvalid},
 		{name: "notify", ns: []int{2}, span: 2, needs: needsNotifier, body: osNotify, stall: ruleNotify},
 		{name: "notify-batch", ns: []int{2}, span: 2, needs: needsNotifier, body: osNotifyBatch, stall: ruleNotify},

@@ -21,7 +21,7 @@ import (
 func TestCommCasesTable(t *testing.T) {
 	for _, maxRanks := range []int{1, 2, DefaultMaxRanks} {
 		names := map[string]bool{}
-		for _, sec := range commCases(maxRanks) {
+		for _, sec := range commCases(maxRanks, nil) {
 			for _, rc := range sec.cases {
 				full := sec.name + "/" + rc.name
 				assert.False(t, names[full], "%s twice", full)
@@ -55,7 +55,7 @@ func TestCommCasesTable(t *testing.T) {
 
 func TestRankWidth(t *testing.T) {
 	cases := map[string]rankCase{}
-	for _, sec := range commCases(DefaultMaxRanks) {
+	for _, sec := range commCases(DefaultMaxRanks, nil) {
 		for _, rc := range sec.cases {
 			cases[sec.name+"/"+rc.name] = rc
 		}

@@ -28,6 +28,9 @@
 // Comm implements comm.OneSided: a rank exposes a block of host memory, and
 // the others Put into it and Get from it with one copy, made by the
 // origin's goroutine; the request has completed when Put or Get returns.
+// A block the host cannot touch (a GPU's memory) may be exposed too: the
+// copy is then its space's (the driver's), from or into the origin's host
+// buffer.
 // A key of another group, of a closed region, or altered in any field is
 // refused with ErrInvalidArgument before a byte moves.
 //

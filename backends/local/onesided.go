@@ -5,6 +5,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/onesided"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -20,15 +21,18 @@ import (
 
 var _ comm.Notifier = (*Comm)(nil)
 
-// Expose makes buf, which must be host memory and not empty, reachable by
-// the group's Put and Get until the Region is closed, or this rank closes.
+// Expose makes buf, not empty, reachable by the group's Put and Get until
+// the Region is closed, or this rank closes. buf is host memory, or memory
+// the host cannot touch that package transfer copies to and from the host
+// (device memory): Put and Get copy into and out of that with its space's
+// copies (onesided.HostView).
 func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
-	data, err := hostBytes(buf)
+	if buf.Len() == 0 {
+		return nil, xerr.Errorf(Name, "expose", comm.ErrInvalidArgument, "rank %d: an empty buffer", c.rank)
+	}
+	data, err := onesided.HostView(buf)
 	if err != nil {
 		return nil, xerr.Op(Name, "expose", err)
-	}
-	if len(data) == 0 {
-		return nil, xerr.Errorf(Name, "expose", comm.ErrInvalidArgument, "rank %d: an empty buffer", c.rank)
 	}
 	g := c.one.Expose(c.rank, buf, data)
 	if g == nil || c.closed.Load() {
@@ -72,11 +76,14 @@ func (c *Comm) oneSided(op string, local memspace.Block, key comm.RemoteKey, off
 		return nil, xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: %v names no open region of rank %d, or does not match it", c.rank, key, t.rank)
 	}
 	if op == "put" {
-		copy(g.Data()[off:], data)
+		err = g.Store(context.Background(), off, data)
 	} else {
-		copy(data, g.Data()[off:])
+		err = g.Load(context.Background(), off, data)
 	}
 	g.Done()
+	if err != nil {
+		return nil, xerr.Op(Name, op, err)
+	}
 	r := &request{owner: c}
 	r.complete(comm.Status{Source: key.Rank, Count: len(data)}, nil)
 	return r, nil

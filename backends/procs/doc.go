@@ -103,7 +103,11 @@
 // more goes by single copy instead: the target copies a Put's bytes from
 // the origin's memory, and lends a Get's range for the origin to copy,
 // each side writing only its own memory
-// (docs/adr/0033-one-sided-on-every-communicator.md).
+// (docs/adr/0033-one-sided-on-every-communicator.md). A region of memory
+// the host cannot touch (a GPU's) is reached through its space's copies:
+// the link reader copies each chunk of a Put into it and each Get out of
+// it, transfers to it never go by single copy, and a copy the device
+// fails fails the transfer at the origin with ErrDeviceLost.
 //
 // # Failures
 //

@@ -165,15 +165,15 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
 		}
 	case frameOneDone:
-		if f.a > maxMessage || f.tag > oneNoCopy {
+		if f.a > maxMessage || f.tag > oneFailed {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d for %d bytes", f.tag, f.a)
 		}
 	case framePut, frameGet, frameOneData:
 		if f.a > uint64(lim.chunk) || f.c > maxMessage {
 			return frame{}, xerr.Detail(ErrProtocol, "one-sided frame type %d of %d bytes at offset %d (chunks are at most %d)", f.typ, f.a, f.c, lim.chunk)
 		}
-		if f.typ == frameOneData && f.tag > oneRefused {
-			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d", f.tag)
+		if f.typ == frameOneData && ((f.tag != oneDone && f.tag != oneRefused && f.tag != oneFailed) || (f.tag != oneDone && f.a != 0)) {
+			return frame{}, xerr.Detail(ErrProtocol, "one-sided answer %d of %d bytes", f.tag, f.a)
 		}
 	case frameBatch:
 		if f.tag > batchPutStream || f.a == 0 || f.a > batchMax {

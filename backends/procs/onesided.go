@@ -43,18 +43,23 @@ const (
 	oneDone    = 0 // in place (or, for frameOneAddr, lent)
 	oneRefused = 1 // the key names no open region of the target, or does not match it
 	oneNoCopy  = 2 // the kernel refused the single copy: send the bytes through the link
+	oneFailed  = 3 // the copy into or out of a region the host cannot touch failed (its device's)
 )
 
-// Expose makes buf, host memory and not empty, reachable by the other
-// ranks' Put and Get until the Region is closed or this rank closes. The
-// rank's regions are an onesided.Table.
+// Expose makes buf, not empty, reachable by the other ranks' Put and Get
+// until the Region is closed or this rank closes. The rank's regions are
+// an onesided.Table. buf is host memory, or memory the host cannot touch
+// that package transfer copies to and from the host (device memory): the
+// link reader then copies each chunk of a Put into it, and each Get out
+// of it, with its space's copies, and the origin sends no single copy nor
+// batch frame for it (onesided.Staged).
 func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
-	data, err := oneBytes("expose", buf)
-	if err != nil {
-		return nil, err
-	}
-	if len(data) == 0 {
+	if buf.Len() == 0 {
 		return nil, xerr.Errorf(Name, "expose", comm.ErrInvalidArgument, "rank %d: an empty buffer", c.rank)
+	}
+	data, err := onesided.HostView(buf)
+	if err != nil {
+		return nil, xerr.Op(Name, "expose", err)
 	}
 	g := c.one.Expose(c.rank, buf, data)
 	if g == nil || c.shut.Load() {
@@ -200,6 +205,9 @@ type oneLink struct {
 	// streams are the streamed batches of Puts the peer is sending, by
 	// transfer id (onesided_batch.go).
 	streams map[uint64]*putStream
+	// scratch holds a chunk of a Put to a region the host cannot touch
+	// on its way in: the link reader's alone.
+	scratch []byte
 }
 
 // Put writes src into the region dst names, off bytes into it. The
@@ -245,12 +253,16 @@ func (c *Comm) oneSelf(op string, r *oneOp, key comm.RemoteKey, off int) error {
 	if g == nil {
 		return xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: %v names no open region of this rank, or does not match it", c.rank, key)
 	}
+	var err error
 	if r.put {
-		copy(g.Data()[off:], r.buf)
+		err = g.Store(context.Background(), off, r.buf)
 	} else {
-		copy(r.buf, g.Data()[off:])
+		err = g.Load(context.Background(), off, r.buf)
 	}
 	g.Done()
+	if err != nil {
+		return xerr.Op(Name, op, err)
+	}
 	r.Complete(comm.Status{Source: c.rank, Count: len(r.buf)}, nil)
 	return nil
 }
@@ -260,7 +272,7 @@ func (c *Comm) oneSelf(op string, r *oneOp, key comm.RemoteKey, off int) error {
 func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 	n := len(r.buf)
 	chunks := (n + l.w.chunk - 1) / l.w.chunk
-	single := l.singleCopies(n)
+	single := l.singleCopies(n) && !onesided.Staged(key)
 	l.one.mu.Lock()
 	if l.one.down != nil {
 		l.one.mu.Unlock()
@@ -367,10 +379,13 @@ func (l *link) onPut(n int, id uint64, off uint64) error {
 	}
 	g, _ := l.c.one.Find(key, int(min(off, maxMessage)), n)
 	status := uint32(oneDone)
-	if g == nil {
+	switch {
+	case g == nil:
 		status = oneRefused
 		err = l.rd.discard(n)
-	} else {
+	case g.Data() == nil:
+		status, err = l.storeChunk(g, int(off), n)
+	default:
 		_, err = io.ReadFull(l.rd.br, g.Data()[off:int(off)+n])
 		g.Done()
 	}
@@ -391,7 +406,20 @@ func (l *link) onGet(n int, id uint64, off uint64) error {
 	if g == nil {
 		return l.w.sendCtl(frame{typ: frameOneData, tag: oneRefused, b: id}, l.shm != nil)
 	}
-	f := &outFrame{payload: g.Data()[off : int(off)+n], done: g.Done}
+	var f *outFrame
+	if g.Data() != nil {
+		f = &outFrame{payload: g.Data()[off : int(off)+n], done: g.Done}
+	} else {
+		// A region the host cannot touch: its bytes are copied out now,
+		// and the answer carries the copy.
+		f = &outFrame{payload: make([]byte, n)}
+		err := g.Load(context.Background(), int(off), f.payload)
+		g.Done()
+		if err != nil {
+			l.copyLogf("a Get of %d bytes at offset %d: %v", n, off, err)
+			return l.w.sendCtl(frame{typ: frameOneData, tag: oneFailed, b: id}, l.shm != nil)
+		}
+	}
 	frame{typ: frameOneData, tag: oneDone, a: uint64(n), b: id}.encode(f.hdr[:])
 	if l.shm != nil {
 		return l.w.answer(f)
@@ -458,12 +486,16 @@ func (l *link) answered(id uint64, status uint32) (*oneOp, error) {
 	if r == nil {
 		return nil, xerr.Detail(ErrProtocol, "rank %d answered transfer %d, which is not under way", l.peer, id)
 	}
-	if status == oneRefused && r.err == nil {
-		op := "get"
-		if r.put {
-			op = "put"
-		}
+	op := "get"
+	if r.put {
+		op = "put"
+	}
+	switch {
+	case r.err != nil:
+	case status == oneRefused:
 		r.err = xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: rank %d has no open region that the key names, or it does not match it", l.c.rank, l.peer)
+	case status == oneFailed:
+		r.err = xerr.Errorf(Name, op, memspace.ErrDeviceLost, "rank %d: rank %d could not copy into or out of its region (memory the host cannot touch)", l.c.rank, l.peer)
 	}
 	return r, nil
 }
@@ -573,4 +605,34 @@ func (c *Comm) Flush(ctx context.Context, rank int) error {
 		}
 	}
 	return first
+}
+
+// storeChunk reads the n bytes of a Put's chunk into the scratch of the
+// link's reader and copies them into g, a region the host cannot touch,
+// at off, giving g back; the status answers the chunk. A failed copy is
+// answered, not the link's failure.
+func (l *link) storeChunk(g *onesided.Region, off, n int) (uint32, error) {
+	defer g.Done()
+	if cap(l.one.scratch) < n {
+		l.one.scratch = make([]byte, n)
+	}
+	b := l.one.scratch[:n]
+	if _, err := io.ReadFull(l.rd.br, b); err != nil {
+		return 0, err
+	}
+	// The copy is the region's space's (a device driver's), which bounds
+	// it; the context is not the link's to cancel midway.
+	if err := g.Store(context.Background(), off, b); err != nil {
+		l.copyLogf("a Put of %d bytes at offset %d: %v", n, off, err)
+		return oneFailed, nil
+	}
+	return oneDone, nil
+}
+
+// copyLogf logs a failed copy into or out of a region the host cannot
+// touch, which the peer is told of as a failed transfer.
+func (l *link) copyLogf(format string, args ...any) {
+	if l.c.cfg.Logf != nil {
+		l.c.cfg.Logf("procs: rank %d: serving rank %d: "+format, append([]any{l.c.rank, l.peer}, args...)...)
+	}
 }

@@ -23,9 +23,9 @@ import (
 // (frameOneFree) — as the single copies of one transfer do
 // (onesided_cma.go), a list at a time. A descriptor the target refuses
 // fails the whole frame before a byte moves, naming that descriptor. The
-// other descriptors (to this rank, over links without single copies, or
-// too few bytes to be worth a system call) start one by one, as Put and
-// Get do.
+// other descriptors (to this rank, over links without single copies, to
+// a region the host cannot touch, or too few bytes to be worth a system
+// call) start one by one, as Put and Get do.
 
 const (
 	// batchMax is the most descriptors one batch frame carries: the
@@ -61,6 +61,7 @@ type peerList struct {
 	peer  int
 	idx   []int
 	bytes int
+	each  bool // start one by one, never as batch frames
 }
 
 // opBatch is the part of a prepared batch that one batch frame carries.
@@ -109,11 +110,17 @@ func (c *Comm) PrepareXfers(put bool, xfers []comm.Xfer) (comm.PreparedXfers, er
 			return nil, &comm.XferError{Index: i, Err: xerr.Errorf(Name, "prepare", comm.ErrInvalidArgument, "rank %d: %v is a key of no rank of %d", c.rank, x.Remote, c.size)}
 		}
 		p.bufs[i] = b
-		j, ok := at[x.Remote.Rank]
+		// Descriptors to a region the host cannot touch start one by one,
+		// in a list of their own (each), whose chunks the target copies in.
+		to := x.Remote.Rank
+		if onesided.Staged(x.Remote) {
+			to = -1 - to
+		}
+		j, ok := at[to]
 		if !ok {
 			j = len(p.peers)
-			at[x.Remote.Rank] = j
-			p.peers = append(p.peers, peerList{peer: x.Remote.Rank})
+			at[to] = j
+			p.peers = append(p.peers, peerList{peer: x.Remote.Rank, each: to < 0})
 		}
 		p.peers[j].idx = append(p.peers[j].idx, i)
 		p.peers[j].bytes += len(b)
@@ -135,7 +142,7 @@ func (p *prepared) Post(ctx context.Context) (comm.Request, error) {
 	for _, pl := range p.peers {
 		l := c.links[pl.peer]
 		single := l != nil && l.cma.pid != 0 && !l.cma.refused.Load() && singleCopy()
-		if l != nil && pl.bytes >= batchSingleMin {
+		if l != nil && !pl.each && pl.bytes >= batchSingleMin {
 			for s := 0; s < len(pl.idx); s += batchMax {
 				ob := &opBatch{p: p, idx: pl.idx[s:min(s+batchMax, len(pl.idx))]}
 				for _, i := range ob.idx {
@@ -320,6 +327,10 @@ func (l *link) onBatch(kind uint32, n int, id uint64) error {
 			return l.w.sendCtl(frame{typ: frameBatchDone, tag: oneRefused, a: uint64(k), b: id}, true)
 		}
 		regions = append(regions, g)
+		if g.Data() == nil {
+			release()
+			return xerr.Detail(ErrProtocol, "rank %d sent a batch naming a region the host cannot touch (descriptor %d)", l.peer, k)
+		}
 		locals = append(locals, g.Data()[off:off+size])
 		addrs = append(addrs, binary.LittleEndian.Uint64(d[keySize+16:]))
 	}

@@ -82,6 +82,10 @@ func (l *link) singleTarget(typ, answer uint8, n int, id, off uint64) (*onesided
 	if g == nil {
 		return nil, 0, l.w.sendCtl(frame{typ: answer, tag: oneRefused, a: uint64(n), b: id}, true)
 	}
+	if g.Data() == nil {
+		g.Done()
+		return nil, 0, xerr.Detail(ErrProtocol, "rank %d asked for a single copy of a region the host cannot touch", l.peer)
+	}
 	return g, addr, nil
 }
 

@@ -113,3 +113,46 @@ func TestCloseWithin(t *testing.T) {
 	require.NoError(t, h.CloseWithin(time.Minute, func() { late.Add(1) }))
 	assert.EqualValues(t, 1, late.Load(), "onLate with nothing under way")
 }
+
+// nowhere is a space the host cannot touch and no transfer path reaches.
+type nowhere struct{}
+
+func (nowhere) Name() string { return "nowhere" }
+func (nowhere) Properties() memspace.Properties {
+	return memspace.Properties{Kind: "onesided-test-nowhere", Device: 0, DeviceAccessible: true}
+}
+func (nowhere) Allocate(int, int) (memspace.Block, error) { return memspace.Block{}, memspace.ErrNotSupported }
+func (nowhere) Free(memspace.Block) error                 { return memspace.ErrForeignBlock }
+
+// A region exposed without a host view is Staged, keeps its block's
+// address, and is reached through Store and Load, which copy through the
+// transfer paths; memory no path reaches is refused.
+func TestStagedRegion(t *testing.T) {
+	var tb onesided.Table
+	mem := make([]byte, 64)
+	b, err := memspace.FromSlice(mem)
+	require.NoError(t, err)
+	g := tb.Expose(1, b.Block(), nil)
+	require.NotNil(t, g)
+	assert.True(t, onesided.Staged(g.Key()))
+	assert.Equal(t, uint64(b.Block().Addr()), g.Key().Addr)
+	assert.Nil(t, g.Data())
+	assert.Equal(t, 64, g.Len())
+	host := expose(t, &tb, 8)
+	assert.False(t, onesided.Staged(host.Key()), "a host region")
+
+	found, _ := tb.Find(g.Key(), 10, 5)
+	require.Same(t, g, found)
+	require.NoError(t, g.Store(t.Context(), 10, []byte("hello")))
+	out := make([]byte, 5)
+	require.NoError(t, g.Load(t.Context(), 10, out))
+	found.Done()
+	assert.Equal(t, "hello", string(out))
+	assert.Equal(t, "hello", string(mem[10:15]))
+
+	_, err = onesided.HostView(memspace.NewBlock(nowhere{}, 4096, 64, nil))
+	assert.ErrorIs(t, err, memspace.ErrNotSupported)
+	view, err := onesided.HostView(b.Block())
+	require.NoError(t, err)
+	assert.Len(t, view, 64)
+}
