@@ -21,9 +21,9 @@ import (
 )
 
 const (
-	page    = 16 << 10 // bytes a page
-	pages   = 256      // pages of the pool
-	pulled  = 32       // pages rank 1 pulls
+	page   = 16 << 10 // bytes a page
+	pages  = 256      // pages of the pool
+	pulled = 32       // pages rank 1 pulls
 )
 
 // written is rank 1's notification: the pages are written back.

@@ -121,8 +121,10 @@ func (nowhere) Name() string { return "nowhere" }
 func (nowhere) Properties() memspace.Properties {
 	return memspace.Properties{Kind: "onesided-test-nowhere", Device: 0, DeviceAccessible: true}
 }
-func (nowhere) Allocate(int, int) (memspace.Block, error) { return memspace.Block{}, memspace.ErrNotSupported }
-func (nowhere) Free(memspace.Block) error                 { return memspace.ErrForeignBlock }
+func (nowhere) Allocate(int, int) (memspace.Block, error) {
+	return memspace.Block{}, memspace.ErrNotSupported
+}
+func (nowhere) Free(memspace.Block) error { return memspace.ErrForeignBlock }
 
 // A region exposed without a host view is Staged, keeps its block's
 // address, and is reached through Store and Load, which copy through the
