@@ -85,6 +85,8 @@ var (
 	cmaWorkers = 2
 	// cmaRead copies from another process: shm.ReadFrom, or a test's.
 	cmaRead = shm.ReadFrom
+	// cmaWrite copies into another process: shm.WriteTo, or a test's.
+	cmaWrite = shm.WriteTo
 )
 
 // cmaLink is a link's single-copy state.

@@ -56,6 +56,10 @@ type Comm struct {
 
 	coll collState
 	one  onesided.Table // this rank's exposed regions (onesided.go)
+	// pubs are the directory slots each region is published in, under
+	// dirMu (onesided_direct.go).
+	dirMu sync.Mutex
+	pubs  map[*onesided.Region][]published
 	// notes are the notifications received, not yet taken
 	// (onesided_notify.go).
 	notes onesided.Notes
@@ -417,6 +421,7 @@ func (c *Comm) shutdown() {
 	links := append([]*link(nil), c.links...)
 	c.mu.Unlock()
 	c.coll.closeAll()
+	c.withdrawAll()
 
 	close(c.stop)
 	for _, l := range links {

@@ -204,6 +204,9 @@ type Config struct {
 	// singleCopyMin, when set, replaces cmaMin, so that tests make single
 	// copies of smaller messages.
 	singleCopyMin int
+	// noDirect, when set, publishes no region in the links' directories,
+	// so that tests make one-sided transfers by frames.
+	noDirect bool
 }
 
 // normalize validates cfg and fills in defaults. It is the one check of a

@@ -99,10 +99,15 @@
 // every chunk is answered. A key of no open region, or that does not match
 // the region it names, is refused with ErrInvalidArgument and writes
 // nothing, and the link goes on; a lost target fails the transfers under
-// way with ErrPeerLost. Over a shared-memory link a transfer of 256 KiB or
-// more goes by single copy instead: the target copies a Put's bytes from
-// the origin's memory, and lends a Get's range for the origin to copy,
-// each side writing only its own memory
+// way with ErrPeerLost. Over a shared-memory link a rank publishes each
+// region it exposes in the link's directory (shared memory, shm.Dir), and
+// an origin makes a transfer of 8 KiB or more to a published region by
+// itself: one process_vm_writev or readv from the goroutine that calls
+// Put or Get (a batch, one vectored call), complete when the call returns,
+// the target taking no part; closing the region waits for the copies
+// under way (docs/adr/0037-direct-one-sided-and-device-regions.md). A
+// transfer of 256 KiB or more to a region the directory does not name
+// goes by single copy made by the target's reader
 // (docs/adr/0033-one-sided-on-every-communicator.md). A region of memory
 // the host cannot touch (a GPU's) is reached through its space's copies:
 // the link reader copies each chunk of a Put into it and each Get out of

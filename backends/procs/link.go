@@ -54,8 +54,9 @@ type link struct {
 	rd     reader
 	role   readRole
 	credit credit
-	cma    cmaLink // single copies from the peer's memory (cma.go)
-	one    oneLink // one-sided transfers this rank started (onesided.go)
+	cma    cmaLink    // single copies from the peer's memory (cma.go)
+	one    oneLink    // one-sided transfers this rank started (onesided.go)
+	dir    directLink // the directories of direct one-sided transfers (onesided_direct.go)
 
 	failOnce sync.Once
 	downErr  error         // why the link failed
@@ -82,6 +83,7 @@ func newLink(c *Comm, peer int, conn net.Conn, h join.Terms) *link {
 		// half makes a 128 KiB message wait for its one frame, 32 against
 		// 27 us; an eighth costs bandwidth in frames).
 		l.w.chunk = min(l.w.chunk, l.shm.RingSize()/4)
+		l.startDirect()
 	}
 	l.w.lost = func(err error) error {
 		l.fail(err)
@@ -160,6 +162,7 @@ func (l *link) release() {
 	l.role.awaitHolder()
 	if l.shm != nil {
 		l.w.awaitQuiet()
+		l.stopDirect()
 		_ = l.shm.Unmap()
 	}
 }

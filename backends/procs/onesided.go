@@ -62,7 +62,13 @@ func (c *Comm) Expose(buf memspace.Block) (comm.Region, error) {
 		return nil, xerr.Op(Name, "expose", err)
 	}
 	g := c.one.Expose(c.rank, buf, data)
-	if g == nil || c.shut.Load() {
+	if g == nil {
+		return nil, c.closedErr()
+	}
+	c.publish(g)
+	if c.shut.Load() {
+		c.withdraw(g)
+		_ = g.Close()
 		return nil, c.closedErr()
 	}
 	return &region{Region: g, c: c}, nil
@@ -79,6 +85,7 @@ type region struct {
 // not given it back within the failure bound (Config.Timeout) is cut, as
 // a silent peer is, which gives the range back.
 func (g *region) Close() error {
+	g.c.withdraw(g.Region)
 	return g.CloseWithin(g.c.cfg.Timeout, func() { g.c.cutLenders(g.Region) })
 }
 
@@ -241,6 +248,9 @@ func (c *Comm) oneSided(op string, put bool, local memspace.Block, key comm.Remo
 	}
 	l := c.links[key.Rank]
 	r.via = l
+	if len(data) >= directMin && l.direct(r, key, off) {
+		return r, nil
+	}
 	if err := l.startOne(r, key, off); err != nil {
 		return nil, xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, err)
 	}

@@ -43,8 +43,10 @@ const (
 var (
 	_ comm.Batcher = (*Comm)(nil)
 	// cmaReadVec copies a list of ranges from another process:
-	// shm.ReadVec, or a test's.
-	cmaReadVec = shm.ReadVec
+	// shm.ReadVec, or a test's; cmaWriteVec into it: shm.WriteVec, or a
+	// test's.
+	cmaReadVec  = shm.ReadVec
+	cmaWriteVec = shm.WriteVec
 )
 
 // prepared is a batch of transfers prepared by PrepareXfers.
@@ -141,6 +143,12 @@ func (p *prepared) Post(ctx context.Context) (comm.Request, error) {
 	br := &batchReq{}
 	for _, pl := range p.peers {
 		l := c.links[pl.peer]
+		if l != nil && !pl.each && pl.bytes >= directMin {
+			if r, ok := l.directBatch(p, pl.idx); ok {
+				br.add(r, pl.idx[0])
+				continue
+			}
+		}
 		single := l != nil && l.cma.pid != 0 && !l.cma.refused.Load() && singleCopy()
 		if l != nil && !pl.each && pl.bytes >= batchSingleMin {
 			for s := 0; s < len(pl.idx); s += batchMax {
@@ -484,12 +492,18 @@ func (l *link) resendBatch(id uint64, r *oneOp) {
 // that this goroutine and helpers take in turn, as cmaPieces shares one
 // transfer's copy.
 func readVecPieces(pid int, dsts [][]byte, addrs []uint64) error {
+	return vecPieces(cmaReadVec, pid, dsts, addrs)
+}
+
+// vecPieces copies the ranges of bufs from or to addrs of process pid with
+// vec (cmaReadVec or cmaWriteVec), as readVecPieces reads.
+func vecPieces(vec func(int, [][]byte, []uint64) error, pid int, dsts [][]byte, addrs []uint64) error {
 	total := 0
 	for _, d := range dsts {
 		total += len(d)
 	}
 	if total < cmaSplit {
-		return cmaReadVec(pid, dsts, addrs)
+		return vec(pid, dsts, addrs)
 	}
 	var cuts []int // the first range of each run
 	run := cmaPiece
@@ -503,7 +517,7 @@ func readVecPieces(pid int, dsts [][]byte, addrs []uint64) error {
 	cuts = append(cuts, len(dsts))
 	return cmaShare(len(cuts)-1, 1, func(at, k int) error {
 		for r := at; r < at+k; r++ {
-			if err := cmaReadVec(pid, dsts[cuts[r]:cuts[r+1]], addrs[cuts[r]:cuts[r+1]]); err != nil {
+			if err := vec(pid, dsts[cuts[r]:cuts[r+1]], addrs[cuts[r]:cuts[r+1]]); err != nil {
 				return err
 			}
 		}

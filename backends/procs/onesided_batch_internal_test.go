@@ -15,12 +15,13 @@ import (
 	"github.com/xpu-go/xpu/internal/shm"
 )
 
-// A batch over a shared-memory link goes as batch frames, each moved by
-// one vectored single copy — more descriptors than one frame carries,
-// scattered both ends — and when the kernel refuses the copy its
-// descriptors go through the link one by one, with the same bytes. A
-// descriptor whose region closed after the batch was prepared fails the
-// batch naming it, and nothing of its frame is written.
+// A batch over a shared-memory link to regions not in its directory goes
+// as batch frames, each moved by one vectored single copy — more
+// descriptors than one frame carries, scattered both ends — and when the
+// kernel refuses the copy its descriptors go through the link one by one,
+// with the same bytes. A descriptor whose region closed after the batch
+// was prepared fails the batch naming it, and nothing of its frame is
+// written.
 func TestOneSidedBatchSingleCopy(t *testing.T) {
 	needSingleCopy(t)
 	const page, pages = 4096, batchMax + 76
@@ -71,7 +72,7 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 			return old(pid, dst, addrs)
 		}
 		t.Cleanup(func() { cmaReadVec = old })
-		run(t, cmaGroup(t, 2, Config{}))
+		run(t, cmaGroup(t, 2, Config{noDirect: true}))
 		require.Equal(t, int64(2*pages), ranges.Load(), "every range of both batches copied once")
 		// Runs of cmaPiece bytes (64 pages) a call.
 		require.LessOrEqual(t, calls.Load(), int64(2*(pages/64+2)), "ranges copied one by one")
@@ -83,7 +84,7 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 		}
 		t.Cleanup(func() { cmaReadVec = old })
 		sink := &logSink{}
-		cs := cmaGroup(t, 2, Config{Logf: sink.logf})
+		cs := cmaGroup(t, 2, Config{Logf: sink.logf, noDirect: true})
 		run(t, cs)
 		require.True(t, cs[0].links[1].cma.refused.Load(), "the origin's link still makes single copies")
 	})
@@ -97,7 +98,7 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 		run(t, cs)
 	})
 	t.Run("closed", func(t *testing.T) {
-		cs := cmaGroup(t, 2, Config{})
+		cs := cmaGroup(t, 2, Config{noDirect: true})
 		ctx := testCtx(t)
 		open := pattern(page*pages, 1)
 		reg, err := cs[1].Expose(blk(open))

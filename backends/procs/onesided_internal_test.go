@@ -14,9 +14,10 @@ import (
 	"github.com/xpu-go/xpu/internal/shm"
 )
 
-// Large one-sided transfers over a shared-memory link go by single copy —
-// no chunk crosses the ring — and when the kernel refuses the copy they
-// go through the link instead, once refused, with the same bytes.
+// Large one-sided transfers over a shared-memory link to a region not in
+// its directory go by single copy — no chunk crosses the ring — and when
+// the kernel refuses the copy they go through the link instead, once
+// refused, with the same bytes.
 func TestOneSidedSingleCopy(t *testing.T) {
 	needSingleCopy(t)
 	const n = 1 << 20
@@ -56,7 +57,7 @@ func TestOneSidedSingleCopy(t *testing.T) {
 			return old(pid, dst, addr)
 		}
 		t.Cleanup(func() { cmaRead = old })
-		cs := cmaGroup(t, 2, Config{})
+		cs := cmaGroup(t, 2, Config{noDirect: true})
 		run(t, cs)
 		require.Positive(t, tries.Load(), "no single copy was made")
 	})
@@ -69,7 +70,7 @@ func TestOneSidedSingleCopy(t *testing.T) {
 		}
 		t.Cleanup(func() { cmaRead = old })
 		sink := &logSink{}
-		cs := cmaGroup(t, 2, Config{Logf: sink.logf})
+		cs := cmaGroup(t, 2, Config{Logf: sink.logf, noDirect: true})
 		run(t, cs)
 		require.True(t, cs[1].links[0].cma.refused.Load(), "the target's link still tries single copies")
 		require.True(t, cs[0].links[1].cma.refused.Load(), "the origin's link still asks for single copies")

@@ -63,8 +63,18 @@ const MaxVec = 1024
 // takes: one for most lists. It takes at most MaxVec ranges. Only the dst
 // slices are written, as for ReadFrom.
 func ReadVec(pid int, dst [][]byte, addrs []uint64) error {
+	return vecCopy(pid, dst, addrs, false)
+}
+
+// WriteVec copies, for each i, src[i] to address addrs[i] of process pid
+// (process_vm_writev), as ReadVec reads.
+func WriteVec(pid int, src [][]byte, addrs []uint64) error {
+	return vecCopy(pid, src, addrs, true)
+}
+
+func vecCopy(pid int, dst [][]byte, addrs []uint64, write bool) error {
 	if len(dst) != len(addrs) || len(dst) > MaxVec {
-		return fmt.Errorf("shm: ReadVec of %d buffers from %d addresses (at most %d)", len(dst), len(addrs), MaxVec)
+		return fmt.Errorf("shm: a vectored copy of %d buffers and %d addresses (at most %d)", len(dst), len(addrs), MaxVec)
 	}
 	if pid <= 0 {
 		return fmt.Errorf("%w: pid %d", ErrNoProcess, pid)
@@ -87,12 +97,18 @@ func ReadVec(pid int, dst [][]byte, addrs []uint64) error {
 		total += len(b)
 	}
 	for len(liov) > 0 {
-		n, err := unix.ProcessVMReadv(pid, liov, riov, 0)
+		var n int
+		var err error
+		if write {
+			n, err = unix.ProcessVMWritev(pid, liov, riov, 0)
+		} else {
+			n, err = unix.ProcessVMReadv(pid, liov, riov, 0)
+		}
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return vmErr(false, err)
+			return vmErr(write, err)
 		}
 		if n <= 0 || n > total {
 			return fmt.Errorf("%w: [%#x, +%d): copied %d bytes", ErrFault, riov[0].Base, riov[0].Len, n)

@@ -30,6 +30,9 @@ const MaxVec = 1024
 // ReadVec is not supported on this system.
 func ReadVec(pid int, dst [][]byte, addrs []uint64) error { return errNoCMA }
 
+// WriteVec is not supported on this system.
+func WriteVec(pid int, src [][]byte, addrs []uint64) error { return errNoCMA }
+
 // WriteTo is not supported on this system.
 func WriteTo(pid int, addr uint64, src []byte) error { return errNoCMA }
 

@@ -159,3 +159,37 @@ func TestReadVec(t *testing.T) {
 		t.Fatalf("ReadVec of %d ranges: no error", MaxVec+1)
 	}
 }
+
+// TestWriteVec writes a scattered list of buffers into this process's
+// memory in one call, and refuses a range that is not mapped.
+func TestWriteVec(t *testing.T) {
+	if ok, why := SingleCopy(); !ok {
+		t.Skipf("no single copy here: %s", why)
+	}
+	pid := os.Getpid()
+	dst := make([]byte, 64<<10)
+	var src [][]byte
+	var addrs []uint64
+	want := make([]byte, len(dst))
+	for i := range 40 {
+		n := (i * 977) % 1500 // 0 now and then
+		at := i * 1600
+		b := make([]byte, n)
+		for k := range b {
+			b[k] = byte(i + k*5 + 1)
+		}
+		src = append(src, b)
+		addrs = append(addrs, addrOf(dst[at:]))
+		copy(want[at:], b)
+	}
+	if err := WriteVec(pid, src, addrs); err != nil {
+		t.Fatalf("WriteVec of %d ranges: %v", len(src), err)
+	}
+	if !bytes.Equal(dst, want) {
+		t.Fatal("WriteVec wrote the wrong bytes, or outside its ranges")
+	}
+	addrs[7] = 4096
+	if err := WriteVec(pid, src, addrs); !errors.Is(err, ErrFault) {
+		t.Fatalf("WriteVec with range 7 at 0x1000: %v, want ErrFault", err)
+	}
+}

@@ -16,11 +16,12 @@ var ErrCorrupt = errors.New("shm: corrupt ring")
 // Segment layout. The header page holds the identity of the segment and
 // the control words of the two rings, each word on a line of its own (128
 // bytes: a cache line and its prefetched neighbour); the rings' bytes
-// follow, ring 0 (creator to attacher) then ring 1.
+// follow, ring 0 (creator to attacher) then ring 1, and then the two
+// directories (dir.go), the creator's then the attacher's.
 const (
 	headerSize = 4096
 	magic      = 0x58505553484d0001 // "XPUSHM", then 0 and 1
-	version    = 1
+	version    = 2
 	nonceSize  = 16
 
 	offMagic    = 0
@@ -45,7 +46,7 @@ const (
 )
 
 // segmentSize is the length of a segment whose rings hold ringSize bytes.
-func segmentSize(ringSize int) int { return headerSize + 2*ringSize }
+func segmentSize(ringSize int) int { return headerSize + 2*ringSize + 2*dirSize }
 
 // ring is one direction of a segment as one side sees it: the control
 // words and the bytes, in shared memory.

@@ -13,7 +13,7 @@ import (
 // the target, which runs nothing but its communicator's own progress.
 //
 //	put.lat.8B, get.lat.8B      one 8-byte Put (Get) and its Flush (ns/op)
-//	put.bw.<size>, get.bw.<size> 64 transfers of 1 MiB (4 MiB) to one place, then Flush (GB/s)
+//	put.bw.<size>, get.bw.<size> 64 transfers of 8 KiB, 64 KiB, 1 MiB or 4 MiB to one place, then Flush (GB/s)
 //	getbatch.1024x4KiB          one prepared batch of 1,024 Gets of 4 KiB pages, scattered (GB/s)
 //	putbatch.1024x4KiB          the same pages written back by a batch of Puts (GB/s)
 //	putnotify.8B                half a round trip of 8-byte Puts, each with a notification that
@@ -102,7 +102,7 @@ func oneSidedCases(ctx context.Context, c *procs.Comm, want func(string) bool,
 		for _, k := range []struct {
 			name string
 			size int
-		}{{"1MiB", 1 << 20}, {"4MiB", 4 << 20}} {
+		}{{"8KiB", 8 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"4MiB", 4 << 20}} {
 			if !want(op + ".bw." + k.name) {
 				continue
 			}
@@ -110,7 +110,7 @@ func oneSidedCases(ctx context.Context, c *procs.Comm, want func(string) bool,
 			if origin {
 				body = func() error { return window(put, k.size) }
 			}
-			ns, err := measure(2, body)
+			ns, err := measure(max(2, (1<<20)/k.size), body)
 			if err != nil {
 				return err
 			}
