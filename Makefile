@@ -4,7 +4,7 @@ GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp refs-shm sweep xpu fuzz chaos
+.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp refs-shm rounds-shm sweep xpu fuzz chaos
 
 all: test
 
@@ -101,6 +101,29 @@ refs-shm: xpu
 	@rm -f $(BENCHDIR)/shm_procs.out
 	./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
 	./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -o $(BENCHDIR)/shm_procs.out
+
+# The same comparisons in interleaved rounds (two ranks): each round runs
+# Open MPI's reference, the C ring and tcpbench back to back into a
+# directory of its own, and xpu bench rounds reports the median and the
+# worst round of each ratio; a goal is met when it holds in every round.
+# ROUNDS_ONLY narrows tcpbench's cases (a regular expression: '^(put|get)',
+# 'pingpong'), ROUNDS sets their number.
+ROUNDS ?= 10
+ROUNDS_ONLY ?=
+rounds-shm: xpu
+	@bash scripts/setup-mpi.sh
+	@mkdir -p $(BENCHDIR)/procs
+	gcc -O3 -pthread -o $(BENCHDIR)/procs/shm_ring_ref internal/tooling/bench/ref/shm_ring_ref.c
+	mpicc -O3 -o $(BENCHDIR)/mpi_shm_ref internal/tooling/bench/ref/tcp_mpi_ref.c
+	$(GO) build -o $(BENCHDIR)/procs/tcpbench ./internal/tooling/tcpbench
+	@rm -rf $(BENCHDIR)/rounds-shm
+	@for i in $$(seq -w 1 $(ROUNDS)); do \
+		d=$(BENCHDIR)/rounds-shm/$$i; mkdir -p $$d; echo "round $$i of $(ROUNDS)"; \
+		$(MPIRUN_SHM) -np 2 $(BENCHDIR)/mpi_shm_ref vader > $$d/mpi_shm_ref.out || exit 1; \
+		$(BENCHDIR)/procs/shm_ring_ref > $$d/shm_ring_ref.out || exit 1; \
+		./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+	done
+	./bin/xpu bench rounds $(BENCHDIR)/rounds-shm
 
 bench: xpu refs refs-mpi refs-tcp refs-shm sweep
 	./bin/xpu bench --ref $(BENCHDIR)

@@ -10,6 +10,7 @@
 //	xpu bench sweep [--filter REGEX] [--min-size SIZE] [--max-size SIZE] [--json] [--plot DIR] [--budget DURATION]
 //	xpu bench compare old.json new.json
 //	xpu bench plot [-o DIR] run.json
+//	xpu bench rounds [--filter REGEXP] DIR
 //
 // Exit status: 0 on success, 1 when a conformance case fails or a command
 // fails, 2 for bad usage.

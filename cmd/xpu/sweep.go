@@ -34,6 +34,7 @@ var benchSubcommands = map[string]func(ctx context.Context, args []string, stdou
 	"sweep-rank": runSweepRank,
 	"compare":    runCompare,
 	"plot":       runPlot,
+	"rounds":     runRounds,
 }
 
 // refProgram is the Open MPI reference of the sweep, built by make

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/xpucmd"
+)
+
+// TestRounds reads rounds of figures and reports each comparison's median
+// and worst ratio: a goal met in the median but not in one round is not
+// met, and says so; a comparison missing from a round counts the rounds
+// that have it.
+func TestRounds(t *testing.T) {
+	dir := t.TempDir()
+	rounds := []string{
+		"shm.np2.pingpong.8B 300 ns/op\nvader.np2.pingpong.8B 330 ns/op\nshm.np2.put.bw.1MiB 12 GB/s\nvader.np2.put.bw.1MiB 10 GB/s\n",
+		"shm.np2.pingpong.8B 310 ns/op\nvader.np2.pingpong.8B 320 ns/op\nshm.np2.put.bw.1MiB 11 GB/s\nvader.np2.put.bw.1MiB 10 GB/s\n",
+		"shm.np2.pingpong.8B 400 ns/op\nvader.np2.pingpong.8B 320 ns/op\n",
+	}
+	for i, r := range rounds {
+		d := filepath.Join(dir, string(rune('1'+i)))
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "figures.out"), []byte(r), 0o644))
+	}
+	var out, errs bytes.Buffer
+	require.NoError(t, runRounds(context.Background(), []string{dir}, &out, &errs), errs.String())
+	lines := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 3 {
+			lines[f[0]+" "+f[3]] = l
+		}
+	}
+	pp := lines["shm.np2.pingpong.8B vader.np2.pingpong.8B"]
+	require.Contains(t, pp, " 0.97 ", "the median of 0.91, 0.97 and 1.25")
+	require.Contains(t, pp, " 1.25 ", "the worst round of a time is the highest ratio")
+	require.Contains(t, pp, "NOT MET in every round")
+	bw := lines["shm.np2.put.bw.1MiB vader.np2.put.bw.1MiB"]
+	require.Contains(t, bw, " 1.10 ", "the worst round of a rate is the lowest ratio")
+	require.Contains(t, bw, "met in every round")
+	require.Contains(t, bw, " 2 ", "two rounds have the figure")
+
+	err := runRounds(context.Background(), []string{t.TempDir()}, &out, &errs)
+	require.ErrorIs(t, err, xpucmd.ErrUsage, "no round")
+	err = runRounds(context.Background(), nil, &out, &errs)
+	require.ErrorIs(t, err, xpucmd.ErrUsage, "no directory")
+}
