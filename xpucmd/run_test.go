@@ -215,7 +215,7 @@ func TestRunExamplePagedCache(t *testing.T) {
 			code := Run(testCtx(t), []string{"run", "-n", "2", "--timeout", "2m", "go", "run", "../examples/pagedcache"}, &stdout, &stderr)
 			require.Equal(t, 0, code, "stderr: %s", stderr.String())
 			assert.ElementsMatch(t, []string{
-				"[0] rank 0: 32 pages written back into a pool of 256: ok",
+				"[0] rank 0: 32 pages written back into a pool of 256 (host memory): ok",
 				"[1] rank 1: 32 pages pulled with one batch of Gets and written back with one batch of Puts, notified: ok",
 			}, strings.Split(strings.TrimSpace(stdout.String()), "\n"))
 		})

@@ -3,7 +3,12 @@
 package cuda_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -20,6 +25,7 @@ import (
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
+	"github.com/xpu-go/xpu/xpucmd"
 )
 
 // One-sided transfers into and out of device memory: the one-sided cases
@@ -120,4 +126,61 @@ func TestOneSidedDeviceRegionFails(t *testing.T) {
 			require.NoError(t, b.Close(), "closing a backend whose device failed")
 		})
 	}
+}
+
+// examples/pagedcache with its pool in device memory (PAGEDCACHE_POOL=cuda):
+// both ranks in one process, and two rank processes under xpu run, whose
+// pages the communicator copies into and out of the device with the
+// driver.
+func TestExamplePagedCacheDevicePool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs examples/pagedcache")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	bin := filepath.Join(t.TempDir(), "pagedcache")
+	out, err := exec.Command(goCmd, "build", "-o", bin, "../../examples/pagedcache").CombinedOutput()
+	require.NoError(t, err, "go build ./examples/pagedcache: %s", out)
+	env := []string{"PAGEDCACHE_POOL=cuda", "XPU_BACKEND="}
+	for _, v := range []string{"XPU_RANK", "XPU_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+		"PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"} {
+		env = append(env, v+"=")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const pool = "rank 0: 32 pages written back into a pool of 256 (cuda-device memory): ok"
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(), env...)
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "both ranks in one process: %s", out)
+	assert.Contains(t, string(out), pool)
+
+	for k, v := range map[string]string{"PAGEDCACHE_POOL": "cuda", "XPU_BACKEND": ""} {
+		t.Setenv(k, v)
+	}
+	var stdout, stderr syncBuffer
+	code := xpucmd.Run(ctx, []string{"run", "-n", "2", "--timeout", "1m", bin}, &stdout, &stderr)
+	require.Equal(t, 0, code, "xpu run -n 2 pagedcache: %s%s", stdout.String(), stderr.String())
+	assert.Contains(t, stdout.String(), "[0] "+pool)
+}
+
+// syncBuffer is a bytes.Buffer that the rank streams of xpu run may write
+// at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -151,7 +151,7 @@ func TestExamplePagedCache(t *testing.T) {
 		t.Fatalf("%s … pagedcache: %v\n%s", l.path, err, out)
 	}
 	for _, want := range []string{
-		"rank 0: 32 pages written back into a pool of 256: ok",
+		"rank 0: 32 pages written back into a pool of 256 (host memory): ok",
 		"rank 1: 32 pages pulled with one batch of Gets and written back with one batch of Puts, notified: ok",
 	} {
 		if !strings.Contains(string(out), want) {

@@ -175,7 +175,14 @@ func (l *link) direct(r *oneOp, key comm.RemoteKey, off int) bool {
 	}
 	n := len(r.buf)
 	addr := key.Addr + uint64(off)
-	cerr := cmaPieces(n, func(o, k int) error {
+	// One call up to cmaSplit, two goroutines above: at 1 MiB one call
+	// read 12.3-13.2 GB/s in windows of Puts against 10.4-12.3 shared; at
+	// 4 MiB shared 14-19 against 12.
+	pieces := cmaPieces
+	if n <= cmaSplit {
+		pieces = func(n int, do func(off, k int) error) error { return do(0, n) }
+	}
+	cerr := pieces(n, func(o, k int) error {
 		if r.put {
 			return cmaWrite(l.cma.pid, addr+uint64(o), r.buf[o:o+k])
 		}

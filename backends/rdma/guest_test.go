@@ -72,7 +72,7 @@ exit $rc`
 
 // exampleLines are the lines of examples/pagedcache's two ranks.
 var exampleLines = []string{
-	"rank 0: 32 pages written back into a pool of 256: ok",
+	"rank 0: 32 pages written back into a pool of 256 (host memory): ok",
 	"rank 1: 32 pages pulled with one batch of Gets and written back with one batch of Puts, notified: ok",
 }
 

@@ -14,5 +14,10 @@
 // Each rank prints one line and the program exits with status 1 when a
 // page is wrong or a step fails. XPU_BACKEND names the communicator
 // (procs when unset); any that implements comm.Notifier runs it. The
-// pool lives in the "cpu" backend's memory.
+// pool lives in the "cpu" backend's memory, or with PAGEDCACHE_POOL=cuda
+// in a GPU's device memory, which the host cannot touch: procs and local
+// copy the pages into and out of it with the driver (rdma and mpi refuse
+// such a pool with an error that says so).
+//
+//	PAGEDCACHE_POOL=cuda xpu run -n 2 go run ./examples/pagedcache
 package main

@@ -13,8 +13,10 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
 
 	_ "github.com/xpu-go/xpu/backends/cpu"   // host memory
+	_ "github.com/xpu-go/xpu/backends/cuda"  // PAGEDCACHE_POOL=cuda: the pool in GPU memory
 	_ "github.com/xpu-go/xpu/backends/mpi"   // XPU_BACKEND=mpi under mpirun (built with -tags mpi)
 	_ "github.com/xpu-go/xpu/backends/procs" // the communicator between processes
 	_ "github.com/xpu-go/xpu/backends/rdma"  // XPU_BACKEND=rdma over RDMA (built with -tags rdma)
@@ -25,6 +27,11 @@ const (
 	pages  = 256      // pages of the pool
 	pulled = 32       // pages rank 1 pulls
 )
+
+// envPool names the backend whose memory holds rank 0's pool: "cpu" (the
+// default), or "cuda" for a GPU's device memory, which the host cannot
+// touch (the communicator copies into and out of it with the driver).
+const envPool = "PAGEDCACHE_POOL"
 
 // written is rank 1's notification: the pages are written back.
 var written = []byte("written back")
@@ -66,8 +73,16 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, host.Close()) }()
+	pool := host
+	if name := os.Getenv(envPool); name != "" && name != "cpu" {
+		if pool, err = xpu.Open(ctx, name, nil); err != nil {
+			return fmt.Errorf("%s=%s: %w", envPool, name, err)
+		}
+		defer func() { err = errors.Join(err, pool.Close()) }()
+	}
+	spaces := [2]memspace.Space{pool.Memory, host.Memory} // rank 0's pool, rank 1's cache
 	if network.Comm != nil {
-		return rank(ctx, network.Comm, host.Memory)
+		return rank(ctx, network.Comm, spaces)
 	}
 	// Not started by a launcher: both ranks in this process.
 	ranks, err := network.Group(ctx, 2)
@@ -77,22 +92,23 @@ func run(ctx context.Context) (err error) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, c := range ranks {
-		wg.Go(func() { errs[i] = rank(ctx, c, host.Memory) })
+		wg.Go(func() { errs[i] = rank(ctx, c, spaces) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// rank is one rank's part.
-func rank(ctx context.Context, c comm.Comm, space memspace.Space) error {
+// rank is one rank's part: rank 0 keeps its pool in spaces[0], rank 1
+// its cache in spaces[1].
+func rank(ctx context.Context, c comm.Comm, spaces [2]memspace.Space) error {
 	one, ok := c.(comm.Notifier)
 	if !ok || c.Size() != 2 {
 		return fmt.Errorf("needs 2 ranks of a communicator with one-sided transfers and notifications; have %d of %T", c.Size(), c)
 	}
 	if c.Rank() == 0 {
-		return server(ctx, one, space)
+		return server(ctx, one, spaces[0])
 	}
-	return client(ctx, one, space)
+	return client(ctx, one, spaces[1])
 }
 
 // server exposes the pool, waits for rank 1's notification, and checks
@@ -103,14 +119,16 @@ func server(ctx context.Context, c comm.Notifier, space memspace.Space) error {
 		return err
 	}
 	defer pool.Free()
-	mem, err := pool.Host()
-	if err != nil {
-		return err
-	}
+	// The pool's pages are written, and read back, through a host copy:
+	// the pool may be memory the host cannot touch.
+	mem := make([]byte, pages*page)
 	for p := range pages {
 		for k := range page {
 			mem[p*page+k] = fill(p, k)
 		}
+	}
+	if err := copyPool(ctx, pool, mem, true); err != nil {
+		return err
 	}
 	reg, err := c.Expose(pool.Block())
 	if err != nil {
@@ -129,6 +147,9 @@ func server(ctx context.Context, c comm.Notifier, space memspace.Space) error {
 	if note.Source != 1 || string(note.Msg) != string(written) {
 		return fmt.Errorf("rank 0: notification %q from rank %d, want %q from rank 1", note.Msg, note.Source, written)
 	}
+	if err := copyPool(ctx, pool, mem, false); err != nil {
+		return err
+	}
 	for i := range pulled {
 		p, q := slot(i), back(i)
 		for k := range page {
@@ -137,8 +158,20 @@ func server(ctx context.Context, c comm.Notifier, space memspace.Space) error {
 			}
 		}
 	}
-	fmt.Printf("rank 0: %d pages written back into a pool of %d: ok\n", pulled, pages)
+	fmt.Printf("rank 0: %d pages written back into a pool of %d (%s memory): ok\n", pulled, pages, space.Properties().Kind)
 	return nil
+}
+
+// copyPool copies host bytes into the pool (in) or the pool into them.
+func copyPool(ctx context.Context, pool *memspace.Buffer[byte], host []byte, in bool) error {
+	h, err := memspace.FromSlice(host)
+	if err != nil {
+		return err
+	}
+	if in {
+		return transfer.Copy(ctx, pool, h)
+	}
+	return transfer.Copy(ctx, h, pool)
 }
 
 // client pulls its pages with one batch of Gets, changes them, and writes
