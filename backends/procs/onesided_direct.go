@@ -209,7 +209,7 @@ func (l *link) direct(r *oneOp, key comm.RemoteKey, off int) bool {
 		// The peer published memory it does not map: its program freed
 		// the memory of an open region.
 		r.Complete(comm.Status{}, xerr.Errorf(Name, op, comm.ErrInvalidArgument,
-			"rank %d: rank %d's region %v is not mapped in its memory: %v", l.c.rank, l.peer, key, cerr))
+			"rank %d: rank %d's region %v is not mapped in its memory: %w", l.c.rank, l.peer, key, cerr))
 	default:
 		r.Complete(comm.Status{}, xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: single copy with rank %d: %w", l.c.rank, l.peer, cerr))
 	}
@@ -283,7 +283,7 @@ func (l *link) directBatch(p *prepared, idx []int) (comm.Request, bool) {
 	}
 	err := xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: single copy with rank %d: %w", l.c.rank, l.peer, cerr)
 	if l.peerGone() == nil && l.failed() == nil && errors.Is(cerr, shm.ErrFault) {
-		err = xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: a region of rank %d is not mapped in its memory: %v", l.c.rank, l.peer, cerr)
+		err = xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: a region of rank %d is not mapped in its memory: %w", l.c.rank, l.peer, cerr)
 	}
 	r.Complete(comm.Status{}, &comm.XferError{Index: idx[0], Err: err})
 	return r, true
