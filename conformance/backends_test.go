@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu"
+	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
@@ -63,4 +64,18 @@ func TestFakeDevice(t *testing.T) {
 	conformance.TestTransfer(t, func(t *testing.T) []memspace.Space {
 		return []memspace.Space{newFakeDevice(), newHostSpace(t), newFakeDevice()}
 	}, conformance.Streams(func(t *testing.T) executor.Streamer { return newCPUExec(t) }))
+}
+
+// TestSmallSpace runs the space, pool and transfer suites over a host
+// space of MinCapacity bytes (a limit it reports through Available): the
+// suites scale their blocks to it, and every case passes.
+func TestSmallSpace(t *testing.T) {
+	small := func(t *testing.T) memspace.Space {
+		s := cpu.NewSpace(cpu.SpaceOptions{Limit: conformance.MinCapacity})
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	conformance.TestSpace(t, small)
+	conformance.TestPool(t, small)
+	conformance.TestTransfer(t, func(t *testing.T) []memspace.Space { return []memspace.Space{small(t), small(t)} })
 }

@@ -21,6 +21,19 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			"--- FAIL: TestBrokenAlignment/space/alloc/typed",
 			"is not aligned to",
 		}},
+		// A bump allocator that ignores the alignment asked for: its first
+		// block is at an aligned base, the ones beside it are not.
+		{test: "TestBrokenBumpAlignment/^space$/^alloc$/^alignment$", want: []string{
+			"--- FAIL: TestBrokenBumpAlignment/space/alloc/alignment",
+			"other blocks live",
+			"is not aligned to",
+		}},
+		// A Free that keeps the ledger right but never the memory.
+		{test: "TestBrokenNeverReuse/^space$/^free$/^reuse$", want: []string{
+			"--- FAIL: TestBrokenNeverReuse/space/free/reuse",
+			"round 2: space fake ran out after 0 blocks",
+			"a Free that keeps the ledger right but keeps the memory",
+		}},
 		{test: "TestBrokenDoubleFree", want: []string{
 			"--- FAIL: TestBrokenDoubleFree/space/free/double",
 			"Free #2 of a freed block",
@@ -136,6 +149,30 @@ func fakeSpaces(d defect) func(*testing.T) *fakeSpace {
 func TestBrokenAlignment(t *testing.T) {
 	onlyInChild(t)
 	conformance.TestSpace(t, fakeSpaces(ignoreAlignment))
+}
+
+func TestBrokenBumpAlignment(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, func(*testing.T) *bumpSpace { return newBumpSpace() })
+}
+
+func TestBrokenNeverReuse(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace {
+		s := newFakeSpace(neverReuse)
+		s.capacity = 4 << 20
+		return s
+	})
+}
+
+// TestSpaceWithCapacity runs the space suite over the correct fake with a
+// capacity of 4 MiB, which it reports: the reuse case fills it three times.
+func TestSpaceWithCapacity(t *testing.T) {
+	conformance.TestSpace(t, func(*testing.T) *fakeSpace {
+		s := newFakeSpace(correct)
+		s.capacity = 4 << 20
+		return s
+	})
 }
 
 func TestBrokenDoubleFree(t *testing.T) {

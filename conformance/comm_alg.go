@@ -19,8 +19,10 @@ import (
 // sizes, and every algorithm and path runs (the coll cases run every
 // collective at small sizes over 1 to MaxRanks ranks). They run over two
 // ranks, a power of two (4) and another count (3), with a root other than
-// rank 0; one reduction (Sum) and one element type per collective keep the
-// bytes moved to a few MiB per rank.
+// rank 0; Reduce and Allreduce run a count of more than 3 MiB that the
+// group size does not divide as well (bigUneven). One reduction (Sum) and
+// one element type per collective keep the bytes moved to a few MiB per
+// rank.
 
 // algGroupSizes are the group sizes of the algorithm cases: two (where
 // Bcast keeps its tree), an odd count and a power of two.
@@ -87,6 +89,9 @@ func algBody(c collalg.Coll) func(ctx context.Context, me, n int, cm comm.Comm) 
 	return func(ctx context.Context, me, n int, cm comm.Comm) error {
 		elem := algElem(c)
 		counts := collalg.Counts(c, elem, n)
+		if c == collalg.Reduce || c == collalg.Allreduce {
+			counts = append(counts, bigUneven(n, elem))
+		}
 		slices.Reverse(counts) // the largest first: the new paths fail first
 		for _, count := range counts {
 			if err := algRun(ctx, c, me, n, count, cm); err != nil {
@@ -95,6 +100,18 @@ func algBody(c collalg.Coll) func(ctx context.Context, me, n int, cm comm.Comm) 
 		}
 		return nil
 	}
+}
+
+// bigUneven is a count of elements of elem bytes well past the last
+// threshold of every reduction (3 MiB and a little), which n does not
+// divide: the ring's blocks are uneven and its last piece short, where an
+// implementation that splits large vectors slips.
+func bigUneven(n, elem int) int {
+	count := 3<<20/elem + 1
+	for count%n == 0 {
+		count++
+	}
+	return count
 }
 
 // algCall names the call of collective c in the algorithm cases.

@@ -28,6 +28,7 @@ const (
 	silentDoubleFree         // a second Free of a block succeeds
 	freeByAddressOnly        // Free ignores the length: a prefix slice frees the allocation
 	uncountedFrees           // the ledger does not count frees
+	neverReuse               // Free keeps the ledger right but not the memory: a capacity runs out
 )
 
 // fakeSpace is host memory on the Go heap. Each allocation is a Go slice
@@ -44,6 +45,10 @@ type fakeSpace struct {
 	live  map[memspace.Addr][]byte
 	freed map[memspace.Addr]bool
 	st    memspace.Stats
+	// capacity, when set, is the most bytes the space gives at once,
+	// which Available reports; consumed is what it has given and not
+	// taken back.
+	capacity, consumed int64
 }
 
 var (
@@ -144,6 +149,13 @@ func (s *fakeSpace) Allocate(size, align int) (memspace.Block, error) {
 	if size > 1<<32 {
 		return memspace.Block{}, fmt.Errorf("fake: %d bytes: %w", size, memspace.ErrOutOfMemory)
 	}
+	s.mu.Lock()
+	if s.capacity > 0 && s.consumed+int64(size) > s.capacity {
+		s.mu.Unlock()
+		return memspace.Block{}, fmt.Errorf("fake: %d bytes with %d of %d given: %w", size, s.consumed, s.capacity, memspace.ErrOutOfMemory)
+	}
+	s.consumed += int64(size)
+	s.mu.Unlock()
 	mem := make([]byte, size+align+1)
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	off := int((uintptr(align) - base%uintptr(align)) % uintptr(align))
@@ -185,12 +197,25 @@ func (s *fakeSpace) Free(b memspace.Block) error {
 	}
 	delete(s.live, b.Addr())
 	s.freed[b.Addr()] = true
+	if s.defect != neverReuse {
+		s.consumed -= int64(len(mem))
+	}
 	if s.defect != uncountedFrees {
 		s.st.InUse -= int64(len(mem))
 		s.st.Live--
 		s.st.Frees++
 	}
 	return nil
+}
+
+// Available reports the capacity, when the space has one.
+func (s *fakeSpace) Available() (free, total int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capacity == 0 {
+		return -1, -1, nil
+	}
+	return s.capacity - s.consumed, s.capacity, nil
 }
 
 func (s *fakeSpace) Stats() memspace.Stats {
@@ -273,5 +298,58 @@ func shortCopy(_ context.Context, dst, src memspace.Block) error {
 		return errShortCopy
 	}
 	copy(d[:len(d)-1], s)
+	return nil
+}
+
+// bumpSpace is device memory handed out by a bump pointer from a base
+// aligned to 1 TiB, which ignores the alignment each Allocate asks for
+// (it keeps its own, 256 bytes): the first block of an empty space sits at
+// the base, aligned to anything, the next ones are not. Freeing every
+// block moves the pointer back to the base.
+type bumpSpace struct {
+	mu   sync.Mutex
+	next int
+	live map[memspace.Addr]int
+}
+
+const bumpBase = 1 << 40
+
+func newBumpSpace() *bumpSpace { return &bumpSpace{live: map[memspace.Addr]int{}} }
+
+func (s *bumpSpace) Name() string { return "bump" }
+
+func (s *bumpSpace) Properties() memspace.Properties {
+	return memspace.Properties{Kind: "conformance-test-bump", Device: 0, DeviceAccessible: true, Alignment: 256}
+}
+
+func (s *bumpSpace) Allocate(size, align int) (memspace.Block, error) {
+	if _, err := impl.CheckAlloc(size, align, 256); err != nil {
+		return memspace.Block{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	off := (s.next + 255) &^ 255 // the space's alignment, not the one asked for
+	if size > 1<<34 || off+size > 1<<34 {
+		return memspace.Block{}, fmt.Errorf("bump: %d bytes: %w", size, memspace.ErrOutOfMemory)
+	}
+	s.next = off + size
+	b := memspace.NewBlock(s, memspace.Addr(bumpBase+off), size, nil)
+	s.live[b.Addr()] = size
+	return b, nil
+}
+
+func (s *bumpSpace) Free(b memspace.Block) error {
+	if b.Space() != memspace.Space(s) {
+		return fmt.Errorf("bump: free of %v: %w", b, memspace.ErrForeignBlock)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n, ok := s.live[b.Addr()]; !ok || n != b.Len() {
+		return fmt.Errorf("bump: free of %v: %w", b, memspace.ErrDoubleFree)
+	}
+	delete(s.live, b.Addr())
+	if len(s.live) == 0 {
+		s.next = 0
+	}
 	return nil
 }

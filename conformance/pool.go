@@ -88,7 +88,7 @@ func needLedger(c *tcase, up memspace.StatsSpace, p *memspace.Pool) {
 func poolReuse(c *tcase, newUpstream func(*testing.T) memspace.Space) {
 	p, up := openPool(c.T, newUpstream, memspace.PoolOptions{})
 	needLedger(c, up, p)
-	for _, size := range []int{1, 1000, 100 << 10, 4 << 20} {
+	for _, size := range fitOf(p).sizes(c, []int{1, 1000, 100 << 10, 4 << 20}) {
 		b, err := p.Allocate(size, 0)
 		require.NoError(c, err)
 		require.NoError(c, p.Free(b))
@@ -108,7 +108,7 @@ func poolTrim(c *tcase, newUpstream func(*testing.T) memspace.Space) {
 	needLedger(c, up, p)
 	base := up.Stats()
 	var blocks []memspace.Block
-	for _, size := range []int{64, 5000, 1 << 20, 3 << 20, 30 << 20} {
+	for _, size := range fitOf(p).sizes(c, []int{64, 5000, 1 << 20, 3 << 20, 30 << 20}) {
 		b, err := p.Allocate(size, 0)
 		require.NoError(c, err)
 		blocks = append(blocks, b)
@@ -163,6 +163,17 @@ func poolUpstreamLedger(c *tcase, newUpstream func(*testing.T) memspace.Space) {
 	for i, o := range configs {
 		p, up := openPool(c.T, newUpstream, o)
 		needLedger(c, up, p)
+		// Blocks of up to 1 MiB, about 130 live at once: less on a space
+		// too small for them.
+		maxBits := 20
+		if f := fitOf(p); f.limit != 0 {
+			for maxBits > 6 && 150*(1<<maxBits)/(maxBits-3) > f.limit*fitShare/2 {
+				maxBits--
+			}
+			if maxBits < 20 && i == 0 {
+				c.Logf("blocks of up to %d bytes, not 1 MiB: %s", 1<<maxBits, f.why)
+			}
+		}
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
 		var live []memspace.Block
 		for range 400 {
@@ -172,7 +183,7 @@ func poolUpstreamLedger(c *tcase, newUpstream func(*testing.T) memspace.Space) {
 				live = append(live[:k], live[k+1:]...)
 				continue
 			}
-			size := 1 + rng.IntN(1<<(4+rng.IntN(17)))
+			size := 1 + rng.IntN(1<<(4+rng.IntN(maxBits-3)))
 			align := 0
 			if rng.IntN(4) == 0 {
 				align = 1 << rng.IntN(16)

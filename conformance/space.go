@@ -93,6 +93,7 @@ func spaceCases(t *testing.T, root node, f spaceFactory) {
 		g.run(t, "double", func(c *tcase) { spaceDoubleFree(c, f.open(c)) })
 		g.run(t, "sub-slice", func(c *tcase) { spaceSubSlice(c, f.open(c)) })
 		g.run(t, "foreign", func(c *tcase) { spaceForeign(c, f.open(c), f.open(c)) })
+		g.run(t, "reuse", func(c *tcase) { spaceReuse(c, f.open(c)) })
 	})
 	root.group(t, "data", func(t *testing.T, g node) {
 		g.run(t, "readback", func(c *tcase) { spaceReadback(c, f.open(c)) })
@@ -191,7 +192,7 @@ func spaceProperties(c *tcase, sp memspace.Space) {
 	// What can be checked by behaviour is, on every allocation path: a
 	// host-accessible space's blocks have a host view that is their memory;
 	// the blocks of any other space have none.
-	for _, size := range spreadSizes {
+	for _, size := range fitOf(sp).sizes(c, spreadSizes) {
 		b, err := sp.Allocate(size, 0)
 		if errors.Is(err, memspace.ErrOutOfMemory) {
 			c.Logf("%d-byte blocks and larger not checked: %v", size, err)
@@ -230,6 +231,11 @@ func hostView(c *tcase, sp memspace.Space, p memspace.Properties, b memspace.Blo
 	return len(v) == 1 || assert.True(c, v[0] == 0xa5 && v[len(v)-1] == 0x5a, "stores through the host view of a %d-byte block did not stick", b.Len())
 }
 
+// spaceAlignment allocates blocks of every alignment up to 1 MiB (and the
+// space's own), each of a few sizes, and keeps every block live until the
+// end: a block allocated beside others is at an aligned address only when
+// the space honours the alignment it was asked for (the first block of an
+// empty space may be at a well-aligned offset 0 by luck).
 func spaceAlignment(c *tcase, sp memspace.Space) {
 	aligns := []int{0}
 	for a := 1; a <= 1<<20; a <<= 1 {
@@ -237,13 +243,26 @@ func spaceAlignment(c *tcase, sp memspace.Space) {
 	}
 	aligns = append(aligns, sp.Properties().Alignment)
 	io, noIO := newBlockIO(sp)
+	f := fitOf(sp)
+	var live []memspace.Block
+	defer func() {
+		assert.Empty(c, sortedOverlap(live), "blocks of the alignment case")
+		for _, b := range live {
+			require.NoError(c, sp.Free(b), "Free of %v", b)
+		}
+	}()
 	for _, a := range aligns {
+		if !f.ok(4 * a) {
+			c.Logf("alignments of %d bytes and more left out: %s", a, f.why)
+			break
+		}
 		for _, size := range []int{1, 100, a + 3} {
 			b, err := sp.Allocate(size, a)
-			if !assert.NoError(c, err, "Allocate(%d, %d)", size, a) {
+			if !assert.NoError(c, err, "Allocate(%d, %d) with %d blocks live", size, a, len(live)) {
 				continue
 			}
-			checkBlock(c, sp, b, size, a, fmt.Sprintf("Allocate(%d, %d)", size, a))
+			live = append(live, b)
+			checkBlock(c, sp, b, size, a, fmt.Sprintf("Allocate(%d, %d) with %d other blocks live", size, a, len(live)-1))
 			if noIO == "" {
 				want := pattern(a+size, size)
 				if assert.NoError(c, io.write(c.ctx, b, want)) {
@@ -253,14 +272,13 @@ func spaceAlignment(c *tcase, sp memspace.Space) {
 					}
 				}
 			}
-			require.NoError(c, sp.Free(b), "Free of Allocate(%d, %d)", size, a)
 		}
 	}
 }
 
 func spaceSizes(c *tcase, sp memspace.Space) {
 	io, noIO := newBlockIO(sp)
-	for i, size := range []int{1, 2, 7, 63, 4095, 4096, 4097, 65537, 1<<20 + 3, 16 << 20} {
+	for i, size := range fitOf(sp).sizes(c, []int{1, 2, 7, 63, 4095, 4096, 4097, 65537, 1<<20 + 3, 16 << 20}) {
 		b, err := sp.Allocate(size, 0)
 		require.NoError(c, err, "Allocate(%d, 0)", size)
 		checkBlock(c, sp, b, size, 0, fmt.Sprintf("Allocate(%d, 0)", size))
@@ -444,9 +462,9 @@ var spreadSizes = func() []int {
 // eachSize calls f for each size of spreadSizes, after the size first
 // (the one the case used before it tried every path), while the space has
 // room: a space out of memory at a size ends the spread, said in the log.
-func eachSize(c *tcase, first int, f func(size int) (ok bool)) {
+func eachSize(c *tcase, sp memspace.Space, first int, f func(size int) (ok bool)) {
 	c.Helper()
-	for _, size := range append([]int{first}, spreadSizes...) {
+	for _, size := range fitOf(sp).sizes(c, append([]int{first}, spreadSizes...)) {
 		if !f(size) {
 			return
 		}
@@ -471,7 +489,7 @@ func allocOrStop(c *tcase, sp memspace.Space, size int) (memspace.Block, bool) {
 // live block.
 func spaceDoubleFree(c *tcase, sp memspace.Space) {
 	io, noIO := newBlockIO(sp)
-	eachSize(c, 256, func(size int) bool {
+	eachSize(c, sp, 256, func(size int) bool {
 		b, ok := allocOrStop(c, sp, size)
 		if !ok {
 			return false
@@ -509,7 +527,7 @@ func spaceDoubleFree(c *tcase, sp memspace.Space) {
 // they are refused with ErrDoubleFree, and a forged longer block with
 // ErrInvalidArgument, leaving the allocation live.
 func spaceSubSlice(c *tcase, sp memspace.Space) {
-	eachSize(c, 4096, func(size int) bool {
+	eachSize(c, sp, 4096, func(size int) bool {
 		b, ok := allocOrStop(c, sp, size)
 		if !ok {
 			return false
@@ -560,7 +578,7 @@ func spaceForeign(c *tcase, sp, other memspace.Space) {
 		unchanged(c, sp, before, "Free of "+what)
 	}
 	try(memspace.Block{}, "the zero Block", memspace.ErrInvalidArgument)
-	eachSize(c, 128, func(size int) bool {
+	eachSize(c, sp, 128, func(size int) bool {
 		b, ok := allocOrStop(c, sp, size)
 		if !ok {
 			return false
@@ -599,7 +617,7 @@ func spaceReadback(c *tcase, sp memspace.Space) {
 	if noIO != "" {
 		c.Skip(noIO)
 	}
-	for i, size := range []int{1, 3, 4095, 1 << 20} {
+	for i, size := range fitOf(sp).sizes(c, []int{1, 3, 4095, 1 << 20}) {
 		b, err := sp.Allocate(size, 0)
 		require.NoError(c, err)
 		for round := range 2 { // rewrite: the second write must replace the first
@@ -673,7 +691,7 @@ func spaceStats(c *tcase, sp memspace.Space) {
 		}
 		return st
 	}
-	sizes := []int{1, 100, 4096, 5000, 1 << 20}
+	sizes := fitOf(sp).sizes(c, []int{1, 100, 4096, 5000, 1 << 20})
 	var blocks []memspace.Block
 	var sum int64
 	maxInUse := base.InUse
@@ -849,4 +867,59 @@ func spaceConcurrent(c *tcase, sp memspace.Space) {
 	}
 	wg.Wait()
 	require.NoError(c, errors.Join(errs...))
+}
+
+// reuseMost is the most memory the case "free/reuse" fills: a space that
+// holds more (a host's memory, a large device) is not filled.
+const reuseMost = 256 << 20
+
+// spaceReuse fills the space with blocks of a sixteenth of what it says is
+// free, until it runs out; frees them; and does it twice more. Each round
+// must fit as many blocks as the first, less one: a space whose Free keeps
+// its ledger right but never gives the memory back runs out at once in the
+// second round.
+func spaceReuse(c *tcase, sp memspace.Space) {
+	av, ok := memspace.As[memspace.Availability](sp)
+	if !ok {
+		c.Skipf("space %s does not say how much it holds (memspace.Availability): reuse up to its capacity is not checked", sp.Name())
+	}
+	free, total, err := av.Available()
+	require.NoError(c, err, "Available of %s", sp.Name())
+	held := free
+	if held <= 0 {
+		held = total
+	}
+	switch {
+	case held <= 0:
+		c.Skipf("space %s reports neither its free nor its total memory", sp.Name())
+	case held > reuseMost:
+		c.Skipf("space %s has %d bytes free: filling it is left out above %d", sp.Name(), held, reuseMost)
+	}
+	size := max(int(held/16), 4096)
+	const most = 64 // blocks a round takes before it calls the space unbounded
+	var first int
+	for round := range 3 {
+		var blocks []memspace.Block
+		for len(blocks) < most {
+			b, err := sp.Allocate(size, 0)
+			if errors.Is(err, memspace.ErrOutOfMemory) {
+				break
+			}
+			require.NoError(c, err, "round %d: Allocate(%d, 0) with %d blocks live", round+1, size, len(blocks))
+			blocks = append(blocks, b)
+		}
+		n := len(blocks)
+		for _, b := range blocks {
+			require.NoError(c, sp.Free(b), "round %d: Free of %v", round+1, b)
+		}
+		if round == 0 {
+			first = n
+			require.Positive(c, n, "space %s says %d bytes are free, but gave no block of %d bytes", sp.Name(), held, size)
+			require.Less(c, n, most, "space %s says %d bytes are free, but gave %d blocks of %d bytes without running out", sp.Name(), held, n, size)
+			continue
+		}
+		require.GreaterOrEqual(c, n, first-1, "round %d: space %s ran out after %d blocks of %d bytes, the first round after %d: "+
+			"memory that Free took back is not allocated again (a Free that keeps the ledger right but keeps the memory)",
+			round+1, sp.Name(), n, size, first)
+	}
 }

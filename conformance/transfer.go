@@ -158,7 +158,7 @@ func copyPair(c *tcase, src, dst endpoint, st executor.Stream) {
 			c.Skip(e.noIO)
 		}
 	}
-	for k, size := range []int{1, 4095, 1 << 20} {
+	for k, size := range fitAll([]memspace.Space{src.sp, dst.sp}).sizes(c, []int{1, 4095, 1 << 20}) {
 		sb, freeS := src.alloc(c, size)
 		db, freeD := dst.alloc(c, size)
 		want := pattern(k+3, size)

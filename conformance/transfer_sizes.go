@@ -133,7 +133,12 @@ func transferSizes(c *tcase, sps []memspace.Space, st executor.Stream) {
 	round := 0
 	forPaths(c, sps, func(c *tcase, src0, dst endpoint) {
 		var scratch []byte
+		f := fitAll([]memspace.Space{src0.sp, dst.sp})
 		for _, sz := range sizes {
+			if !f.ok(sz.N) {
+				c.Logf("sizes from %d bytes left out: %s", sz.N, f.why)
+				break
+			}
 			for _, s := range streams {
 				how := "CopyBlock"
 				if s != nil {
@@ -186,7 +191,12 @@ func transferOffsets(c *tcase, sps []memspace.Space) {
 	srcData, dstData := bigPattern(5, most), bigPattern(6, most)
 	forPaths(c, sps, func(c *tcase, src, dst endpoint) {
 		var scratch []byte
+		f := fitAll([]memspace.Space{src.sp, dst.sp})
 		for _, tc := range cases {
+			if !f.ok(max(tc.srcOff, tc.dstOff) + tc.n + guard) {
+				c.Logf("copies of %d bytes and more left out: %s", tc.n, f.why)
+				break
+			}
 			what := fmt.Sprintf("CopyBlock of %d bytes from offset %d of a %s block to offset %d of a %s block",
 				tc.n, tc.srcOff, src.sp.Name(), tc.dstOff, dst.sp.Name())
 			sb, freeS := src.alloc(c, tc.srcOff+tc.n+guard)
@@ -240,6 +250,10 @@ func largeOverlap(c *tcase, e endpoint) {
 		{sizes[len(sizes)-1].N, []int{1, -far}},
 	} {
 		var scratch []byte
+		if f := fitOf(e.sp); !f.ok(l.n + 2*far + 1) {
+			c.Logf("overlapping copies of %d bytes and more left out: %s", l.n, f.why)
+			break
+		}
 		b, free := e.alloc(c, l.n+2*far+1)
 		// mirror is what b must hold: Go's copy is a memmove.
 		mirror := bigPattern(l.n, b.Len())

@@ -17,7 +17,14 @@ import (
 // suites for every concept it composes, opened by name as `xpu conformance`
 // opens it, and the check that Info's capabilities are what it implements.
 func TestConformance(t *testing.T) {
-	conformance.RunDriver(t, "arena", xpu.Options{"capacity": "268435456"})
+	conformance.RunDriver(t, "arena", nil)
+}
+
+// TestConformanceSmall runs the suites over the smallest arena they fit:
+// they scale their largest blocks to the capacity the arena reports
+// (Available).
+func TestConformanceSmall(t *testing.T) {
+	conformance.RunDriver(t, "arena", xpu.Options{"capacity": fmt.Sprint(conformance.MinCapacity)})
 }
 
 func TestCapacity(t *testing.T) {

@@ -2,7 +2,8 @@
 // what a backend author builds, in the backend's own module, to run `xpu
 // conformance` (and `xpu info`) on the backend.
 //
-//	go run ./cmd/xpu-arena conformance --backend arena -o capacity=256MiB
+//	go run ./cmd/xpu-arena conformance --backend arena
+//	go run ./cmd/xpu-arena conformance --backend arena -o capacity=1MiB   # the suites scale to the space
 package main
 
 import (

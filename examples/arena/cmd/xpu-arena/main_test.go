@@ -30,9 +30,10 @@ func xpuArena(t *testing.T, args ...string) (int, string, string) {
 }
 
 // `xpu-arena conformance` runs every suite over the arena backend, through
-// the registry, and passes.
+// the registry, with no options (the arena's default capacity), and
+// passes.
 func TestConformance(t *testing.T) {
-	code, stdout, stderr := xpuArena(t, "conformance", "--backend", "arena", "-o", "capacity=256MiB")
+	code, stdout, stderr := xpuArena(t, "conformance", "--backend", "arena")
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	m := regexp.MustCompile(`(?m)^arena: (\d+) passed, 0 failed, \d+ skipped$`).FindStringSubmatch(stdout)
 	require.NotNil(t, m, "no summary line for arena:\n%s", stdout)
