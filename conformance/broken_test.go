@@ -34,6 +34,12 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 			"round 2: space fake ran out after 0 blocks",
 			"a Free that keeps the ledger right but keeps the memory",
 		}},
+		// impl's errors returned without the space's name.
+		{test: "TestBrokenBareErrors/^space$/^alloc$", want: []string{
+			"--- FAIL: TestBrokenBareErrors/space/alloc/invalid-size",
+			"--- FAIL: TestBrokenBareErrors/space/alloc/invalid-alignment",
+			`Allocate(0, 0): the error "size 0 is not positive: invalid argument" does not name space fake`,
+		}},
 		{test: "TestBrokenDoubleFree", want: []string{
 			"--- FAIL: TestBrokenDoubleFree/space/free/double",
 			"Free #2 of a freed block",
@@ -129,9 +135,11 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 		{test: "TestBrokenUnknownDriver", want: []string{
 			`conformance: xpu describe: unknown backend "conformance-test-no-such-driver" (forgotten import?)`,
 		}},
-		{test: "TestRunDoesNotCheckInfo/^backend$", ok: true, want: []string{
-			"--- PASS: TestRunDoesNotCheckInfo/backend/composition",
-		}, absent: []string{"backend/capabilities"}},
+		{test: "TestRunChecksInfo/^backend$", want: []string{
+			"--- PASS: TestRunChecksInfo/backend/composition",
+			"--- FAIL: TestRunChecksInfo/backend/capabilities",
+			"Info lists memory.stats 2 times",
+		}},
 		{test: "TestDeclared", ok: true, want: []string{
 			"--- SKIP: TestDeclared/executor/parallel/nested",
 			"declared by the implementation: nested loops are not supported here",
@@ -149,6 +157,11 @@ func fakeSpaces(d defect) func(*testing.T) *fakeSpace {
 func TestBrokenAlignment(t *testing.T) {
 	onlyInChild(t)
 	conformance.TestSpace(t, fakeSpaces(ignoreAlignment))
+}
+
+func TestBrokenBareErrors(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestSpace(t, fakeSpaces(bareErrors))
 }
 
 func TestBrokenBumpAlignment(t *testing.T) {

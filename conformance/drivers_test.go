@@ -82,8 +82,9 @@ func TestBrokenUnknownDriver(t *testing.T) {
 	conformance.RunDriver(t, "conformance-test-no-such-driver", nil)
 }
 
-// TestRunDoesNotCheckInfo: Run, given no driver, has no Info to check.
-func TestRunDoesNotCheckInfo(t *testing.T) {
+// TestRunChecksInfo: Run checks the Info of the driver registered under
+// the backend's name, as RunDriver does.
+func TestRunChecksInfo(t *testing.T) {
 	onlyInChild(t)
 	conformance.Run(t, openBackend(overclaimDriver, nil))
 }

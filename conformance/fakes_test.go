@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // This file holds small implementations for the suite's own tests: a
@@ -29,6 +30,7 @@ const (
 	freeByAddressOnly        // Free ignores the length: a prefix slice frees the allocation
 	uncountedFrees           // the ledger does not count frees
 	neverReuse               // Free keeps the ledger right but not the memory: a capacity runs out
+	bareErrors               // Allocate returns impl's errors without the space's name
 )
 
 // fakeSpace is host memory on the Go heap. Each allocation is a Go slice
@@ -144,7 +146,10 @@ func memOf(b memspace.Block) ([]byte, error) {
 func (s *fakeSpace) Allocate(size, align int) (memspace.Block, error) {
 	align, err := impl.CheckAlloc(size, align, s.Properties().Alignment)
 	if err != nil {
-		return memspace.Block{}, err
+		if s.defect == bareErrors {
+			return memspace.Block{}, err
+		}
+		return memspace.Block{}, xerr.Op(s.name, "alloc", err)
 	}
 	if size > 1<<32 {
 		return memspace.Block{}, fmt.Errorf("fake: %d bytes: %w", size, memspace.ErrOutOfMemory)
@@ -324,7 +329,7 @@ func (s *bumpSpace) Properties() memspace.Properties {
 
 func (s *bumpSpace) Allocate(size, align int) (memspace.Block, error) {
 	if _, err := impl.CheckAlloc(size, align, 256); err != nil {
-		return memspace.Block{}, err
+		return memspace.Block{}, xerr.Op("bump", "alloc", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -28,6 +29,10 @@ import (
 //
 // A backend with only a job communicator (b.Comm without b.Group) cannot be
 // driven from one test process; that is reported as a skip.
+//
+// When b.Name is a registered driver (xpu.Register) that is available
+// here, "backend/capabilities" checks the backends newBackend makes against
+// its Info, as RunDriver does; otherwise that case is skipped, saying why.
 //
 // newBackend must return a freshly opened backend, closed with t.Cleanup;
 // it may call t.Skip when the backend is unavailable. It is called once
@@ -99,9 +104,16 @@ func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Inf
 		return // the composition case says why
 	}
 	r := &backendRun{s: s, shape: shape, opts: opts, newBackend: newBackend}
-	if info != nil {
-		s.root().run(t, "capabilities", func(c *tcase) { checkCapabilities(c, *info, r.open(c.T)) })
+	skip := ""
+	if info == nil {
+		info, skip = registeredInfo(t, probe.Name)
 	}
+	s.root().run(t, "capabilities", func(c *tcase) {
+		if info == nil {
+			c.Skip(skip)
+		}
+		checkCapabilities(c, *info, r.open(c.T))
+	})
 	r.spaces(t)
 	if shape.exec {
 		r.exec(t)
@@ -297,4 +309,17 @@ func checkComposition(c *tcase, b *xpu.Backend, shape composition) {
 	assert.True(c, shape.valid(), "the backend has no component: no space, executor or communicator")
 	c.Logf("backend %s: spaces %v, executor %v (streams %v), group %v, job communicator %v",
 		b.Name, shape.spaces, shape.exec, shape.streams, shape.group, shape.jobComm)
+}
+
+// registeredInfo is the Info of the driver registered as name, for Run to
+// check a backend of that name against; without one it returns why not.
+func registeredInfo(t *testing.T, name string) (*xpu.Info, string) {
+	info, err := xpu.Describe(t.Context(), name)
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("backend %q is not a registered driver (xpu.Register), so it has no Info to check: %v", name, err)
+	case !info.Available:
+		return nil, fmt.Sprintf("the driver %q says it is unavailable here (%s): its Info is not checked", name, info.Reason)
+	}
+	return &info, ""
 }

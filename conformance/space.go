@@ -6,8 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"unicode"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -303,6 +305,7 @@ func spaceInvalidSize(c *tcase, sp memspace.Space) {
 		before, _ := stats(sp)
 		b, err := sp.Allocate(size, 0)
 		assert.ErrorIs(c, err, memspace.ErrInvalidArgument, "Allocate(%d, 0) returned %v", size, b)
+		namesSpace(c, sp, err, fmt.Sprintf("Allocate(%d, 0)", size))
 		unchanged(c, sp, before, fmt.Sprintf("Allocate(%d, 0)", size))
 		usable(c, sp, fmt.Sprintf("Allocate(%d, 0)", size))
 	}
@@ -313,6 +316,7 @@ func spaceInvalidAlign(c *tcase, sp memspace.Space) {
 		before, _ := stats(sp)
 		b, err := sp.Allocate(64, a)
 		assert.ErrorIs(c, err, memspace.ErrInvalidArgument, "Allocate(64, %d) returned %v", a, b)
+		namesSpace(c, sp, err, fmt.Sprintf("Allocate(64, %d)", a))
 		unchanged(c, sp, before, fmt.Sprintf("Allocate(64, %d)", a))
 		usable(c, sp, fmt.Sprintf("Allocate(64, %d)", a))
 	}
@@ -921,5 +925,25 @@ func spaceReuse(c *tcase, sp memspace.Space) {
 		require.GreaterOrEqual(c, n, first-1, "round %d: space %s ran out after %d blocks of %d bytes, the first round after %d: "+
 			"memory that Free took back is not allocated again (a Free that keeps the ledger right but keeps the memory)",
 			round+1, sp.Name(), n, size, first)
+	}
+}
+
+// namesSpace checks that err, the error of sp refusing a call (what), says
+// whose it is: it holds the space's name, or the name's first word (its
+// backend's: "cuda" of "cuda:1", "pool" of "pool(arena)"). The checks of
+// package impl return errors without a name, for the space to wrap.
+func namesSpace(c *tcase, sp memspace.Space, err error, what string) {
+	c.Helper()
+	if err == nil {
+		return
+	}
+	name, msg := sp.Name(), err.Error()
+	word := name
+	if i := strings.IndexFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); i > 0 {
+		word = name[:i]
+	}
+	if !strings.Contains(msg, name) && !strings.Contains(msg, word) {
+		c.Errorf("%s: the error %q does not name space %s: wrap the errors of impl's checks with the space's name "+
+			"(xerr.Op(name, \"alloc\", err))", what, msg, name)
 	}
 }
