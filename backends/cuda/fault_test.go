@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/xpu-go/xpu/backends/cuda/internal/fakecuda"
 	"github.com/xpu-go/xpu/backends/cuda/internal/kernels"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -106,5 +108,86 @@ func TestFaultStickyDevice(t *testing.T) {
 			require.NoError(t, cuda.Scale(g2.s, out, 2))
 			assert.Equal(t, []uint64{2, 4, 6}, download(t, g2, out))
 		})
+	}
+}
+
+// A copy the driver fails returns the driver's error, matching
+// xerr.ErrDeviceLost, never nil, in every direction the path serves
+// (host, pinned memory and the device's own memory to and from the device,
+// and device to device across devices): from the synchronous copy, and in
+// stream order from the copy's event and the stream's Synchronize.
+func TestFaultCopy(t *testing.T) {
+	f := needFake(t)
+	noDriverLeaks(t)
+	ctx := context.Background()
+	const n = 4096
+	// side returns a block of n bytes: pageable host memory, pinned
+	// memory of g's device, or its device memory.
+	side := func(t *testing.T, g *gpu, kind string) memspace.Block {
+		if kind == "host" {
+			b, err := memspace.FromSlice(make([]byte, n))
+			require.NoError(t, err)
+			return b.Block()
+		}
+		sp := g.dev
+		if kind == "pinned" {
+			sp = g.pinned
+		}
+		b, err := sp.Allocate(n, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, sp.Free(b)) })
+		return b
+	}
+	for _, async := range []bool{false, true} {
+		for _, c := range []struct{ dst, src string }{
+			{"device", "host"}, {"host", "device"}, {"device", "device"},
+			{"device", "pinned"}, {"pinned", "device"}, {"device 1", "device"},
+		} {
+			name := c.dst + "<-" + c.src
+			if async {
+				name += " in stream order"
+			}
+			t.Run(name, func(t *testing.T) {
+				defer f.Reset()
+				gs := []*gpu{openGPU(t, "0")}
+				dg := gs[0]
+				if c.dst == "device 1" {
+					dg = openGPU(t, "1")
+					gs = append(gs, dg)
+				}
+				// "device 1" is device memory of the second backend.
+				dst, src := side(t, dg, strings.TrimSuffix(c.dst, " 1")), side(t, gs[0], c.src)
+				s := dg.s
+				if async {
+					k := testKernels(t, dg)
+					require.NoError(t, k[kernels.TestSleep].Launch(s, one, uint64(50*time.Millisecond)),
+						"work ahead of the copy, so that it fails after its event is recorded")
+				}
+				// Every device the copy involves takes the fault: the
+				// copy fails in whichever context makes it.
+				for i := range gs {
+					f.Inject(fakecuda.FaultCopy, i, 1)
+				}
+				if !async {
+					err := transfer.CopyBlock(ctx, dst, src)
+					require.ErrorIs(t, err, xerr.ErrDeviceLost, "a copy the driver failed must return the driver's error, never nil")
+					t.Log(err)
+					return
+				}
+				ev, err := transfer.CopyBlockAsync(s, dst, src)
+				if err == nil {
+					wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					err = ev.Wait(wctx)
+					cancel()
+				}
+				require.ErrorIs(t, err, xerr.ErrDeviceLost, "a copy in stream order the driver failed must fail its event with the driver's error, never nil")
+				assert.NotErrorIs(t, err, context.DeadlineExceeded)
+				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				err = s.Synchronize(sctx)
+				require.ErrorIs(t, err, xerr.ErrDeviceLost, "the stream's Synchronize after a copy the driver failed must return the driver's error, never nil")
+				assert.NotErrorIs(t, err, context.DeadlineExceeded)
+			})
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -131,4 +132,41 @@ func TestDevicesFromManyGoroutines(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// A backend opened for device 1 is device 1's, by the driver's own
+// accounting: it retains device 1's primary context and not device 0's,
+// its device memory lies on device 1 (and its free memory is device 1's),
+// and its kernels run in device 1's context.
+func TestDeviceOneIsDeviceOne(t *testing.T) {
+	f := needFake(t)
+	noDriverLeaks(t)
+	before0, before1 := f.DeviceStats(0), f.DeviceStats(1)
+	g := openGPU(t, "1")
+	d0, d1 := f.DeviceStats(0), f.DeviceStats(1)
+	require.Equal(t, before0.ContextRefs, d0.ContextRefs, "a backend opened for device 1 must not retain device 0's context")
+	require.Greater(t, d1.ContextRefs, before1.ContextRefs, "a backend opened for device 1 must retain device 1's context")
+
+	const size = 64 << 20
+	free, _, err := g.dev.Available()
+	require.NoError(t, err)
+	buf, err := memspace.Alloc[uint32](g.dev, size/4)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, buf.Free()) }()
+	d0, d1 = f.DeviceStats(0), f.DeviceStats(1)
+	require.Equal(t, before0.DeviceBytes, d0.DeviceBytes, "device 1's memory must not be allocated on device 0")
+	require.GreaterOrEqual(t, d1.DeviceBytes-before1.DeviceBytes, int64(size), "device 1's memory must be allocated on device 1")
+	after, _, err := g.dev.Available()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, free-after, int64(size), "device 1's free memory after allocating %d bytes of it", size)
+
+	head, err := buf.Slice(0, 1024)
+	require.NoError(t, err)
+	require.NoError(t, cuda.Scale(g.s, head, 3))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, g.s.Synchronize(ctx))
+	d0, d1 = f.DeviceStats(0), f.DeviceStats(1)
+	require.Equal(t, before0.KernelLaunches, d0.KernelLaunches, "a kernel on device 1's stream must not run on device 0")
+	require.Greater(t, d1.KernelLaunches, before1.KernelLaunches, "a kernel on device 1's stream must run in device 1's context")
 }

@@ -10,10 +10,12 @@ package fakecuda
 typedef void (*fakecuda_inject_fn)(int, int, int);
 typedef void (*fakecuda_reset_fn)(void);
 typedef void (*fakecuda_stats_fn)(long long *, int);
+typedef void (*fakecuda_device_stats_fn)(int, long long *, int);
 
 static void fc_call_inject(void *f, int kind, int dev, int count) { ((fakecuda_inject_fn)f)(kind, dev, count); }
 static void fc_call_reset(void *f) { ((fakecuda_reset_fn)f)(); }
 static void fc_call_stats(void *f, long long *out, int n) { ((fakecuda_stats_fn)f)(out, n); }
+static void fc_call_device_stats(void *f, int dev, long long *out, int n) { ((fakecuda_device_stats_fn)f)(dev, out, n); }
 
 static void *fc_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
 static const char *fc_dlerror(void) { const char *e = dlerror(); return e ? e : "unknown dlopen error"; }
@@ -28,8 +30,8 @@ import (
 // Control drives the test controls of one loaded instance of the fake.
 // Its methods are safe for concurrent use.
 type Control struct {
-	path                 string
-	inject, reset, stats unsafe.Pointer
+	path                              string
+	inject, reset, stats, deviceStats unsafe.Pointer
 }
 
 // dlopenPath opens the library at path (RTLD_NOW), the same instance the
@@ -60,12 +62,13 @@ func Attach(path string) (*Control, error) {
 		return nil, err
 	}
 	c := &Control{
-		path:   path,
-		inject: dlsym(h, "fakecuda_inject"),
-		reset:  dlsym(h, "fakecuda_reset"),
-		stats:  dlsym(h, "fakecuda_stats"),
+		path:        path,
+		inject:      dlsym(h, "fakecuda_inject"),
+		reset:       dlsym(h, "fakecuda_reset"),
+		stats:       dlsym(h, "fakecuda_stats"),
+		deviceStats: dlsym(h, "fakecuda_device_stats"),
 	}
-	if c.inject == nil || c.reset == nil || c.stats == nil {
+	if c.inject == nil || c.reset == nil || c.stats == nil || c.deviceStats == nil {
 		return nil, fmt.Errorf("fakecuda: %s is not the fake driver (no fakecuda_* controls)", path)
 	}
 	return c, nil
@@ -74,9 +77,9 @@ func Attach(path string) (*Control, error) {
 // Path returns the path of the library the control drives.
 func (c *Control) Path() string { return c.path }
 
-// Inject arranges a fault on a device: for FaultOOM, FaultLaunch and
-// FaultIllegalAddress the next count operations of that kind fail (a
-// count below 1 counts as 1); FaultDeviceLost ignores count.
+// Inject arranges a fault on a device: for FaultOOM, FaultLaunch,
+// FaultIllegalAddress and FaultCopy the next count operations of that
+// kind fail (a count below 1 counts as 1); FaultDeviceLost ignores count.
 func (c *Control) Inject(kind Fault, device, count int) {
 	C.fc_call_inject(c.inject, C.int(kind), C.int(device), C.int(count))
 }
@@ -96,4 +99,16 @@ func (c *Control) Stats() Stats {
 		w[i] = int64(v[i])
 	}
 	return statsFrom(w)
+}
+
+// DeviceStats returns the fake's counters of one device (zeros for a
+// device it does not have).
+func (c *Control) DeviceStats(device int) DeviceStats {
+	var v [4]C.longlong
+	C.fc_call_device_stats(c.deviceStats, C.int(device), &v[0], C.int(len(v)))
+	var w [4]int64
+	for i := range v {
+		w[i] = int64(v[i])
+	}
+	return deviceStatsFrom(w)
 }

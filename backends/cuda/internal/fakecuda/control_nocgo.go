@@ -25,3 +25,6 @@ func (c *Control) Reset() {}
 
 // Stats returns zero counters without cgo.
 func (c *Control) Stats() Stats { return Stats{} }
+
+// DeviceStats returns zero counters without cgo.
+func (c *Control) DeviceStats(device int) DeviceStats { return DeviceStats{} }

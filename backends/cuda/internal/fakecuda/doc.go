@@ -57,7 +57,7 @@
 //
 // Attach opens the same library the backend loads and returns a Control
 // for injecting faults (out of memory, failed launches, illegal
-// addresses, a lost device) and reading the fake's counters of live
-// objects, so that a test can check that the backend freed what it
-// allocated.
+// addresses, failed copies, a lost device) and reading the fake's
+// counters of live objects, in all and per device, so that a test can
+// check that the backend freed what it allocated, and on which device.
 package fakecuda

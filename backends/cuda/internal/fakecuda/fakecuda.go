@@ -187,6 +187,11 @@ const (
 	// context, if retained, stays failed with that error until it is
 	// released to a reference count of 0, even after Reset.
 	FaultDeviceLost Fault = 4
+	// FaultCopy makes the next count copies executed in the device's
+	// context (synchronous ones made with it current, and those in
+	// stream order on its streams) fail with CUDA_ERROR_ILLEGAL_ADDRESS,
+	// sticky on its context.
+	FaultCopy Fault = 5
 )
 
 // String returns the fault's name.
@@ -200,6 +205,8 @@ func (f Fault) String() string {
 		return "FaultIllegalAddress"
 	case FaultDeviceLost:
 		return "FaultDeviceLost"
+	case FaultCopy:
+		return "FaultCopy"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -232,4 +239,17 @@ func statsFrom(v [11]int64) Stats {
 		Streams: v[4], Events: v[5], Modules: v[6], ContextRefs: v[7],
 		Leaked: v[8], KernelLaunches: v[9], AsyncCopies: v[10],
 	}
+}
+
+// DeviceStats are the fake's counters of one device, read by
+// Control.DeviceStats.
+type DeviceStats struct {
+	DeviceAllocs   int64 // live device allocations on the device
+	DeviceBytes    int64 // bytes of those allocations, as requested
+	ContextRefs    int64 // references to its primary context retained
+	KernelLaunches int64 // kernels executed in its context without a fault, in total
+}
+
+func deviceStatsFrom(v [4]int64) DeviceStats {
+	return DeviceStats{DeviceAllocs: v[0], DeviceBytes: v[1], ContextRefs: v[2], KernelLaunches: v[3]}
 }

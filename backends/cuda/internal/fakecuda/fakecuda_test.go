@@ -879,6 +879,62 @@ func TestInjectedFaults(t *testing.T) {
 	}
 }
 
+// An injected copy fault fails the next copy executed in the device's
+// context, synchronous or in stream order, sticky on the context; a copy
+// of another device does not take it.
+func TestInjectedCopyFault(t *testing.T) {
+	f := loadCtx0(t)
+	p := f.alloc(64)
+	b := make([]byte, 64)
+	f.ctl.Inject(FaultCopy, 1, 1)
+	f.ok(f.cuMemcpyDtoH(unsafe.Pointer(&b[0]), p, 64), "a copy on device 0 with a fault injected on device 1")
+	f.ctl.Inject(FaultCopy, 0, 1)
+	f.want(f.cuMemcpyDtoH(unsafe.Pointer(&b[0]), p, 64), rIllegalAddress, "the copy with the fault")
+	f.want(f.cuMemcpyHtoD(p, unsafe.Pointer(&b[0]), 64), rIllegalAddress, "a copy after it: the context has failed")
+	f.want(f.cuMemFree(p), rIllegalAddress, "free on the failed context")
+	f.ok(f.cuPrimaryCtxRelease(0), "release")
+
+	// in stream order: the copy is accepted; the fault surfaces at the wait
+	f.ctx(0)
+	s := f.stream()
+	p = f.alloc(64)
+	h, r := f.cuMemHostAlloc(64, 0)
+	f.ok(r, "cuMemHostAlloc")
+	f.ctl.Inject(FaultCopy, 0, 1)
+	f.ok(f.cuMemcpyDtoHAsync(h, p, 64, s), "the copy with the fault is queued")
+	f.want(f.cuStreamSynchronize(s), rIllegalAddress, "cuStreamSynchronize after the faulting copy")
+	f.want(f.cuStreamDestroy(s), rIllegalAddress, "destroy on the failed context")
+	f.want(f.cuMemFreeHost(h), rIllegalAddress, "free on the failed context")
+	f.want(f.cuMemFree(p), rIllegalAddress, "free on the failed context")
+	f.ok(f.cuPrimaryCtxRelease(0), "release")
+	f.ctl.Reset()
+	f.noneLive(0, "")
+}
+
+// DeviceStats counts each device's allocations, context references and
+// kernels apart.
+func TestDeviceStats(t *testing.T) {
+	f := load(t)
+	f.ctx(1)
+	p := f.alloc(1000)
+	m := f.module()
+	f.ok(f.cuLaunch(f.fn(m, "xpu_test_empty"), 1, 1, 0, nil), "launch")
+	f.ok(f.cuCtxSynchronize(), "sync")
+	if d0, d1 := f.ctl.DeviceStats(0), f.ctl.DeviceStats(1); d0 != (DeviceStats{}) ||
+		d1 != (DeviceStats{DeviceAllocs: 1, DeviceBytes: 1000, ContextRefs: 1, KernelLaunches: 1}) {
+		t.Fatalf("device 0 %+v, device 1 %+v", d0, d1)
+	}
+	if d := f.ctl.DeviceStats(2); d != (DeviceStats{}) {
+		t.Fatalf("a device the fake does not have: %+v", d)
+	}
+	f.ok(f.cuMemFree(p), "free")
+	f.ok(f.cuModuleUnload(m), "unload")
+	f.ok(f.cuPrimaryCtxRelease(1), "release")
+	if d := f.ctl.DeviceStats(1); d != (DeviceStats{KernelLaunches: 1}) {
+		t.Fatalf("device 1 after the release: %+v", d)
+	}
+}
+
 func TestPTXValidationAndLaunchChecks(t *testing.T) {
 	f := loadCtx0(t)
 	for _, tc := range []struct{ name, ptx, want string }{

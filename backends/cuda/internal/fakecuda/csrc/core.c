@@ -628,6 +628,9 @@ API void fakecuda_inject(int kind, int device, int count)
 		fc_set_sticky(&d->ctx, d->ctx.gen, CUDA_ERROR_DEVICE_UNAVAILABLE);
 		fc_wake_all();
 		break;
+	case 5:
+		d->inj_copy += count;
+		break;
 	default:
 		break;
 	}
@@ -639,7 +642,7 @@ API void fakecuda_reset(void)
 	fc_lock();
 	for (int i = 0; i < FC_MAXDEV; i++) {
 		fc_device *d = &G.dev[i];
-		d->inj_oom = d->inj_launch = d->inj_illegal = 0;
+		d->inj_oom = d->inj_launch = d->inj_illegal = d->inj_copy = 0;
 		d->lost = 0;
 	}
 	fc_wake_all();
@@ -671,4 +674,27 @@ API void fakecuda_stats(long long *out, int n)
 	fc_unlock();
 	for (int i = 0; i < n; i++)
 		out[i] = i < 11 ? v[i] : 0;
+}
+
+/* One device's counters: live device allocations, their requested bytes,
+ * primary-context references, kernels executed in its context. Zeros for
+ * a device the fake does not have. */
+API void fakecuda_device_stats(int device, long long *out, int n)
+{
+	if (!out || n <= 0)
+		return;
+	long long v[4] = {0, 0, 0, 0};
+	fc_lock();
+	if (device >= 0 && device < G.ndev) {
+		fc_device *d = &G.dev[device];
+		for (fc_block *b = d->blocks; b; b = b->next)
+			if (b->used && !b->dying)
+				v[0]++;
+		v[1] = (long long)d->requested;
+		v[2] = d->ctx.refcount;
+		v[3] = d->n_launches;
+	}
+	fc_unlock();
+	for (int i = 0; i < n; i++)
+		out[i] = i < 4 ? v[i] : 0;
 }

@@ -119,8 +119,9 @@ typedef struct fc_device {
 	fc_block *blocks;
 	fc_ctx ctx; /* the primary context */
 	/* injected faults */
-	int inj_oom, inj_launch, inj_illegal;
+	int inj_oom, inj_launch, inj_illegal, inj_copy;
 	int lost;
+	long long n_launches; /* kernels executed in its context */
 } fc_device;
 
 /* ---- events ---- */

@@ -99,8 +99,10 @@ CUresult fc_run_kernel(fc_op *op, fc_ctx *c, unsigned gen)
 	fc_lock();
 	for (int i = 0; i < k.nheld; i++)
 		fc_release(k.heldkind[i], k.held[i]);
-	if (!rc)
+	if (!rc) {
 		G.n_launches++;
+		dv->n_launches++;
+	}
 	fc_unlock();
 	if (rc)
 		return k.fault ? k.fault : CUDA_ERROR_LAUNCH_FAILED;

@@ -435,15 +435,31 @@ static int resolve(fc_ep *ep, size_t n, char **p, fc_range *r)
 	return 1;
 }
 
+/* Takes an injected copy fault of c's device, if any: the copy faults,
+ * sticky on its context, as a copy that faults on a real device does.
+ * G.mu held. */
+static CUresult take_copy_fault(fc_ctx *c, unsigned gen)
+{
+	fc_device *dv = &G.dev[c->dev];
+	if (dv->inj_copy <= 0)
+		return CUDA_SUCCESS;
+	dv->inj_copy--;
+	fc_set_sticky(c, gen, CUDA_ERROR_ILLEGAL_ADDRESS);
+	return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
 CUresult fc_exec_copy(fc_op *op, fc_ctx *c, unsigned gen)
 {
-	(void)c;
-	(void)gen;
 	if (op->n == 0)
 		return CUDA_SUCCESS;
 	char *d, *s;
 	fc_range rd, rs;
 	fc_lock();
+	CUresult inj = take_copy_fault(c, gen);
+	if (inj) {
+		fc_unlock();
+		return inj;
+	}
 	if (!resolve(&op->dst, op->n, &d, &rd)) {
 		fc_unlock();
 		return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -539,6 +555,20 @@ static CUresult classify(uintptr_t addr, size_t n, int mode, int dev, fc_ep *ep)
 	return CUDA_SUCCESS;
 }
 
+/* The result of a copy the caller executed itself (a synchronous one, or
+ * one on the legacy default stream) that returned r: on failure, the
+ * context's error if the copy failed it (an injected fault), else an
+ * invalid value (the copy raced with a free after validation). */
+static CUresult copy_result(fc_ctx *c, unsigned gen, CUresult r)
+{
+	if (!r)
+		return CUDA_SUCCESS;
+	fc_lock();
+	r = fc_ctx_state(c, gen);
+	fc_unlock();
+	return r ? r : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult sync_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, int smode, int sdev,
 			  size_t n)
 {
@@ -555,13 +585,13 @@ static CUresult sync_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, int
 	r = classify(dst, n, dmode, ddev, &op.dst);
 	if (!r)
 		r = classify(src, n, smode, sdev, &op.src);
+	unsigned gen = c->gen;
 	fc_unlock();
 	if (r)
 		return r;
 	op.kind = OP_COPY;
 	op.n = n;
-	/* raced with a free after validation: an invalid argument */
-	return fc_exec_copy(&op, c, c->gen) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+	return copy_result(c, gen, fc_exec_copy(&op, c, gen));
 }
 
 API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
@@ -648,13 +678,14 @@ static CUresult async_copy(uintptr_t dst, int dmode, int ddev, uintptr_t src, in
 		free(op);
 		return r;
 	}
+	unsigned gen = c->gen;
 	fc_unlock();
 	if (!s) {
 		/* the legacy default stream: synchronous, in the caller */
-		r = fc_exec_copy(op, c, c->gen);
+		r = copy_result(c, gen, fc_exec_copy(op, c, gen));
 		free(op);
 		if (r)
-			return CUDA_ERROR_INVALID_VALUE;
+			return r;
 		fc_lock();
 		G.n_async_copies++;
 		fc_unlock();
