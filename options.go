@@ -225,12 +225,17 @@ func (r *OptionReader) Bool(key string, def bool) bool {
 	return b
 }
 
-// String reads key as text, with surrounding spaces removed; an empty
-// value is def.
+// String reads key as text, with surrounding spaces removed. An empty (or
+// blank) value is an error, as it is for every accessor: a key given with
+// no value is a mistake to report, not a request for the default, which
+// leaving the key out asks for.
 func (r *OptionReader) String(key, def string) string {
 	v, ok := r.lookup(key)
-	if !ok || strings.TrimSpace(v) == "" {
+	if !ok {
 		return def
+	}
+	if strings.TrimSpace(v) == "" {
+		return fail(r, key, v, "a value (leave the key out for the default)", def)
 	}
 	return strings.TrimSpace(v)
 }

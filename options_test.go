@@ -305,3 +305,24 @@ func TestOptionReaderOpenRanges(t *testing.T) {
 		assert.EqualError(t, r.Err(), `option k="0": `+c.want)
 	}
 }
+
+// Every accessor refuses a key given with an empty or blank value, naming
+// it, and returns the default: leaving the key out asks for the default.
+func TestReaderBlankRefusedByEvery(t *testing.T) {
+	for name, read := range map[string]func(r *xpu.OptionReader){
+		"Int":      func(r *xpu.OptionReader) { assert.Equal(t, 3, r.Int("k", 3, 0, 9)) },
+		"Bytes":    func(r *xpu.OptionReader) { assert.Equal(t, int64(3), r.Bytes("k", 3, 0, 9)) },
+		"Duration": func(r *xpu.OptionReader) { assert.Equal(t, time.Second, r.Duration("k", time.Second, 0, time.Hour)) },
+		"Bool":     func(r *xpu.OptionReader) { assert.True(t, r.Bool("k", true)) },
+		"Choice":   func(r *xpu.OptionReader) { assert.Equal(t, "a", r.Choice("k", "a", "a", "b")) },
+		"String":   func(r *xpu.OptionReader) { assert.Equal(t, "d", r.String("k", "d")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, blank := range []string{"", "  "} {
+				r := xpu.Options{"k": blank}.Reader("x")
+				read(r)
+				readerErr(t, r, "k", blank)
+			}
+		})
+	}
+}

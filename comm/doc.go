@@ -140,4 +140,9 @@
 // ErrNotSupported that names it (memspace.ErrNotHostAccessible, for the
 // local and procs backends). Stage through the blocking calls, or copy to
 // page-locked memory yourself and start the requests on that.
+//
+// Implementers: the checks of ranks and tags and the matching of tags
+// (impl.CheckRank, impl.CheckTag, impl.CheckWireTag, impl.MatchTag, formerly
+// in this package) are in package impl, with the other helpers for
+// backends; wrap their errors with the backend's name.
 package comm

@@ -24,4 +24,9 @@
 //
 // Spaces are safe for concurrent use. Buffers are not safe for concurrent
 // Free.
+//
+// Implementers: the argument check of Allocate (impl.CheckAlloc, formerly
+// in this package) is in package impl, with the other helpers for backends;
+// its errors carry no name, for the space to wrap with its own
+// (xerr.Op(name, "alloc", err)), which the conformance suite checks.
 package memspace
