@@ -128,6 +128,10 @@ func TestShmDescriptorsClosed(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the segments are memory files of Linux, found through /proc/self/fd")
 	}
+	if fds := memFiles(t); len(fds) != 0 {
+		t.Errorf("%d descriptors of xpu-shm memory files open before the group formed, left by an earlier test (%s)",
+			len(fds), strings.Join(fds, ", "))
+	}
 	cs := group(t, 3, procs.Config{Links: procs.LinkShm})
 	each(t, cs, func(ctx context.Context, c *procs.Comm) error { return checkedAllreduce(ctx, c, 1000, 0) })
 	var links []string
@@ -137,7 +141,7 @@ func TestShmDescriptorsClosed(t *testing.T) {
 		}
 	}
 	if fds := memFiles(t); len(fds) != 0 {
-		t.Fatalf("%d descriptors of xpu-shm memory files open while the links %s are up (%s): a creator kept its descriptor after its peers attached",
+		t.Fatalf("%d descriptors of xpu-shm memory files open while the links %s are up (%s): a creator kept its descriptor after its peers attached, or an earlier test leaked it",
 			len(fds), strings.Join(links, ", "), strings.Join(fds, ", "))
 	}
 }
