@@ -244,7 +244,7 @@ func TestStagingOutOfMemory(t *testing.T) {
 			assert.NoError(t, c.Close())
 		}
 	}()
-	ctx := context.Background()
+	ctx := waitCtx(t)
 	f.Inject(fakecuda.FaultOOM, 0, 3) // the pool's segment, its retry, its exact-size try
 	err = comm.Send(ctx, cs[0], b.Block(), 1, 0)
 	f.Reset()

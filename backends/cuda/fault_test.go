@@ -83,12 +83,13 @@ func TestFaultStickyDevice(t *testing.T) {
 			ev, err := g.s.Record()
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				assert.ErrorIs(t, ev.Wait(wctx), xerr.ErrDeviceLost, "an event after the fault")
+				werr := returned(t, "an event after the fault", func() error { return ev.Wait(wctx) })
+				assert.ErrorIs(t, werr, xerr.ErrDeviceLost, "an event after the fault")
 				cancel()
 			}
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			err = g.s.Synchronize(sctx)
+			err = returned(t, "the stream after the fault", func() error { return g.s.Synchronize(sctx) })
 			require.ErrorIs(t, err, xerr.ErrDeviceLost)
 			assert.NotErrorIs(t, err, context.DeadlineExceeded)
 			assert.False(t, ran, "host work behind a fault ran")

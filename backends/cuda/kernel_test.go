@@ -39,7 +39,6 @@ func TestBuiltins(t *testing.T) {
 }
 
 func checkBuiltins[T number](t *testing.T, g *gpu) {
-	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, uint64(len(t.Name()))))
 	gen := func(n int) []T {
 		v := make([]T, n)
@@ -59,19 +58,19 @@ func checkBuiltins[T number](t *testing.T, g *gpu) {
 			for i := range want {
 				want[i] = a*x[i] + y[i]
 			}
-			assert.Equal(t, want, download(t, g, dy), "axpy")
+			equalValues(t, want, download(t, g, dy), "axpy")
 
 			require.NoError(t, cuda.Scale(g.s, dy, T(2)))
 			for i := range want {
 				want[i] *= 2
 			}
-			assert.Equal(t, want, download(t, g, dy), "scale")
+			equalValues(t, want, download(t, g, dy), "scale")
 
 			require.NoError(t, cuda.Add(g.s, dy, dy, dx))
 			for i := range want {
 				want[i] += x[i]
 			}
-			assert.Equal(t, want, download(t, g, dy), "add in place")
+			equalValues(t, want, download(t, g, dy), "add in place")
 
 			var sum, lo, hi T
 			if n > 0 {
@@ -83,26 +82,23 @@ func checkBuiltins[T number](t *testing.T, g *gpu) {
 				sum += v
 				lo, hi = min(lo, v), max(hi, v)
 			}
-			got, err := cuda.Sum(ctx, g.s, dy)
-			require.NoError(t, err)
+			got := await(t, "the sum", func(ctx context.Context) (T, error) { return cuda.Sum(ctx, g.s, dy) })
 			if _, isFloat := any(sum).(float32); isFloat && n > 1<<16 {
 				// Past 2^24 float32 sums round, in an order of the device's.
 				assert.InEpsilon(t, float64(sum), float64(got), 1e-5, "sum")
 			} else {
 				assert.Equal(t, sum, got, "sum")
 			}
-			got, err = cuda.Min(ctx, g.s, dy)
-			require.NoError(t, err)
+			got = await(t, "the minimum", func(ctx context.Context) (T, error) { return cuda.Min(ctx, g.s, dy) })
 			assert.Equal(t, lo, got, "min")
-			got, err = cuda.Max(ctx, g.s, dy)
-			require.NoError(t, err)
+			got = await(t, "the maximum", func(ctx context.Context) (T, error) { return cuda.Max(ctx, g.s, dy) })
 			assert.Equal(t, hi, got, "max")
 
 			require.NoError(t, cuda.Fill(g.s, dx, T(7)))
 			for i := range want {
 				want[i] = 7
 			}
-			assert.Equal(t, want, download(t, g, dx), "fill")
+			equalValues(t, want, download(t, g, dx), "fill")
 		})
 	}
 }
@@ -183,7 +179,7 @@ func TestUserModule(t *testing.T) {
 	empty, err := m.Function(kernels.TestEmpty)
 	require.NoError(t, err)
 	require.NoError(t, empty.Launch(g.s, cuda.Config{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 1}}))
-	require.NoError(t, g.s.Synchronize(context.Background()))
+	wait(t, "the stream after the empty kernel", g.s.Synchronize)
 }
 
 // Bad input: a clear error matching a sentinel, and the backend still
@@ -191,7 +187,7 @@ func TestUserModule(t *testing.T) {
 func TestKernelBadInput(t *testing.T) {
 	noDriverLeaks(t)
 	g := openGPU(t, "0")
-	ctx := context.Background()
+	ctx := waitCtx(t)
 
 	_, err := g.x.LoadModule(".version 8.0\n.target sm_90\nthis is not ptx {")
 	require.ErrorIs(t, err, cuda.ErrBadModule)
@@ -265,8 +261,7 @@ func TestKernelBadInput(t *testing.T) {
 
 	// Still usable: the stream, the module and the built-ins.
 	require.NoError(t, iota.Launch(g.s, cuda.Config{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 64}}, buf, uint64(64)))
-	sum, err := cuda.Sum(ctx, g.s, buf)
-	require.NoError(t, err)
+	sum := await(t, "the sum after the bad input", func(ctx context.Context) (uint32, error) { return cuda.Sum(ctx, g.s, buf) })
 	assert.Equal(t, uint32(63*64/2), sum)
 
 	// After Close.

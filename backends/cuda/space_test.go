@@ -3,7 +3,6 @@
 package cuda_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -49,7 +48,7 @@ func TestPoolOverDeviceMemory(t *testing.T) {
 	pool, err := memspace.NewPool(g.dev, memspace.PoolOptions{})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, pool.Close()) }()
-	ctx := context.Background()
+	ctx := waitCtx(t)
 	for round := range 3 {
 		a, err := memspace.Alloc[int64](pool, 1000)
 		require.NoError(t, err)
@@ -83,7 +82,7 @@ func TestPoolOverDeviceMemory(t *testing.T) {
 func TestDevicesFromManyGoroutines(t *testing.T) {
 	noDriverLeaks(t)
 	gs := []*gpu{openGPU(t, "0"), openGPU(t, "1")}
-	ctx := context.Background()
+	ctx := waitCtx(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for w := range 8 {
@@ -113,7 +112,7 @@ func TestDevicesFromManyGoroutines(t *testing.T) {
 				}
 				sum, err := cuda.Sum(ctx, s, buf)
 				if err != nil {
-					errs <- err
+					errs <- fmt.Errorf("worker %d round %d: waiting for the sum: %w", w, i, err)
 					return
 				}
 				if want := uint32(512 * 3 * (w*100 + i)); sum != want {

@@ -51,7 +51,6 @@ func iotaConfig() cuda.Config { return cuda.Config{Grid: cuda.Dim3{X: 4}, Block:
 // kernel wrote and writes pinned memory, then a copy of that memory.
 func TestStreamHostWorkInOrder(t *testing.T) {
 	g, k := leakCheckedGPU0(t)
-	ctx := context.Background()
 	const n = 4096
 	buf := upload(t, g, make([]uint32, n))
 	pinned, err := memspace.Alloc[uint32](g.pinned, n)
@@ -87,14 +86,13 @@ func TestStreamHostWorkInOrder(t *testing.T) {
 	for i, v := range got {
 		require.Equal(t, uint32(2*i), v, "element %d copied after the host work", i)
 	}
-	require.NoError(t, g.s.Synchronize(ctx))
+	wait(t, "the stream after the copy", g.s.Synchronize)
 }
 
 // Streams of one device and of two wait for each other's events; a CPU
 // stream waits for a CUDA event and a CUDA stream for a CPU event.
 func TestStreamCrossWaits(t *testing.T) {
 	g, k := leakCheckedGPU0(t)
-	ctx := context.Background()
 	const n = 4096
 	buf := upload(t, g, make([]uint32, n))
 
@@ -112,7 +110,7 @@ func TestStreamCrossWaits(t *testing.T) {
 	defer pinned.Free()
 	done, err := transfer.CopyAsync(s2, pinned, buf)
 	require.NoError(t, err)
-	require.NoError(t, done.Wait(ctx))
+	wait(t, "the copy on the stream waiting for the kernel's event", done.Wait)
 	p, err := pinned.Host()
 	require.NoError(t, err)
 	for i, v := range p {
@@ -133,7 +131,7 @@ func TestStreamCrossWaits(t *testing.T) {
 	host := make([]uint32, n)
 	hb, _ := memspace.FromSlice(host)
 	require.NoError(t, cs.Enqueue(func(ctx context.Context) error { return transfer.Copy(ctx, hb, buf) }))
-	require.NoError(t, cs.Synchronize(ctx))
+	wait(t, "the CPU stream waiting for a CUDA event", cs.Synchronize)
 	for _, v := range host {
 		require.Equal(t, uint32(9), v)
 	}
@@ -184,7 +182,7 @@ func TestEventTiming(t *testing.T) {
 	assert.False(t, done, "queried while the kernel sleeps")
 	_, err = executor.Elapsed(start, end)
 	assert.Error(t, err, "elapsed time of an event not yet complete")
-	require.NoError(t, end.Wait(context.Background()))
+	wait(t, "the event after the sleeping kernel", end.Wait)
 	d, err := executor.Elapsed(start, end)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, d, 19*time.Millisecond)
@@ -207,8 +205,8 @@ func TestStreamWaitBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()
-	err := g.s.Synchronize(ctx)
+	err := returned(t, "the stream, bounded by 20ms", func() error { return g.s.Synchronize(ctx) })
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(t0), 250*time.Millisecond)
-	require.NoError(t, g.s.Synchronize(context.Background()))
+	wait(t, "the stream after the sleeping kernel", g.s.Synchronize)
 }

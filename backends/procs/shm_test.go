@@ -3,8 +3,10 @@ package procs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +116,53 @@ func TestShmCorruptRing(t *testing.T) {
 	_, err = comm.Await(ctx, r)
 	require.ErrorIs(t, err, comm.ErrPeerLost)
 	require.ErrorIs(t, err, procs.ErrProtocol)
+}
+
+// TestShmDescriptorsClosed: while a group's links are up, after messages
+// and a collective, no descriptor of the project's memory files (the
+// links' segments, the node's region) is open: each creator closes its
+// own once the peers have mapped the file, so that the memory lives only
+// as long as the mappings. Counting after Close cannot see a descriptor
+// kept until then.
+func TestShmDescriptorsClosed(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the segments are memory files of Linux, found through /proc/self/fd")
+	}
+	if fds := memFiles(t); len(fds) != 0 {
+		t.Errorf("%d descriptors of xpu-shm memory files open before the group formed, left by an earlier test (%s)",
+			len(fds), strings.Join(fds, ", "))
+	}
+	cs := group(t, 3, procs.Config{Links: procs.LinkShm})
+	each(t, cs, func(ctx context.Context, c *procs.Comm) error { return checkedAllreduce(ctx, c, 1000, 0) })
+	var links []string
+	for i, c := range cs {
+		for j := i + 1; j < len(cs); j++ {
+			links = append(links, fmt.Sprintf("%d-%d over %s", i, j, c.Transport(j)))
+		}
+	}
+	if fds := memFiles(t); len(fds) != 0 {
+		t.Fatalf("%d descriptors of xpu-shm memory files open while the links %s are up (%s): a creator kept its descriptor after its peers attached, or an earlier test leaked it",
+			len(fds), strings.Join(links, ", "), strings.Join(fds, ", "))
+	}
+}
+
+// memFiles returns this process's open descriptors of the project's memory
+// files (memfd_create's "xpu-shm"), each as its number and its target.
+func memFiles(t *testing.T) []string {
+	t.Helper()
+	d, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	var fds []string
+	for _, e := range d {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil {
+			continue // closed meanwhile (the directory's own descriptor)
+		}
+		if strings.HasPrefix(target, "/memfd:xpu-shm") {
+			fds = append(fds, "fd "+e.Name()+" -> "+target)
+		}
+	}
+	return fds
 }
 
 // TestShmNothingLeft: groups linked through shared memory leave no

@@ -392,15 +392,23 @@ func nodeRegion(ctx context.Context, h Host, members []int, opts Options) (*shm.
 	}
 	offer = append(offer, list...)
 	ok := err == nil
+	// A member lost on the way leaves the region to nobody: its
+	// descriptor and mapping go with it.
+	fail := func(err error) (*shm.Region, error) {
+		if reg != nil {
+			reg.Close()
+		}
+		return nil, err
+	}
 	for _, j := range members[1:] {
 		if err := send(j, offer); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	for _, j := range members[1:] {
 		var ans [1]byte
 		if err := recv(j, ans[:]); err != nil {
-			return nil, err
+			return fail(err)
 		}
 		ok = ok && ans[0] == 1
 	}
@@ -410,7 +418,7 @@ func nodeRegion(ctx context.Context, h Host, members []int, opts Options) (*shm.
 	}
 	for _, j := range members[1:] {
 		if err := send(j, verdict); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	if reg != nil {

@@ -81,7 +81,13 @@ func TestDirWithdrawRace(t *testing.T) {
 		}
 		time.Sleep(50 * time.Microsecond)
 		own.Withdraw(3)
-		for own.Busy(3) != 0 {
+		deadline := time.Now().Add(stallAfter)
+		for own.Busy(3) != 0 && time.Now().Before(deadline) {
+		}
+		if n := own.Busy(3); n != 0 {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: %d copies still counted %v after the withdrawal", round, n, stallAfter)
 		}
 		require.Zero(t, inside.Load(), "round %d: a copier inside a withdrawn range", round)
 		close(stop)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,21 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// stallAfter is how long a test's read or write may wait without moving a
+// byte: far longer than a ring of these tests takes to drain, even under
+// the race detector on a loaded machine, far shorter than go test's
+// timeout. A wake-up lost then fails the test in seconds.
+const stallAfter = 5 * time.Second
+
+// bound gives the conns read and write deadlines stallAfter away, so that
+// a read or write waiting for a wake-up that never comes fails with
+// os.ErrDeadlineExceeded instead of hanging.
+func bound(conns ...*Conn) {
+	for _, c := range conns {
+		_ = c.SetDeadline(time.Now().Add(stallAfter))
+	}
+}
 
 // pair returns the two ends of a stream over a fresh segment whose rings
 // hold ringSize bytes, the creator's first.
@@ -58,14 +75,38 @@ func pair(t testing.TB, ringSize int, spin time.Duration) (*Conn, *Conn) {
 // TestStream sends random bytes both ways at once, in writes and reads of
 // random sizes through rings much smaller than the stream, so that both
 // wrap around and wait for room and for data many times, polling and
-// sleeping.
+// sleeping. A read or write that moves nothing for stallAfter (a wake-up
+// lost) fails, naming its side and direction and the bytes moved.
 func TestStream(t *testing.T) {
 	for _, spin := range []time.Duration{0, -1} {
 		t.Run(map[bool]string{true: "poll", false: "sleep"}[spin == 0], func(t *testing.T) {
 			a, b := pair(t, MinRing, spin)
 			const total = 3 << 20
+			dirs := [2]string{"creator to attacher", "attacher to creator"}
+			// By direction: bytes of the writes returned, of the write under
+			// way, and read.
+			var written, writing, read [2]atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, 4)
+			// The first failure closes both ends, which stops the others:
+			// their failures follow from it.
+			var failed atomic.Bool
+			fail := func(what, waitingFor string, err error) {
+				if failed.Swap(true) {
+					return
+				}
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					err = fmt.Errorf("waited %v for %s", stallAfter, waitingFor)
+				}
+				moved := ""
+				for i, dir := range dirs {
+					moved += fmt.Sprintf("; %s: %d bytes written, a write of %d under way, %d read",
+						dir, written[i].Load(), writing[i].Load(), read[i].Load())
+				}
+				errs <- fmt.Errorf("%s: %w (of %d bytes each way%s)", what, err, total, moved)
+				_ = a.Close()
+				_ = b.Close()
+			}
 			for i, ends := range [][2]*Conn{{a, b}, {b, a}} {
 				src := make([]byte, total)
 				rng := rand.New(rand.NewPCG(uint64(i), 1))
@@ -77,11 +118,18 @@ func TestStream(t *testing.T) {
 					defer wg.Done()
 					for p := src; len(p) > 0; {
 						k := min(len(p), 1+rng.IntN(3*MinRing))
+						_ = ends[0].SetWriteDeadline(time.Now().Add(stallAfter))
+						writing[i].Store(int64(k))
 						n, err := ends[0].Write(p[:k])
-						if err != nil || n != k {
-							errs <- errors.Join(err, errors.New("short write"))
+						if err == nil && n != k {
+							err = fmt.Errorf("short write of %d bytes", n)
+						}
+						if err != nil {
+							fail("the writer "+dirs[i], "room", err)
 							return
 						}
+						writing[i].Store(0)
+						written[i].Add(int64(n))
 						p = p[k:]
 					}
 				}()
@@ -90,15 +138,17 @@ func TestStream(t *testing.T) {
 					got := make([]byte, 0, total)
 					buf := make([]byte, 5000)
 					for len(got) < total {
+						_ = ends[1].SetReadDeadline(time.Now().Add(stallAfter))
 						n, err := ends[1].Read(buf[:1+len(got)%len(buf)])
+						read[i].Add(int64(n))
 						if err != nil {
-							errs <- err
+							fail("the reader "+dirs[i], "data", err)
 							return
 						}
 						got = append(got, buf[:n]...)
 					}
 					if !bytes.Equal(got, src) {
-						errs <- errors.New("stream corrupted")
+						errs <- fmt.Errorf("stream %s corrupted", dirs[i])
 					}
 				}()
 			}
@@ -116,6 +166,7 @@ func TestStream(t *testing.T) {
 // fails.
 func TestPeerGone(t *testing.T) {
 	a, b := pair(t, MinRing, -1)
+	bound(a, b)
 	if _, err := a.Write([]byte("last words")); err != nil {
 		t.Fatal(err)
 	}
@@ -124,11 +175,14 @@ func TestPeerGone(t *testing.T) {
 	}
 	got, err := io.ReadAll(b)
 	if err != nil || string(got) != "last words" {
-		t.Fatalf("read %q, %v; want the last words, then EOF", got, err)
+		t.Fatalf("read %q, %v; want the last words, then EOF within %v", got, err, stallAfter)
 	}
 	// The ring toward a has room for one record of MinRing bytes, header
 	// included, then b must wait.
 	n, err := b.Write(make([]byte, 2*MinRing))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a gone peer: %d bytes, then still waiting for room after %v; want an error once the ring is full", n, stallAfter)
+	}
 	if err == nil || n != MinRing-recHeader {
 		t.Fatalf("write to a gone peer: %d bytes, %v; want %d, an error", n, err, MinRing-recHeader)
 	}
@@ -149,8 +203,13 @@ func TestDeadline(t *testing.T) {
 	}()
 	time.Sleep(10 * time.Millisecond)
 	_ = b.SetReadDeadline(time.Unix(1, 0))
-	if err := <-errc; !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("kicked read: %v, want a deadline error", err)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("kicked read: %v, want a deadline error", err)
+		}
+	case <-time.After(stallAfter):
+		t.Fatalf("kicked read: still waiting %v after its deadline was set in the past", stallAfter)
 	}
 	_ = b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	start := time.Now()
@@ -165,8 +224,15 @@ func TestDeadline(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		_, _ = a.Write([]byte("x"))
 	}()
+	// A watchdog, not a deadline, so that the read waits with none.
+	watchdog := time.AfterFunc(stallAfter, func() { _ = b.SetReadDeadline(time.Unix(1, 0)) })
+	defer watchdog.Stop()
 	buf := make([]byte, 8)
-	if n, err := b.Read(buf); err != nil || string(buf[:n]) != "x" {
+	n, err := b.Read(buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the deadline cleared: no data %v after a write of one byte", stallAfter)
+	}
+	if err != nil || string(buf[:n]) != "x" {
 		t.Fatalf("read after the deadline cleared: %q, %v", buf[:n], err)
 	}
 }
@@ -176,6 +242,7 @@ func TestDeadline(t *testing.T) {
 // bounds.
 func TestCorrupt(t *testing.T) {
 	a, b := pair(t, MinRing, -1)
+	bound(a, b)
 	b.CorruptInbound()
 	if n, err := b.Read(make([]byte, 8)); n != 0 || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read of a corrupt ring: %d, %v", n, err)
@@ -302,6 +369,7 @@ func FuzzConsumer(f *testing.F) {
 // net.ErrClosed without touching the memory.
 func TestUnmap(t *testing.T) {
 	a, b := pair(t, MinRing, 0)
+	bound(a, b)
 	if _, err := a.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
