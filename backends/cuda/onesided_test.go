@@ -46,6 +46,15 @@ var oneSidedOnly = func() []conformance.Option {
 	return opts
 }()
 
+// asComms returns the ranks of a group as comm.Comm values.
+func asComms[C comm.Comm](cs []C) []comm.Comm {
+	out := make([]comm.Comm, len(cs))
+	for i, c := range cs {
+		out[i] = c
+	}
+	return out
+}
+
 func TestOneSidedDeviceRegions(t *testing.T) {
 	noDriverLeaks(t)
 	gs := []*gpu{openGPU(t, "0"), openGPU(t, "1")}
@@ -54,11 +63,7 @@ func TestOneSidedDeviceRegions(t *testing.T) {
 		conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
 			cs, err := local.NewGroup(n, local.Options{})
 			require.NoError(t, err)
-			out := make([]comm.Comm, n)
-			for i, c := range cs {
-				out[i] = c
-			}
-			return out
+			return asComms(cs)
 		}, opts...)
 	})
 	for _, links := range []procs.LinkMode{procs.LinkShm, procs.LinkTCP} {
@@ -68,11 +73,7 @@ func TestOneSidedDeviceRegions(t *testing.T) {
 				defer cancel()
 				cs, err := procs.NewLoopbackGroupConfig(ctx, n, procs.Config{Links: links})
 				require.NoError(t, err)
-				out := make([]comm.Comm, n)
-				for i, c := range cs {
-					out[i] = c
-				}
-				return out
+				return asComms(cs)
 			}, opts...)
 		})
 	}
