@@ -132,6 +132,15 @@ func TestSuiteCatchesBrokenImplementations(t *testing.T) {
 		{test: "TestHonestDriver/^backend$/^capabilities$", ok: true, want: []string{
 			"--- PASS: TestHonestDriver/backend/capabilities",
 		}, absent: []string{"Info lists", "Info does not list"}},
+		{test: "TestBrokenDevicesConfused/^backend$/^devices$", want: []string{
+			"--- FAIL: TestBrokenDevicesConfused/backend/devices",
+			"16777216 bytes allocated from the backend opened for device 0: device 1's free memory fell by 16777216",
+			"the memory was taken from the wrong device",
+		}},
+		{test: "TestBrokenDevicesMislabelled/^backend$/^devices$", want: []string{
+			"--- FAIL: TestBrokenDevicesMislabelled/backend/devices",
+			"the backend opened with device=1 has space fake-device on device 0 (Properties().Device)",
+		}},
 		{test: "TestBrokenUnknownDriver", want: []string{
 			`conformance: xpu describe: unknown backend "conformance-test-no-such-driver" (forgotten import?)`,
 		}},
@@ -173,7 +182,7 @@ func TestBrokenNeverReuse(t *testing.T) {
 	onlyInChild(t)
 	conformance.TestSpace(t, func(*testing.T) *fakeSpace {
 		s := newFakeSpace(neverReuse)
-		s.capacity = 4 << 20
+		s.acct.capacity = 4 << 20
 		return s
 	})
 }
@@ -183,7 +192,7 @@ func TestBrokenNeverReuse(t *testing.T) {
 func TestSpaceWithCapacity(t *testing.T) {
 	conformance.TestSpace(t, func(*testing.T) *fakeSpace {
 		s := newFakeSpace(correct)
-		s.capacity = 4 << 20
+		s.acct.capacity = 4 << 20
 		return s
 	})
 }

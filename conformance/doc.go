@@ -24,7 +24,9 @@
 // RunDriver opens it through the registry for every case, as `xpu
 // conformance` does, and also checks that the driver's Info tells the
 // truth: that it lists exactly the concept-level capabilities (xpu.Derived)
-// the opened components implement ("backend/capabilities").
+// the opened components implement ("backend/capabilities"), and, for a
+// backend whose memory lies on one of several devices, that opened with
+// DeviceOption for device i it is device i's ("backend/devices").
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.RunDriver(t, "mybackend", xpu.Options{"workers": "4"})

@@ -47,10 +47,37 @@ type fakeSpace struct {
 	live  map[memspace.Addr][]byte
 	freed map[memspace.Addr]bool
 	st    memspace.Stats
-	// capacity, when set, is the most bytes the space gives at once,
-	// which Available reports; consumed is what it has given and not
-	// taken back.
+	// acct is the memory the space gives from: its own, or a device's
+	// that several spaces share.
+	acct *memAccount
+	// index is the device a device fakeSpace says it is on.
+	index int
+}
+
+// memAccount is memory with a capacity. capacity, when set, is the most
+// bytes the spaces drawing on it give at once, which Available reports;
+// consumed is what they have given and not taken back.
+type memAccount struct {
+	mu                 sync.Mutex
 	capacity, consumed int64
+}
+
+// take takes n bytes, unless the capacity would be exceeded.
+func (a *memAccount) take(n int64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.capacity > 0 && a.consumed+n > a.capacity {
+		return fmt.Errorf("fake: %d bytes with %d of %d given: %w", n, a.consumed, a.capacity, memspace.ErrOutOfMemory)
+	}
+	a.consumed += n
+	return nil
+}
+
+// give gives n bytes back.
+func (a *memAccount) give(n int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.consumed -= n
 }
 
 var (
@@ -60,14 +87,14 @@ var (
 
 func newFakeSpace(d defect) *fakeSpace {
 	return &fakeSpace{name: "fake", kind: "host", defect: d,
-		live: map[memspace.Addr][]byte{}, freed: map[memspace.Addr]bool{}}
+		live: map[memspace.Addr][]byte{}, freed: map[memspace.Addr]bool{}, acct: &memAccount{}}
 }
 
 func (s *fakeSpace) Name() string { return s.name }
 
 func (s *fakeSpace) Properties() memspace.Properties {
 	if s.device {
-		return memspace.Properties{Kind: deviceKind, Device: 0, DeviceAccessible: true, Alignment: 256}
+		return memspace.Properties{Kind: deviceKind, Device: s.index, DeviceAccessible: true, Alignment: 256}
 	}
 	return memspace.Properties{Kind: s.kind, Device: -1, HostAccessible: true, Pageable: true, Alignment: 16}
 }
@@ -154,13 +181,9 @@ func (s *fakeSpace) Allocate(size, align int) (memspace.Block, error) {
 	if size > 1<<32 {
 		return memspace.Block{}, fmt.Errorf("fake: %d bytes: %w", size, memspace.ErrOutOfMemory)
 	}
-	s.mu.Lock()
-	if s.capacity > 0 && s.consumed+int64(size) > s.capacity {
-		s.mu.Unlock()
-		return memspace.Block{}, fmt.Errorf("fake: %d bytes with %d of %d given: %w", size, s.consumed, s.capacity, memspace.ErrOutOfMemory)
+	if err := s.acct.take(int64(size)); err != nil {
+		return memspace.Block{}, err
 	}
-	s.consumed += int64(size)
-	s.mu.Unlock()
 	mem := make([]byte, size+align+1)
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	off := int((uintptr(align) - base%uintptr(align)) % uintptr(align))
@@ -203,7 +226,7 @@ func (s *fakeSpace) Free(b memspace.Block) error {
 	delete(s.live, b.Addr())
 	s.freed[b.Addr()] = true
 	if s.defect != neverReuse {
-		s.consumed -= int64(len(mem))
+		s.acct.give(int64(len(mem)))
 	}
 	if s.defect != uncountedFrees {
 		s.st.InUse -= int64(len(mem))
@@ -215,12 +238,13 @@ func (s *fakeSpace) Free(b memspace.Block) error {
 
 // Available reports the capacity, when the space has one.
 func (s *fakeSpace) Available() (free, total int64, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.capacity == 0 {
+	a := s.acct
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.capacity == 0 {
 		return -1, -1, nil
 	}
-	return s.capacity - s.consumed, s.capacity, nil
+	return a.capacity - a.consumed, a.capacity, nil
 }
 
 func (s *fakeSpace) Stats() memspace.Stats {

@@ -32,7 +32,8 @@ import (
 //
 // When b.Name is a registered driver (xpu.Register) that is available
 // here, "backend/capabilities" checks the backends newBackend makes against
-// its Info, as RunDriver does; otherwise that case is skipped, saying why.
+// its Info, and "backend/devices" opens the driver's devices by name, as
+// RunDriver does; otherwise those cases are skipped, saying why.
 //
 // newBackend must return a freshly opened backend, closed with t.Cleanup;
 // it may call t.Skip when the backend is unavailable. It is called once
@@ -41,7 +42,7 @@ import (
 // then once per case. opts go to every suite; see Declare.
 func Run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, opts ...Option) {
 	t.Helper()
-	run(t, newBackend, nil, opts)
+	run(t, newBackend, nil, nil, opts)
 }
 
 // RunDriver runs Run over the backend registered as name (by xpu.Register),
@@ -55,7 +56,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, opts ...Optio
 // job communicator and the ranks of a group of 2 — implement exactly the
 // concept-level capabilities (xpu.Derived) Info lists, as
 // xpu.CapabilitiesOf derives them; Info lists no capability twice; and it
-// lists xpu.CapGroup exactly when Backend.Group is set.
+// lists xpu.CapGroup exactly when Backend.Group is set. When Info lists
+// two devices or more and the backend's memory lies on a device,
+// "backend/devices" opens each of them (up to four) with DeviceOption and
+// checks that it is that device: its spaces on a device say so, and memory
+// allocated from it lowers that device's free memory and no other's.
 func RunDriver(t *testing.T, name string, options xpu.Options, opts ...Option) {
 	t.Helper()
 	info, err := xpu.Describe(t.Context(), name)
@@ -79,12 +84,13 @@ func RunDriver(t *testing.T, name string, options xpu.Options, opts ...Option) {
 			}
 		})
 		return b
-	}, &info, opts)
+	}, &info, &deviceOpener{name: name, options: options}, opts)
 }
 
 // run is Run; with info, the driver's description of the backends
-// newBackend opens, it also checks their capabilities.
-func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Info, opts []Option) {
+// newBackend opens, it also checks their capabilities, and with devs, what
+// opens each of the driver's devices, that they are the devices they say.
+func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Info, devs *deviceOpener, opts []Option) {
 	t.Helper()
 	s := newSuite(t, "backend", opts)
 	defer s.finish(t)
@@ -107,12 +113,21 @@ func run(t *testing.T, newBackend func(t *testing.T) *xpu.Backend, info *xpu.Inf
 	skip := ""
 	if info == nil {
 		info, skip = registeredInfo(t, probe.Name)
+		if info != nil {
+			devs = &deviceOpener{name: probe.Name}
+		}
 	}
 	s.root().run(t, "capabilities", func(c *tcase) {
 		if info == nil {
 			c.Skip(skip)
 		}
 		checkCapabilities(c, *info, r.open(c.T))
+	})
+	s.root().run(t, "devices", func(c *tcase) {
+		if info == nil {
+			c.Skip(skip)
+		}
+		checkDevices(c, *info, probe, *devs)
 	})
 	r.spaces(t)
 	if shape.exec {
