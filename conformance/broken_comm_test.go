@@ -8,6 +8,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 )
@@ -40,6 +41,12 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 			"Rank 0 never exchanges messages with rank 2 here (the shared Allreduce: only with ranks [1])",
 			"every rank's pending and later collective operations must fail with ErrPeerLost (revocation",
 			"see docs/backend-guide.md#",
+		}},
+		// Refusals returned without the backend's name.
+		{test: "TestBrokenCommBareRefusals/^comm$/^p2p$/^invalid$", want: []string{
+			"--- FAIL: TestBrokenCommBareRefusals/comm/p2p/invalid/n=2",
+			`Isend to rank -1 of 2: error "rank -1 outside [0, 2): invalid argument" does not name the backend that refused`,
+			`Irecv with tag -2: error "tag -2 outside [0, 2147483647]: invalid argument" does not name the backend`,
 		}},
 		// Blocking calls and Wait that ignore their context, one child per
 		// case so that they run side by side.
@@ -164,6 +171,36 @@ func TestBrokenCommForgetful(t *testing.T) {
 	conformance.TestComm(t, wrappedGroup(wrapRequests(func(r comm.Request) comm.Request {
 		return &forgetfulRequest{Request: r}
 	})))
+}
+
+func TestBrokenCommBareRefusals(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm { return bareRefusals{c} }))
+}
+
+// bareRefusals checks the rank and tag of Isend and Irecv with impl's
+// checks and returns their errors as they are, without its name: the
+// xerr.Op a backend author forgets.
+type bareRefusals struct{ comm.Comm }
+
+func (c bareRefusals) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	if err := impl.CheckRank(dest, c.Size(), false); err != nil {
+		return nil, err
+	}
+	if err := impl.CheckWireTag(tag, false); err != nil {
+		return nil, err
+	}
+	return c.Comm.Isend(buf, dest, tag)
+}
+
+func (c bareRefusals) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	if err := impl.CheckRank(source, c.Size(), true); err != nil {
+		return nil, err
+	}
+	if err := impl.CheckWireTag(tag, true); err != nil {
+		return nil, err
+	}
+	return c.Comm.Irecv(buf, source, tag)
 }
 
 func TestBrokenOneSidedShifted(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -617,23 +618,37 @@ func commInvalid(ctx context.Context, me, n int, cm comm.Comm) error {
 		}
 		return nil
 	}
+	// The communicator's own refusals must say who refused: impl's
+	// checks return errors without the backend's name, for the backend to
+	// wrap (xerr.Op). A Comm has no name to look for, but impl's error
+	// returned as it is shows the wrapping was forgotten.
+	named := func(what string, err, bare error) error {
+		if e := bad(what, err); e != nil {
+			return e
+		}
+		if bare != nil && err.Error() == bare.Error() {
+			return fmt.Errorf("%s: error %q does not name the backend that refused: impl's check returned as it is "+
+				"(wrap it with xerr.Op(name, op, err))", what, err)
+		}
+		return nil
+	}
 	var errs []error
 	for _, dest := range []int{-1, -2, n, n + 5, 1 << 40} {
 		_, err := cm.Isend(b, dest, 1)
-		errs = append(errs, bad(fmt.Sprintf("Isend to rank %d of %d", dest, n), err))
+		errs = append(errs, named(fmt.Sprintf("Isend to rank %d of %d", dest, n), err, impl.CheckRank(dest, n, false)))
 	}
 	for _, src := range []int{-2, n, 1 << 40} {
 		_, err := cm.Irecv(b, src, 1)
-		errs = append(errs, bad(fmt.Sprintf("Irecv from rank %d of %d", src, n), err))
+		errs = append(errs, named(fmt.Sprintf("Irecv from rank %d of %d", src, n), err, impl.CheckRank(src, n, true)))
 	}
 	other := (me + 1) % n
 	for _, tag := range []int{-1, -2, comm.MaxReservedTag + 1} {
 		_, err := cm.Isend(b, other, tag)
-		errs = append(errs, bad(fmt.Sprintf("Isend with tag %d", tag), err))
+		errs = append(errs, named(fmt.Sprintf("Isend with tag %d", tag), err, impl.CheckWireTag(tag, false)))
 	}
 	for _, tag := range []int{-2, comm.MaxReservedTag + 1} {
 		_, err := cm.Irecv(b, other, tag)
-		errs = append(errs, bad(fmt.Sprintf("Irecv with tag %d", tag), err))
+		errs = append(errs, named(fmt.Sprintf("Irecv with tag %d", tag), err, impl.CheckWireTag(tag, true)))
 	}
 	errs = append(errs, bad("Send with a reserved tag", comm.Send(ctx, cm, b, other, comm.MaxTag+1)))
 	_, err := comm.Recv(ctx, cm, b, other, comm.MaxTag+1)

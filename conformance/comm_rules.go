@@ -65,7 +65,8 @@ var (
 		"so each must complete on every rank; the shared algorithms need only point-to-point messages " +
 		"with reserved tags, carried like any other", guideCommAnchor}
 	ruleInvalid = rule{"a call with a bad rank, tag, root, size or reduction must fail at once with " +
-		"ErrInvalidArgument on the rank that made it, sending nothing, and leave the communicator usable", guideCommAnchor}
+		"ErrInvalidArgument on the rank that made it, naming the backend (impl's checks wrapped with xerr.Op), " +
+		"sending nothing, and leave the communicator usable", guideCommAnchor}
 	ruleBarrier = rule{"Barrier must return on every rank once, and only once, every rank has entered it", guideCommAnchor}
 	ruleRanks   = rule{"the factory's ranks must be numbered 0 to n-1, each once, agree on the size, " +
 		"and deliver a message to the rank it names", guideCommAnchor}
