@@ -1,0 +1,324 @@
+package flight
+
+import (
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The recorder's sizes, in entries.
+const (
+	// DefaultSize is the number of entries a recorder keeps when none is
+	// given: the operations of the last few collectives of a large group,
+	// or of a few hundred exchanges.
+	DefaultSize = 1024
+	// MaxSize is the most entries a recorder keeps (about 6 MiB).
+	MaxSize = 1 << 16
+	// Off, as a size, turns the recorder off: it records nothing.
+	Off = 0
+)
+
+// Op is the operation an entry records.
+type Op uint8
+
+// The operations.
+const (
+	OpSend Op = iota + 1
+	OpRecv
+	OpPut
+	OpGet
+	OpFlush
+	OpBarrier
+	OpBcast
+	OpReduce
+	OpAllreduce
+	OpGather
+	OpScatter
+	OpAllgather
+	OpAlltoall
+	OpReduceScatter
+	opEnd
+)
+
+var opNames = [...]string{OpSend: "Send", OpRecv: "Recv", OpPut: "Put", OpGet: "Get", OpFlush: "Flush",
+	OpBarrier: "Barrier", OpBcast: "Bcast", OpReduce: "Reduce", OpAllreduce: "Allreduce", OpGather: "Gather",
+	OpScatter: "Scatter", OpAllgather: "Allgather", OpAlltoall: "Alltoall", OpReduceScatter: "ReduceScatter"}
+
+// String is the operation's name, as the user calls it ("Allreduce").
+func (o Op) String() string {
+	if o > 0 && o < opEnd {
+		return opNames[o]
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Collective reports whether o is a collective operation: one every rank
+// of the communicator calls, in the same order, and that has a sequence
+// number.
+func (o Op) Collective() bool { return o >= OpBarrier && o < opEnd }
+
+// HasRoot reports whether o's collective has a root rank.
+func (o Op) HasRoot() bool { return o == OpBcast || o == OpReduce || o == OpGather || o == OpScatter }
+
+// State is where an operation stands.
+type State uint8
+
+// The states, in the order an operation goes through them.
+const (
+	// Posted: started, nothing matched it yet.
+	Posted State = iota + 1
+	// Matched: a receive found its message, or a send its receive; the
+	// bytes may still be moving.
+	Matched
+	// Done: completed.
+	Done
+	// Failed: completed with an error.
+	Failed
+	// Cancelled: cancelled, or its context ended, before it completed.
+	Cancelled
+)
+
+var stateNames = [...]string{Posted: "posted", Matched: "matched", Done: "done", Failed: "failed", Cancelled: "cancelled"}
+
+// String is the state's name ("posted").
+func (s State) String() string {
+	if s > 0 && int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Pending reports whether the operation has not completed.
+func (s State) Pending() bool { return s == Posted || s == Matched }
+
+// AnyPeer and AnyTag are the wildcards of a receive (comm.AnySource and
+// comm.AnyTag); NoPeer is the peer of an entry that has none (Barrier).
+const (
+	AnyPeer = -1
+	AnyTag  = -1
+	NoPeer  = -2
+)
+
+// Entry is one recorded operation.
+type Entry struct {
+	// ID numbers the recorder's entries from 1, in the order they were
+	// posted.
+	ID uint64
+	Op Op
+	// Peer is the destination of a send, Put or Get, the source of a
+	// receive (AnyPeer), the root of a rooted collective, the target of
+	// a Flush (AnyPeer for all); NoPeer otherwise.
+	Peer int
+	// Tag is a point-to-point operation's tag (AnyTag); 0 otherwise.
+	Tag int
+	// Count is the number of elements of DType: bytes for point-to-point
+	// and one-sided operations.
+	Count int64
+	// DType and Reduction name the element type and the reduction of a
+	// collective ("float64", "sum"); DType is "byte" for the others.
+	DType, Reduction string
+	// Seq is a collective's sequence number on its communicator, from 1:
+	// every rank's n-th collective has Seq n. 0 for the others.
+	Seq   uint64
+	State State
+	// Posted is when the operation started; Ended when it completed (zero
+	// while pending). Both are read from the recorder's clock.
+	Posted, Ended time.Time
+	// Err is the error a failed operation returned.
+	Err string
+}
+
+// Ticket names a posted entry, for its later states. The zero Ticket
+// names nothing: its calls do nothing.
+type Ticket struct {
+	r    *Recorder
+	id   uint64
+	slot uint32
+}
+
+// slot is an entry as the ring keeps it: times as clock readings.
+type slot struct {
+	id               uint64
+	op               Op
+	state            State
+	peer, tag        int32
+	count            int64
+	dtype, reduction string
+	seq              uint64
+	posted, ended    int64 // nanoseconds of the clock
+	err              string
+}
+
+// Recorder is a ring of the last operations of one rank of one
+// communicator. It is safe for concurrent use. A nil *Recorder, or one of
+// size Off, records nothing and costs a nil check.
+type Recorder struct {
+	mu      sync.Mutex
+	ring    []slot
+	next    uint64 // the ID of the next entry
+	seq     uint64 // the last collective's sequence number
+	clock   *clock
+	closed  bool
+	dumped  time.Time // the last revocation dump, to write one per burst
+	context Context
+}
+
+// Context says whose record it is: it heads each dump.
+type Context struct {
+	Rank, Size int
+	// Backend is the name the backend was opened under ("tcp").
+	Backend string
+	// Comm tells communicators of one rank apart ("world", "split 2").
+	Comm string
+}
+
+// New returns a recorder of size entries (DefaultSize when size < 0,
+// MaxSize when larger); New(Off) returns nil, which records nothing.
+// Close it when the communicator closes.
+func New(size int, ctx Context) *Recorder {
+	switch {
+	case size == Off:
+		return nil
+	case size < 0:
+		size = DefaultSize
+	case size > MaxSize:
+		size = MaxSize
+	}
+	return &Recorder{ring: make([]slot, size), next: 1, clock: startClock(), context: ctx}
+}
+
+// Close stops the recorder's share of the clock. The record stays
+// readable; later operations are still recorded, with times read from
+// time.Now. Close is idempotent.
+func (r *Recorder) Close() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	c := r.clock
+	r.clock, r.closed = nil, true
+	r.mu.Unlock()
+	if c != nil {
+		c.stop()
+	}
+}
+
+// Context returns whose record it is.
+func (r *Recorder) Context() Context {
+	if r == nil {
+		return Context{}
+	}
+	return r.context
+}
+
+// now reads the clock; r.mu is held.
+func (r *Recorder) now() int64 {
+	if r.clock != nil {
+		return r.clock.now()
+	}
+	return time.Now().UnixNano()
+}
+
+// Post records an operation as posted and returns its ticket. peer and
+// tag are as Entry has them; count is in elements of dtype ("" is
+// "byte").
+func (r *Recorder) Post(op Op, peer, tag int, count int64, dtype, reduction string) Ticket {
+	if r == nil {
+		return Ticket{}
+	}
+	r.mu.Lock()
+	t := r.post(op, peer, tag, count, dtype, reduction, 0)
+	r.mu.Unlock()
+	return t
+}
+
+// PostCollective records a collective as posted, numbering it with the
+// communicator's next sequence number, and returns its ticket. root is
+// NoPeer for collectives without one.
+func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction string) Ticket {
+	if r == nil {
+		return Ticket{}
+	}
+	r.mu.Lock()
+	r.seq++
+	t := r.post(op, root, 0, count, dtype, reduction, r.seq)
+	r.mu.Unlock()
+	return t
+}
+
+// post writes the next entry; r.mu is held.
+func (r *Recorder) post(op Op, peer, tag int, count int64, dtype, reduction string, seq uint64) Ticket {
+	if len(r.ring) == 0 {
+		return Ticket{}
+	}
+	id := r.next
+	r.next++
+	i := uint32(id % uint64(len(r.ring)))
+	if dtype == "" {
+		dtype = "byte"
+	}
+	r.ring[i] = slot{id: id, op: op, state: Posted, peer: int32(peer), tag: int32(tag), count: count,
+		dtype: dtype, reduction: reduction, seq: seq, posted: r.now()}
+	return Ticket{r: r, id: id, slot: i}
+}
+
+// Matched records that the operation found its match.
+func (t Ticket) Matched() {
+	if t.r == nil {
+		return
+	}
+	t.r.mu.Lock()
+	if s := &t.r.ring[t.slot]; s.id == t.id && s.state == Posted {
+		s.state = Matched
+	}
+	t.r.mu.Unlock()
+}
+
+// End records how the operation completed: done when err is nil,
+// cancelled when cancelled, failed otherwise. Only the first End counts.
+func (t Ticket) End(err error, cancelled bool) {
+	if t.r == nil {
+		return
+	}
+	state, msg := Done, ""
+	switch {
+	case cancelled:
+		state = Cancelled
+	case err != nil:
+		state, msg = Failed, err.Error()
+	}
+	t.r.mu.Lock()
+	if s := &t.r.ring[t.slot]; s.id == t.id && s.state.Pending() {
+		s.state, s.ended, s.err = state, t.r.now(), msg
+	}
+	t.r.mu.Unlock()
+}
+
+// Valid reports whether t names an entry.
+func (t Ticket) Valid() bool { return t.r != nil }
+
+// Entries returns the entries the ring holds, oldest first, and how many
+// older ones it dropped.
+func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
+	if r == nil {
+		return nil, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := uint64(len(r.ring))
+	first := uint64(1)
+	if r.next-1 > n {
+		first = r.next - n
+		dropped = first - 1
+	}
+	for id := first; id < r.next; id++ {
+		s := r.ring[id%n]
+		e := Entry{ID: s.id, Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: s.dtype,
+			Reduction: s.reduction, Seq: s.seq, State: s.state, Posted: time.Unix(0, s.posted), Err: s.err}
+		if s.ended != 0 {
+			e.Ended = time.Unix(0, s.ended)
+		}
+		entries = append(entries, e)
+	}
+	return entries, dropped
+}
