@@ -11,8 +11,15 @@
 //
 //	b, err := xpu.Open(ctx, "cpu", nil)
 //
-// OpenDefault reads XPU_BACKEND, an ordered fallback chain such as
-// "cuda,cpu", and reports why each skipped candidate was skipped. Describe
-// answers availability, devices, concepts, capabilities and element types
-// without opening a backend.
+// Open takes a chain where it takes a name ("cuda,cpu": the first that
+// opens). OpenDefault reads XPU_BACKEND, such a chain; when it is unset,
+// a rank of a job of several ranks (started by `xpu run`, mpirun or srun)
+// gets the backends with a communicator that the program links, and any
+// other process DefaultChain. Both record on the Backend its Selection:
+// the chain, why, the backend chosen and why each candidate before it was
+// skipped, to print. A name that is no backend at all is an error that
+// lists the known ones, and a typo in XPU_BACKEND never falls back; a
+// backend of this module that the program does not link is skipped with
+// the import that links it. Describe answers availability, devices,
+// concepts, capabilities and element types without opening a backend.
 package xpu

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ var (
 // comma-separated, ordered fallback chain of backend names ("cuda,cpu").
 const EnvBackend = jobenv.Backend
 
-// DefaultChain is the chain OpenDefault tries when EnvBackend is unset.
+// DefaultChain is the chain OpenDefault tries when EnvBackend is unset
+// and the process is no rank of a job of several ranks (PlanDefault).
 var DefaultChain = []string{"cuda", "cpu"}
 
 // Register makes a driver available by name. It panics if d is nil or the
@@ -120,7 +122,9 @@ func Drivers() []string {
 }
 
 // lookup returns the driver registered under name or an alias of it, or an
-// error of op matching ErrUnknownBackend that lists the registered names.
+// error of op matching ErrUnknownBackend: for a backend of this module
+// that the program does not link, it names the import that links it; for
+// any other name, the nearest known name and every known one.
 func lookup(op, name string) (Driver, error) {
 	driversMu.RLock()
 	d, ok := drivers[name]
@@ -129,18 +133,44 @@ func lookup(op, name string) (Driver, error) {
 	}
 	driversMu.RUnlock()
 	if !ok {
-		avail := strings.Join(Drivers(), ", ")
-		if avail == "" {
-			avail = "none"
-		}
-		return nil, xerr.Op("xpu", op, fmt.Errorf("%w %q (forgotten import?); available: %s", ErrUnknownBackend, name, avail))
+		return nil, xerr.Op("xpu", op, unknown(name))
 	}
 	return d, nil
 }
 
 // Open opens the backend registered under name, or under the name an alias
-// stands for.
+// stands for, and records in its Selection that the caller named it.
+//
+// name may also be a chain, names separated by commas ("cuda,cpu"): Open
+// then opens the first candidate that opens and records in the Backend's
+// Selection why each before it was skipped, or returns a *SkipError when
+// none opens. Every name of a chain must be a registered driver, an alias
+// of one or a backend of this module; any other is an error matching
+// ErrUnknownBackend before any candidate is tried (a typo never falls
+// back), and a backend of this module that the program does not link is
+// skipped with the import that would link it.
 func Open(ctx context.Context, name string, opts Options) (*Backend, error) {
+	if !strings.Contains(name, ",") {
+		b, err := openName(ctx, name, opts)
+		if err != nil {
+			return nil, err
+		}
+		b.Selection = Selection{Chain: []string{name}, Why: whyCaller, Chosen: b.Name}
+		return b, nil
+	}
+	chain := splitChain(name)
+	if len(chain) == 0 {
+		return nil, xerr.Op("xpu", "open", unknown(name))
+	}
+	if err := checkChain(chain); err != nil {
+		return nil, xerr.Op("xpu", "open", err)
+	}
+	return openChain(ctx, Selection{Chain: chain, Why: whyCaller}, opts)
+}
+
+// openName opens the backend registered under name, or under the name an
+// alias stands for.
+func openName(ctx context.Context, name string, opts Options) (*Backend, error) {
 	d, err := lookup("open", name)
 	if err != nil {
 		return nil, err
@@ -161,12 +191,16 @@ func Open(ctx context.Context, name string, opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// SkipError is returned by OpenDefault when no candidate of the chain could
-// be opened. It lists the reason each candidate was skipped, each of which
-// names its candidate, on one line separated by "; ", and matches each
-// reason under errors.Is (ErrUnavailable, typically).
+// SkipError is returned by OpenDefault, and by Open of a chain, when no
+// candidate of the chain could be opened. It lists the reason each
+// candidate was skipped, each of which names its candidate, on one line
+// separated by "; ", and matches each reason under errors.Is
+// (ErrUnavailable, typically).
 type SkipError struct {
-	Chain   []string
+	Chain []string
+	// Why says where the chain comes from, as Selection.Why does; "" when
+	// unknown.
+	Why     string
 	Reasons []error
 }
 
@@ -175,6 +209,9 @@ func (e *SkipError) Error() string {
 	b.WriteString("xpu: no backend of ")
 	b.WriteString(strings.Join(e.Chain, ","))
 	b.WriteString(" could be opened")
+	if e.Why != "" {
+		b.WriteString(" (" + e.Why + ")")
+	}
 	for i, r := range e.Reasons {
 		if i == 0 {
 			b.WriteString(": ")
@@ -189,38 +226,38 @@ func (e *SkipError) Error() string {
 // Unwrap returns the reasons.
 func (e *SkipError) Unwrap() []error { return e.Reasons }
 
-// Chain returns the fallback chain OpenDefault would try: EnvBackend's
-// names when set, else DefaultChain.
+// Chain returns the fallback chain OpenDefault tries, PlanDefault's; when
+// PlanDefault fails, the names EnvBackend holds, else DefaultChain.
 func Chain() []string {
-	if v := strings.TrimSpace(os.Getenv(EnvBackend)); v != "" {
-		var out []string
-		for _, n := range strings.Split(v, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				out = append(out, n)
-			}
-		}
-		return out
+	if s, err := PlanDefault(); err == nil {
+		return s.Chain
 	}
-	return append([]string(nil), DefaultChain...)
+	if c := splitChain(os.Getenv(EnvBackend)); len(c) > 0 {
+		return c
+	}
+	return slices.Clone(DefaultChain)
 }
 
-// OpenDefault opens the first backend of Chain that opens, and returns the
-// reasons the earlier candidates were skipped (nil when the first opened).
-// When none opens it returns a *SkipError.
+// OpenDefault opens the first backend of the chain PlanDefault returns
+// that opens, and returns the reasons the earlier candidates were skipped
+// (nil when the first opened); the Backend's Selection says which chain it
+// was, why, and which backend was chosen. When none opens it returns a
+// *SkipError; when PlanDefault fails (an unknown name in EnvBackend), its
+// error, before any backend is tried.
 func OpenDefault(ctx context.Context, opts Options) (*Backend, []error, error) {
-	chain := Chain()
-	var reasons []error
-	for _, name := range chain {
-		b, err := Open(ctx, name, opts)
-		if err == nil {
-			return b, reasons, nil
-		}
-		reasons = append(reasons, err)
-		if ctx.Err() != nil {
-			break
-		}
+	s, err := PlanDefault()
+	if err != nil {
+		return nil, nil, xerr.Op("xpu", "open", err)
 	}
-	return nil, reasons, &SkipError{Chain: chain[:len(reasons)], Reasons: reasons}
+	b, err := openChain(ctx, s, opts)
+	if err != nil {
+		var se *SkipError
+		if errors.As(err, &se) {
+			return nil, se.Reasons, err
+		}
+		return nil, nil, err
+	}
+	return b, b.Selection.Skipped, nil
 }
 
 // Describe returns the Info of the backend registered under name, or under

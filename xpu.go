@@ -40,6 +40,10 @@ type Backend struct {
 	Comm comm.Comm
 	// Group makes in-process groups of ranks, when the backend can.
 	Group comm.GroupFunc
+	// Selection says how Open or OpenDefault chose the backend: the chain
+	// of candidates, why, and why each candidate before it was skipped.
+	// It is the zero Selection for a Backend made otherwise.
+	Selection Selection
 
 	closers []func() error
 }

@@ -40,14 +40,18 @@
 // that died or closed: an operation that involves a lost rank fails, it
 // never hangs.
 //
-// A collective in which a rank is lost fails with ErrPeerLost on the ranks
-// that exchange messages with it; the other ranks may be left waiting for
-// ranks that gave up, until their context ends. Run collectives under a
-// deadline when ranks can fail, and treat a group whose collective failed
-// or was canceled as broken: its ranks may disagree about which messages of
-// that collective were exchanged, so close it (peers then see ErrPeerLost)
-// rather than call another collective on it. Point-to-point traffic with
-// user tags is not affected.
+// A collective in which a rank is lost fails with ErrPeerLost on every
+// rank the failure reaches, not only on those that exchange messages with
+// the lost one: the communicator revokes the group's collectives (see Comm;
+// the conformance case comm/coll/peer-lost holds every backend to it), so
+// no survivor waits for its context to end. A rank whose context ends in a
+// collective revokes nothing by itself, and the others wait for theirs:
+// run collectives under a deadline, and treat a group whose collective
+// failed or was canceled as broken: its ranks may disagree about which
+// messages of that collective were exchanged, so close it (which revokes
+// the collectives of the others, who see ErrPeerLost) rather than call
+// another collective on it. Point-to-point traffic with user tags is not
+// affected.
 //
 // # Collectives
 //

@@ -19,14 +19,20 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	infos := xpu.DescribeAll(ctx)
+	plan, planErr := xpu.PlanDefault()
 	if *asJSON {
+		why := plan.Why
+		if planErr != nil {
+			why = planErr.Error()
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			Backends []xpu.Info `json:"backends"`
 			Chain    []string   `json:"chain"`
+			ChainWhy string     `json:"chain_why"`
 			Paths    []string   `json:"transfer_paths"`
-		}{infos, xpu.Chain(), transfer.Paths()})
+		}{infos, xpu.Chain(), why, transfer.Paths()})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tAVAILABLE\tCONCEPTS\tCAPABILITIES")
@@ -70,13 +76,36 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "  element types: %s\n", strings.Join(in.ElementTypes, ", "))
 		}
 	}
-	fmt.Fprintf(stdout, "\nselection chain (%s): %s\n", xpu.EnvBackend, strings.Join(xpu.Chain(), " -> "))
+	writeSelection(ctx, stdout, plan, planErr)
 	if p := transfer.Paths(); len(p) > 0 {
 		fmt.Fprintf(stdout, "transfer paths: %s (and host<->host between any host-accessible spaces)\n", strings.Join(p, ", "))
 	} else {
 		fmt.Fprintln(stdout, "transfer paths: host<->host between any host-accessible spaces")
 	}
 	return nil
+}
+
+// writeSelection writes the chain xpu.OpenDefault would try and why, and
+// what becomes of each candidate by its Info: skipped with the reason, up
+// to the first available one, which it would choose.
+func writeSelection(ctx context.Context, w io.Writer, plan xpu.Selection, err error) {
+	if err != nil {
+		fmt.Fprintf(w, "\nselection chain of OpenDefault: none: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "\nselection chain of OpenDefault: %s (%s)\n", strings.Join(plan.Chain, " -> "), plan.Why)
+	for _, n := range plan.Chain {
+		in, err := xpu.Describe(ctx, n)
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "  %s: skipped: %v\n", n, err)
+		case !in.Available:
+			fmt.Fprintf(w, "  %s: skipped: unavailable: %s\n", n, in.Reason)
+		default:
+			fmt.Fprintf(w, "  %s: chosen, the first available\n", n)
+			return
+		}
+	}
 }
 
 // writeIndented writes text to w with each of its non-empty lines

@@ -125,3 +125,53 @@ func mapKeys(m map[string]any) []string {
 	}
 	return ks
 }
+
+// downBox is a driver that says it is unavailable.
+type downBox struct{ unopenable }
+
+func (downBox) Info(context.Context) xpu.Info { return xpu.Info{Reason: "no such device"} }
+
+func init() { xpu.Register("xpucmd-test-down", downBox{}) }
+
+// The chain OpenDefault would try, why, and what becomes of each
+// candidate, up to the first available: the last lines of info.
+func TestInfoSelection(t *testing.T) {
+	for _, c := range []struct{ env, want string }{
+		{"xpucmd-test-down, cuda ,cpu,xpucmd-test-gpus", "\n" +
+			"selection chain of OpenDefault: xpucmd-test-down -> cuda -> cpu -> xpucmd-test-gpus (from XPU_BACKEND)\n" +
+			"  xpucmd-test-down: skipped: unavailable: no such device\n" +
+			`  cuda: skipped: xpu describe: unknown backend "cuda": not linked into this program; add import _ "github.com/xpu-go/xpu/backends/cuda"` + "\n" +
+			"  cpu: chosen, the first available\n" +
+			"transfer paths: "},
+		{"cdua,cpu", "\n" +
+			`selection chain of OpenDefault: none: XPU_BACKEND="cdua,cpu": unknown backend "cdua" (did you mean cuda?); known: ` +
+			"cpu, cuda, local, mpi, procs, rdma, tcp, xpucmd-test-down, xpucmd-test-forgetful, xpucmd-test-gpus, xpucmd-test-gpus-old, xpucmd-test-unopenable\n" +
+			"transfer paths: "},
+	} {
+		t.Setenv(xpu.EnvBackend, c.env)
+		var stdout, stderr strings.Builder
+		require.Equal(t, 0, Run(testCtx(t), []string{"info"}, &stdout, &stderr), stderr.String())
+		out := stdout.String()
+		i := strings.LastIndex(out, "\nselection chain")
+		require.GreaterOrEqual(t, i, 0, out)
+		j := strings.LastIndex(out, "transfer paths: ")
+		require.Greater(t, j, i, out)
+		assert.Equal(t, c.want, out[i:j+len("transfer paths: ")])
+
+		stdout.Reset()
+		require.Equal(t, 0, Run(testCtx(t), []string{"info", "--json"}, &stdout, &stderr), stderr.String())
+		var js struct {
+			Chain    []string `json:"chain"`
+			ChainWhy string   `json:"chain_why"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout.String()), &js))
+		assert.Equal(t, xpu.Chain(), js.Chain)
+		plan, err := xpu.PlanDefault()
+		if err != nil {
+			assert.Equal(t, err.Error(), js.ChainWhy)
+		} else {
+			assert.Equal(t, "from XPU_BACKEND", js.ChainWhy)
+			assert.Equal(t, plan.Chain, js.Chain)
+		}
+	}
+}

@@ -289,9 +289,9 @@ func hostBlocks(a, b memspace.Block) bool { return hostBlock(a) && hostBlock(b) 
 
 // oneNode returns the node collectives when every rank of the job shares
 // this node's region (Reduce, Allgather and Alltoall run there only then),
-// nil otherwise, or the error of setting them up.
-func (c *Comm) oneNode(ctx context.Context) (*nodecoll.Node, error) {
-	n, err := c.nodeColls(ctx)
+// nil otherwise, or the error of setting them up for op.
+func (c *Comm) oneNode(ctx context.Context, op string) (*nodecoll.Node, error) {
+	n, err := c.nodeColls(ctx, op)
 	if err != nil || n == nil || n.SpansNodes() {
 		return nil, err
 	}
@@ -303,7 +303,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	if c.size == 1 {
 		return comm.ErrFallback
 	}
-	n, err := c.nodeColls(ctx)
+	n, err := c.nodeColls(ctx, "barrier")
 	if err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 	if c.size == 1 || !hostBlock(buf) {
 		return comm.ErrFallback
 	}
-	n, err := c.nodeColls(ctx)
+	n, err := c.nodeColls(ctx, "bcast")
 	if err != nil {
 		return err
 	}
@@ -333,7 +333,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DT
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	if n, err := c.oneNode(ctx); n != nil {
+	if n, err := c.oneNode(ctx, "reduce"); n != nil {
 		return n.Reduce(ctx, send, recv, dt, op, root)
 	} else if err != nil {
 		return err
@@ -349,7 +349,7 @@ func (c *Comm) Allreduce(ctx context.Context, send, recv memspace.Block, dt comm
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	n, err := c.nodeColls(ctx)
+	n, err := c.nodeColls(ctx, "allreduce")
 	if err != nil {
 		return err
 	}
@@ -390,7 +390,7 @@ func (c *Comm) Allgather(ctx context.Context, send, recv memspace.Block) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	if n, err := c.oneNode(ctx); n != nil {
+	if n, err := c.oneNode(ctx, "allgather"); n != nil {
 		return n.Allgather(ctx, send, recv)
 	} else if err != nil {
 		return err
@@ -403,7 +403,7 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	if c.size == 1 || !hostBlocks(send, recv) {
 		return comm.ErrFallback
 	}
-	if n, err := c.oneNode(ctx); n != nil {
+	if n, err := c.oneNode(ctx, "alltoall"); n != nil {
 		return n.Alltoall(ctx, send, recv)
 	} else if err != nil {
 		return err

@@ -3,12 +3,14 @@ package procs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/backends/procs"
@@ -233,6 +235,16 @@ func TestNodeCollectivesPeerLost(t *testing.T) {
 	require.ErrorIs(t, errs[0], comm.ErrPeerLost)
 	require.ErrorIs(t, errs[1], comm.ErrPeerLost)
 	require.Less(t, time.Since(start), 10*time.Second)
+	// The first collective sets up the node's region on the way: its
+	// failure speaks of the Allreduce the program called, not of the
+	// setup, which it never called. A survivor learns of the loss from
+	// its link, or from the other survivor's abort.
+	for r := range 2 {
+		assert.Contains(t, []string{
+			fmt.Sprintf("procs allreduce: rank %d: link to rank 2: the peer closed its communicator: peer lost", r),
+			fmt.Sprintf("procs allreduce: rank %d: collective #1 aborted by rank %d, which lost a peer: peer lost", r, 1-r),
+		}, errs[r].Error(), "rank %d", r)
+	}
 	// The region the node's leader made is nobody's once the setup failed:
 	// nothing of it stays open after the ranks have closed.
 	closeAll(cs)

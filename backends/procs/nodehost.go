@@ -100,8 +100,10 @@ func (h *nodeHost) Closed() error { return h.closedErr() }
 func (h *nodeHost) Idle() {}
 
 // nodeColls returns the nodes' collectives, nil when collectives run over
-// the links; the first call sets them up (see above).
-func (c *Comm) nodeColls(ctx context.Context) (*nodecoll.Node, error) {
+// the links; the first call sets them up (see above), as part of the
+// collective op the program called, whose name a failure of the setup
+// carries (the setup is nothing the program called).
+func (c *Comm) nodeColls(ctx context.Context, op string) (*nodecoll.Node, error) {
 	if c.nodeReady.Load() {
 		return c.nodeColl, nil
 	}
@@ -111,7 +113,7 @@ func (c *Comm) nodeColls(ctx context.Context) (*nodecoll.Node, error) {
 		return c.nodeColl, nil
 	}
 	c.nodeDone = true
-	err := c.collective(ctx, "setup", func(ctx context.Context) error {
+	err := c.collective(ctx, op, func(ctx context.Context) error {
 		if c.size < 2 {
 			return nil
 		}

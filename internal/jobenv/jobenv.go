@@ -3,6 +3,7 @@ package jobenv
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,4 +170,26 @@ func Spin(env Getenv, name string, max time.Duration) (time.Duration, error) {
 		return -1, nil
 	}
 	return d, nil
+}
+
+// slurmSteps are the variables srun sets in each task of a job step; one
+// of them set says the Slurm variables describe a rank of a step.
+var slurmSteps = []string{"SLURM_STEP_ID", "SLURM_STEPID"}
+
+// MultiRank returns the place Find gives when it is a rank of a job of
+// more than one rank, ok false otherwise, and Find's error. Slurm's
+// variables count only inside a job step (SLURM_STEP_ID set, as srun sets
+// it): a batch script, which runs in no step, has SLURM_PROCID=0 and the
+// allocation's SLURM_NTASKS too, and a program it starts directly is no
+// rank of anything. xpu.OpenDefault asks it whether it needs a
+// communicator.
+func MultiRank(env Getenv) (p Place, ok bool, err error) {
+	p, ok, err = Find(env)
+	if err != nil || !ok || p.Size < 2 {
+		return Place{}, false, err
+	}
+	if p.Launcher == "slurm" && !slices.ContainsFunc(slurmSteps, func(v string) bool { return env(v) != "" }) {
+		return Place{}, false, nil
+	}
+	return p, true, nil
 }

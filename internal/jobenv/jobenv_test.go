@@ -136,3 +136,35 @@ func TestNames(t *testing.T) {
 	}
 	assert.Equal(t, "XPU_BACKEND", jobenv.Backend)
 }
+
+// MultiRank answers only for a rank of a job of several ranks, and takes
+// Slurm's variables for one only inside a job step: a batch script has
+// SLURM_PROCID and SLURM_NTASKS too.
+func TestMultiRank(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string // the place, "" for none
+	}{
+		{map[string]string{jobenv.Rank: "1", jobenv.WorldSize: "4"}, "rank 1 of 4 (xpu)"},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"}, "rank 3 of 4 (open-mpi)"},
+		{map[string]string{"PMI_RANK": "0", "PMI_SIZE": "2"}, "rank 0 of 2 (pmi)"},
+		{map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "8", "SLURM_STEP_ID": "0"}, "rank 2 of 8 (slurm)"},
+		{map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "8", "SLURM_STEPID": "0"}, "rank 2 of 8 (slurm)"},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "77"}, ""}, // a batch script
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1"}, ""},       // a job of one rank
+		{nil, ""},
+	} {
+		p, ok, err := jobenv.MultiRank(jobenv.Map(c.env))
+		require.NoError(t, err, "%v", c.env)
+		if c.want == "" {
+			assert.False(t, ok, "%v", c.env)
+			assert.Zero(t, p)
+			continue
+		}
+		assert.True(t, ok, "%v", c.env)
+		assert.Equal(t, c.want, p.String())
+	}
+	_, ok, err := jobenv.MultiRank(jobenv.Map(map[string]string{"PMI_RANK": "4", "PMI_SIZE": "4"}))
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, xerr.ErrInvalidArgument, "variables that describe no rank are an error, as Find's")
+}

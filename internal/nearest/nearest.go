@@ -57,3 +57,32 @@ func Distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Edits is Distance with one more edit: the swap of two adjacent bytes
+// counts as one ("cdua" is one edit from "cuda", two from "cpu"), the
+// optimal string alignment distance. It ranks the names a typo of a short
+// name was meant as, where two swapped letters are the commonest slip.
+func Edits(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j]; three rows kept.
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}

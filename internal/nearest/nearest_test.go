@@ -40,3 +40,27 @@ func TestNames(t *testing.T) {
 	assert.Empty(t, Names("x", known, 0, -1))
 	assert.Empty(t, Names("x", nil, 3, -1))
 }
+
+func TestEdits(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"abc", "abc", 0},
+		{"", "", 0},
+		{"", "abc", 3},
+		{"ab", "ba", 1},
+		{"cdua", "cuda", 1},
+		{"cdua", "cpu", 2},
+		{"cdua", "rdma", 2},
+		{"t-knwon", "t-known", 1},
+		{"abcd", "badc", 2},
+		{"ca", "abc", 3}, // a swap is not followed by an insertion between its letters
+		{"limt", "limit", 1},
+		{"kitten", "sitting", 3},
+	} {
+		assert.Equal(t, tc.want, Edits(tc.a, tc.b), "%q, %q", tc.a, tc.b)
+		assert.Equal(t, tc.want, Edits(tc.b, tc.a), "%q, %q", tc.b, tc.a)
+		assert.LessOrEqual(t, Edits(tc.a, tc.b), Distance(tc.a, tc.b), "%q, %q", tc.a, tc.b)
+	}
+}
