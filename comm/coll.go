@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"unsafe"
 
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -22,11 +23,13 @@ import (
 // the Block-level function on the communicator it wraps, never on itself.
 
 // Barrier returns once every rank of c has called it.
-func Barrier(ctx context.Context, c Comm) error {
+func Barrier(ctx context.Context, c Comm) (err error) {
 	p, _, err := checkComm(ctx, c, "barrier")
 	if err != nil {
 		return err
 	}
+	t := postColl(c, flight.OpBarrier, flight.NoPeer, 0, "byte", "")
+	defer func() { endFlight(t, err) }()
 	if nc, ok := native(c); ok {
 		if err := nc.Barrier(ctx); !isFallback(err) {
 			return err
@@ -44,7 +47,7 @@ func Barrier(ctx context.Context, c Comm) error {
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error {
+func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) (err error) {
 	const op = "bcast"
 	p, rank, err := checkComm(ctx, c, op)
 	if err != nil {
@@ -56,6 +59,8 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error
 	if buf.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpBcast, root, int64(buf.Len()), "byte", "")
+	defer func() { endFlight(t, err) }()
 	if nc, ok := native(c); ok {
 		if err := nc.Bcast(ctx, buf, root); !isFallback(err) {
 			return err
@@ -78,7 +83,7 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) error
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) error {
+func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) (err error) {
 	const name = "reduce"
 	p, rank, err := checkComm(ctx, c, name)
 	if err != nil {
@@ -106,6 +111,8 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 	if send.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpReduce, root, int64(send.Len()/dt.Size()), dt.String(), op.String())
+	defer func() { endFlight(t, err) }()
 	if nc, ok := native(c); ok {
 		if err := nc.Reduce(ctx, send, recv, dt, op, root); !isFallback(err) {
 			return err
@@ -127,7 +134,7 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
+func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) (err error) {
 	const name = "allreduce"
 	p, _, err := checkComm(ctx, c, name)
 	if err != nil {
@@ -148,6 +155,8 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 	if send.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpAllreduce, flight.NoPeer, int64(send.Len()/dt.Size()), dt.String(), op.String())
+	defer func() { endFlight(t, err) }()
 	if nc, ok := native(c); ok {
 		if err := nc.Allreduce(ctx, send, recv, dt, op); !isFallback(err) {
 			return err
@@ -170,7 +179,7 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
+func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) (err error) {
 	const name = "gather"
 	p, rank, err := checkComm(ctx, c, name)
 	if err != nil {
@@ -182,6 +191,8 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 	if send.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpGather, root, int64(send.Len()), "byte", "")
+	defer func() { endFlight(t, err) }()
 	return rootedRun(ctx, c, send, recv, root, Collectives.Gather, gatherStaged, gatherShared)
 }
 
@@ -193,7 +204,7 @@ func GatherBlock(ctx context.Context, c Comm, send, recv memspace.Block, root in
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
+func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root int) (err error) {
 	const name = "scatter"
 	p, rank, err := checkComm(ctx, c, name)
 	if err != nil {
@@ -205,6 +216,8 @@ func ScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, root i
 	if recv.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpScatter, root, int64(recv.Len()), "byte", "")
+	defer func() { endFlight(t, err) }()
 	return rootedRun(ctx, c, send, recv, root, Collectives.Scatter, scatterStaged, scatterShared)
 }
 
@@ -256,7 +269,7 @@ func rootedArgs(name, wholeRole string, whole, part memspace.Block, p, rank, roo
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) error {
+func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) (err error) {
 	const name = "allgather"
 	p, rank, err := checkComm(ctx, c, name)
 	if err != nil {
@@ -273,6 +286,8 @@ func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) erro
 	if send.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpAllgather, flight.NoPeer, int64(send.Len()), "byte", "")
+	defer func() { endFlight(t, err) }()
 	if nc, ok := native(c); ok {
 		if err := nc.Allgather(ctx, send, recv); !isFallback(err) {
 			return err
@@ -291,7 +306,7 @@ func AllgatherBlock(ctx context.Context, c Comm, send, recv memspace.Block) erro
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error {
+func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) (err error) {
 	const name = "alltoall"
 	p, _, err := checkComm(ctx, c, name)
 	if err != nil {
@@ -312,6 +327,8 @@ func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error
 	if send.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpAlltoall, flight.NoPeer, int64(send.Len()), "byte", "")
+	defer func() { endFlight(t, err) }()
 	if nc, ok := native(c); ok {
 		if err := nc.Alltoall(ctx, send, recv); !isFallback(err) {
 			return err
@@ -330,7 +347,7 @@ func AlltoallBlock(ctx context.Context, c Comm, send, recv memspace.Block) error
 // Buffers the host cannot touch (device memory) that no native collective
 // takes are staged through host memory (see Device memory in the package
 // documentation).
-func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
+func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) (err error) {
 	const name = "reduce-scatter"
 	p, _, err := checkComm(ctx, c, name)
 	if err != nil {
@@ -350,6 +367,8 @@ func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, 
 	if recv.Len() == 0 {
 		return nil
 	}
+	t := postColl(c, flight.OpReduceScatter, flight.NoPeer, int64(recv.Len()/dt.Size()), dt.String(), op.String())
+	defer func() { endFlight(t, err) }()
 	if nc, ok := native(c); ok {
 		if err := nc.ReduceScatter(ctx, send, recv, dt, op); !isFallback(err) {
 			return err

@@ -26,7 +26,7 @@ func (doneReq) Cancel() error                        { return nil }
 // not recycle its scratch memory, which that request may still use.
 func TestAbortKeepsScratchOfUnsettledRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flight{}
+		f := &inflight{}
 		f.alloc(64)
 		f.reqs = []Request{doneReq{}, neverReq{}}
 		f.abort()
@@ -34,7 +34,7 @@ func TestAbortKeepsScratchOfUnsettledRequests(t *testing.T) {
 		assert.Nil(t, f.scratch, "scratch an unsettled request may use is left to the garbage collector")
 	})
 	synctest.Test(t, func(t *testing.T) {
-		f := &flight{}
+		f := &inflight{}
 		f.alloc(64)
 		f.reqs = []Request{doneReq{}}
 		f.abort()

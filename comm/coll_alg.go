@@ -28,7 +28,7 @@ const ringWindow = collalg.RingWindow
 // barrierShared is the dissemination barrier: in round k every rank
 // signals rank+2^k and waits for rank-2^k, ceil(log2 p) rounds.
 func barrierShared(ctx context.Context, c Comm) error {
-	return run(ctx, c, "barrier", func(f *flight) error {
+	return run(ctx, c, "barrier", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		tag := collTag(kindBarrier, 0)
 		for k := 1; k < p; k <<= 1 {
@@ -63,7 +63,7 @@ func bcastShared(ctx context.Context, c Comm, buf memspace.Block, root int) erro
 // bcastBinomial: a rank receives from its parent in the binomial tree
 // rooted at root, then sends to its children, largest subtree first.
 func bcastBinomial(ctx context.Context, c Comm, buf memspace.Block, root int) error {
-	return run(ctx, c, "bcast", func(f *flight) error {
+	return run(ctx, c, "bcast", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		tag := collTag(kindBcast, 0)
 		vr := mod(r-root, p)
@@ -95,7 +95,7 @@ func bcastBinomial(ctx context.Context, c Comm, buf memspace.Block, root int) er
 // ring allgather completes every copy. It moves about 2n bytes per rank
 // instead of n log p.
 func bcastScatterAllgather(ctx context.Context, c Comm, buf memspace.Block, root int) error {
-	return run(ctx, c, "bcast", func(f *flight) error {
+	return run(ctx, c, "bcast", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		offs := partition(buf.Len(), p, 1)
 		tag := collTag(kindBcast, 1)
@@ -136,7 +136,7 @@ func reduceShared(ctx context.Context, c Comm, send, recv memspace.Block, dt DTy
 // the binomial tree rooted at root, folds them into its own and sends the
 // result to its parent.
 func reduceBinomial(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) error {
-	return run(ctx, c, "reduce", func(f *flight) error {
+	return run(ctx, c, "reduce", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		n := send.Len()
 		tag := collTag(kindReduce, 0)
@@ -198,7 +198,7 @@ func reduceBinomial(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // reduceRingGather: a ring reduce-scatter leaves block i of the result on
 // rank i, then the root gathers the blocks (Rabenseifner's reduce).
 func reduceRingGather(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) error {
-	return run(ctx, c, "reduce", func(f *flight) error {
+	return run(ctx, c, "reduce", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		offs := partition(send.Len(), p, dt.Size())
 		mine := offs[r+1] - offs[r]
@@ -260,7 +260,7 @@ func allreduceShared(ctx context.Context, c Comm, send, recv memspace.Block, dt 
 // fold the same two vectors in either order, so every rank ends with the
 // bitwise-same result.
 func allreduceRecursiveDoubling(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
-	return run(ctx, c, "allreduce", func(f *flight) error {
+	return run(ctx, c, "allreduce", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		n := send.Len()
 		tag := collTag(kindAllreduce, 0)
@@ -302,7 +302,7 @@ func allreduceRecursiveDoubling(ctx context.Context, c Comm, send, recv memspace
 
 // exchange sends sb to dest (unless dest < 0) and receives rb from source
 // (unless source < 0), and waits for both.
-func (f *flight) exchange(ctx context.Context, sb memspace.Block, dest int, rb memspace.Block, source, tag int) error {
+func (f *inflight) exchange(ctx context.Context, sb memspace.Block, dest int, rb memspace.Block, source, tag int) error {
 	var rr, sr Request
 	var err error
 	if source >= 0 {
@@ -331,7 +331,7 @@ func (f *flight) exchange(ctx context.Context, sb memspace.Block, dest int, rb m
 // sends and receives about 2n bytes whatever p, in chunks so that the
 // transfer of one chunk overlaps the reduction of the previous.
 func allreduceRing(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
-	return run(ctx, c, "allreduce", func(f *flight) error {
+	return run(ctx, c, "allreduce", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		offs := partition(send.Len(), p, dt.Size())
 		out := sub(recv, offs[r], offs[r+1]-offs[r])
@@ -349,7 +349,7 @@ func allreduceRing(ctx context.Context, c Comm, send, recv memspace.Block, dt DT
 
 // gatherShared: linear, the root posts a receive per rank at once.
 func gatherShared(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
-	return run(ctx, c, "gather", func(f *flight) error {
+	return run(ctx, c, "gather", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		m := send.Len()
 		tag := collTag(kindGather, 0)
@@ -382,7 +382,7 @@ func gatherShared(ctx context.Context, c Comm, send, recv memspace.Block, root i
 
 // scatterShared: linear, the root posts a send per rank at once.
 func scatterShared(ctx context.Context, c Comm, send, recv memspace.Block, root int) error {
-	return run(ctx, c, "scatter", func(f *flight) error {
+	return run(ctx, c, "scatter", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		m := recv.Len()
 		tag := collTag(kindScatter, 0)
@@ -416,7 +416,7 @@ func allgatherShared(ctx context.Context, c Comm, send, recv memspace.Block) err
 // allgatherRing: p-1 steps in which every rank passes the block it got
 // last to its right neighbour, pipelined in chunks.
 func allgatherRing(ctx context.Context, c Comm, send, recv memspace.Block) error {
-	return run(ctx, c, "allgather", func(f *flight) error {
+	return run(ctx, c, "allgather", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		m := send.Len()
 		if err := copyBlock(sub(recv, r*m, m), send); err != nil {
@@ -430,7 +430,7 @@ func allgatherRing(ctx context.Context, c Comm, send, recv memspace.Block) error
 // blocks it holds (its own and those of the next ranks) to rank-k and gets
 // as many from rank+k, then rotates them into place.
 func allgatherBruck(ctx context.Context, c Comm, send, recv memspace.Block) error {
-	return run(ctx, c, "allgather", func(f *flight) error {
+	return run(ctx, c, "allgather", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		m := send.Len()
 		tag := collTag(kindAllgather, 0)
@@ -459,7 +459,7 @@ func allgatherBruck(ctx context.Context, c Comm, send, recv memspace.Block) erro
 // alltoallShared: pairwise exchange, in step s rank r sends its block for
 // rank r+s and receives the block of rank r-s, with a few steps in flight.
 func alltoallShared(ctx context.Context, c Comm, send, recv memspace.Block) error {
-	return run(ctx, c, "alltoall", func(f *flight) error {
+	return run(ctx, c, "alltoall", func(f *inflight) error {
 		p, r := c.Size(), c.Rank()
 		m := send.Len() / p
 		tag := collTag(kindAlltoall, 0)
@@ -500,7 +500,7 @@ func alltoallShared(ctx context.Context, c Comm, send, recv memspace.Block) erro
 
 // reduceScatterShared: a ring reduce-scatter over blocks of recv's size.
 func reduceScatterShared(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
-	return run(ctx, c, "reduce-scatter", func(f *flight) error {
+	return run(ctx, c, "reduce-scatter", func(f *inflight) error {
 		// The partial results of the other ranks' blocks need a vector's
 		// worth of scratch; send is only read.
 		acc, _ := f.alloc(send.Len())

@@ -45,7 +45,7 @@ func chunkFor(unit int) int {
 // only on receives whose sends come from an earlier step, so the ring
 // cannot deadlock even when every send waits for its receive. Sends may be
 // outstanding on return.
-func ringReduceScatter(ctx context.Context, f *flight, tag int, send, acc, out memspace.Block, offs []int, dt DType, op Op) error {
+func ringReduceScatter(ctx context.Context, f *inflight, tag int, send, acc, out memspace.Block, offs []int, dt DType, op Op) error {
 	p, r := f.c.Size(), f.c.Rank()
 	sendB, err := hostBytes(send)
 	if err != nil {
@@ -128,7 +128,7 @@ func ringReduceScatter(ctx context.Context, f *flight, tag int, send, acc, out m
 // and receives block r-s-1 from its left, each block in chunks forwarded
 // as soon as they arrive. Receives go straight into buf. Sends may be
 // outstanding on return.
-func ringAllgather(ctx context.Context, f *flight, tag int, buf memspace.Block, offs []int, full int) error {
+func ringAllgather(ctx context.Context, f *inflight, tag int, buf memspace.Block, offs []int, full int) error {
 	p, r := f.c.Size(), f.c.Rank()
 	if p == 1 {
 		return nil

@@ -31,11 +31,11 @@ const (
 // collTag returns the reserved tag of phase ph of collective kind k.
 func collTag(k, ph int) int { return tagBase + k<<4 + ph }
 
-// flight tracks the requests a collective has started, so that every one
+// inflight tracks the requests a collective has started, so that every one
 // has completed or been canceled and settled before the collective
 // returns: no request may reference the caller's buffers (or the scratch
 // memory) afterwards. It also owns the collective's scratch memory.
-type flight struct {
+type inflight struct {
 	c       Comm
 	reqs    []Request
 	scratch [][]uint64
@@ -45,8 +45,8 @@ type flight struct {
 // On success, requests fn left outstanding (trailing sends) are waited for;
 // on failure every outstanding request is canceled and settled. The error
 // matches the cause: ctx.Err() on cancellation, ErrPeerLost, ….
-func run(ctx context.Context, c Comm, name string, fn func(f *flight) error) error {
-	f := &flight{c: c}
+func run(ctx context.Context, c Comm, name string, fn func(f *inflight) error) error {
+	f := &inflight{c: c}
 	err := fn(f)
 	if err == nil {
 		err = f.waitAll(ctx)
@@ -63,7 +63,7 @@ func run(ctx context.Context, c Comm, name string, fn func(f *flight) error) err
 
 // track records r, pruning completed requests now and then so that long
 // collectives keep a short list.
-func (f *flight) track(r Request) {
+func (f *inflight) track(r Request) {
 	if len(f.reqs) >= 64 && len(f.reqs)&(len(f.reqs)-1) == 0 {
 		live := f.reqs[:0]
 		for _, q := range f.reqs {
@@ -78,18 +78,18 @@ func (f *flight) track(r Request) {
 }
 
 // send starts sending b to dest.
-func (f *flight) send(b memspace.Block, dest, tag int) (Request, error) {
+func (f *inflight) send(b memspace.Block, dest, tag int) (Request, error) {
 	return f.started(f.c.Isend(b, dest, tag))
 }
 
 // recv starts receiving into b from source.
-func (f *flight) recv(b memspace.Block, source, tag int) (Request, error) {
+func (f *inflight) recv(b memspace.Block, source, tag int) (Request, error) {
 	return f.started(f.c.Irecv(b, source, tag))
 }
 
 // started tracks r, a request just started, and returns it; it returns
 // err, and no request, when the start failed.
-func (f *flight) started(r Request, err error) (Request, error) {
+func (f *inflight) started(r Request, err error) (Request, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (f *flight) started(r Request, err error) (Request, error) {
 
 // wait waits for a send, or for a receive of exactly want bytes (want < 0
 // for a send). A shorter message means the ranks disagree about sizes.
-func (f *flight) wait(ctx context.Context, r Request, want int) error {
+func (f *inflight) wait(ctx context.Context, r Request, want int) error {
 	st, err := r.Wait(ctx)
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func (f *flight) wait(ctx context.Context, r Request, want int) error {
 }
 
 // waitAll waits for every tracked request.
-func (f *flight) waitAll(ctx context.Context) error {
+func (f *inflight) waitAll(ctx context.Context) error {
 	for i, r := range f.reqs {
 		if _, err := r.Wait(ctx); err != nil {
 			return err
@@ -127,7 +127,7 @@ func (f *flight) waitAll(ctx context.Context) error {
 // (see cancelRest). When one did not settle in time, its backend may still
 // read or write the scratch memory: it is then left to the garbage
 // collector (the request's block keeps it alive) rather than recycled.
-func (f *flight) abort() {
+func (f *inflight) abort() {
 	if !cancelRest(f.reqs) {
 		f.scratch = nil
 	}
@@ -137,7 +137,7 @@ func (f *flight) abort() {
 // alloc returns n bytes of scratch memory (8-byte aligned, so aligned for
 // every DType) as a block and its host view. It lives until the collective
 // has settled.
-func (f *flight) alloc(n int) (memspace.Block, []byte) {
+func (f *inflight) alloc(n int) (memspace.Block, []byte) {
 	w := getWords((n + 7) / 8)
 	f.scratch = append(f.scratch, w)
 	buf, err := memspace.FromSlice(w)
@@ -151,7 +151,7 @@ func (f *flight) alloc(n int) (memspace.Block, []byte) {
 	return b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), n)
 }
 
-func (f *flight) release() {
+func (f *inflight) release() {
 	for _, w := range f.scratch {
 		putWords(w)
 	}

@@ -3,6 +3,8 @@ package comm
 import (
 	"context"
 
+	"github.com/xpu-go/xpu/flight"
+
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -19,10 +21,12 @@ import (
 // Put writes src into the region dst names, off bytes into it, and
 // returns once the bytes are in place at the target (or ctx ends, or the
 // transfer fails). A src the host cannot touch is staged.
-func Put(ctx context.Context, c OneSided, src memspace.Block, dst RemoteKey, off int) error {
+func Put(ctx context.Context, c OneSided, src memspace.Block, dst RemoteKey, off int) (err error) {
 	if !validComm(c) {
 		return xerr.Detail(ErrInvalidArgument, "comm: Put: a nil communicator")
 	}
+	t := FlightRecorder(c).Post(flight.OpPut, dst.Rank, 0, int64(src.Len()), "", "")
+	defer func() { endFlight(t, err) }()
 	if !needsStage(src) {
 		r, err := c.Put(src, dst, off)
 		if err != nil {
@@ -38,10 +42,12 @@ func Put(ctx context.Context, c OneSided, src memspace.Block, dst RemoteKey, off
 // returns once the bytes are in dst (or ctx ends, or the transfer
 // fails). A dst the host cannot touch is staged: the bytes land in a host
 // stand-in first and are copied into dst once the Get has completed.
-func Get(ctx context.Context, c OneSided, dst memspace.Block, src RemoteKey, off int) error {
+func Get(ctx context.Context, c OneSided, dst memspace.Block, src RemoteKey, off int) (err error) {
 	if !validComm(c) {
 		return xerr.Detail(ErrInvalidArgument, "comm: Get: a nil communicator")
 	}
+	t := FlightRecorder(c).Post(flight.OpGet, src.Rank, 0, int64(dst.Len()), "", "")
+	defer func() { endFlight(t, err) }()
 	if !needsStage(dst) {
 		r, err := c.Get(dst, src, off)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 )
@@ -22,6 +23,22 @@ func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 	if err := impl.CheckTag(tag, false); err != nil {
 		return err
 	}
+	if !recordsItself(c) {
+		return sendRecorded(ctx, c, buf, dest, tag)
+	}
+	return send(ctx, c, buf, dest, tag)
+}
+
+// sendRecorded is Send on a communicator that does not record its own
+// requests: package comm records it.
+func sendRecorded(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
+	t := postP2P(c, flight.OpSend, dest, tag, buf.Len())
+	err := send(ctx, c, buf, dest, tag)
+	endFlight(t, err)
+	return err
+}
+
+func send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
 	if !buf.HostAccessible() && !buf.IsZero() {
 		return sendStaged(ctx, c, buf, dest, tag)
 	}
@@ -48,6 +65,22 @@ func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Sta
 	if err := impl.CheckTag(tag, true); err != nil {
 		return Status{}, err
 	}
+	if !recordsItself(c) {
+		return recvRecorded(ctx, c, buf, source, tag)
+	}
+	return recv(ctx, c, buf, source, tag)
+}
+
+// recvRecorded is Recv on a communicator that does not record its own
+// requests: package comm records it.
+func recvRecorded(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
+	t := postP2P(c, flight.OpRecv, source, tag, buf.Len())
+	st, err := recv(ctx, c, buf, source, tag)
+	endFlight(t, err)
+	return st, err
+}
+
+func recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
 	if !buf.HostAccessible() && !buf.IsZero() {
 		return recvStaged(ctx, c, buf, source, tag)
 	}
@@ -71,7 +104,15 @@ func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Sta
 // Buffers the host cannot touch (device memory) are staged through host
 // memory as by Send and Recv.
 func Sendrecv(ctx context.Context, c Comm, sbuf memspace.Block, dest, stag int,
-	rbuf memspace.Block, source, rtag int) (Status, error) {
+	rbuf memspace.Block, source, rtag int) (st Status, err error) {
+	if !recordsItself(c) {
+		rt := postP2P(c, flight.OpRecv, source, rtag, rbuf.Len())
+		stt := postP2P(c, flight.OpSend, dest, stag, sbuf.Len())
+		defer func() {
+			endFlight(stt, err)
+			endFlight(rt, err)
+		}()
+	}
 	if !hostOK(sbuf) || !hostOK(rbuf) {
 		return sendrecvStaged(ctx, c, sbuf, dest, stag, rbuf, source, rtag)
 	}

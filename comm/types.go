@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/xpu-go/xpu/memspace"
 	"golang.org/x/exp/constraints"
+
+	"github.com/xpu-go/xpu/memspace"
 )
 
 // Number is the constraint of the element types reductions accept: every

@@ -134,7 +134,11 @@ type Ticket struct {
 	r    *Recorder
 	id   uint64
 	slot uint32
+	coll bool // a collective, which ends the recorder's active one
 }
+
+// Recorder returns the recorder t belongs to; nil for the zero Ticket.
+func (t Ticket) Recorder() *Recorder { return t.r }
 
 // slot is an entry as the ring keeps it: times as clock readings.
 type slot struct {
@@ -159,7 +163,10 @@ type Recorder struct {
 	seq     uint64 // the last collective's sequence number
 	clock   *clock
 	closed  bool
-	dumped  time.Time // the last revocation dump, to write one per burst
+	dumped  time.Time // when DumpOnce wrote the record
+	// active is set while a collective is in progress: one started
+	// inside it (a wrapper delegating, staging) is part of it.
+	active  bool
 	context Context
 }
 
@@ -184,8 +191,29 @@ func New(size int, ctx Context) *Recorder {
 	case size > MaxSize:
 		size = MaxSize
 	}
-	return &Recorder{ring: make([]slot, size), next: 1, clock: startClock(), context: ctx}
+	r := &Recorder{ring: make([]slot, size), next: 1, clock: startClock(), context: ctx}
+	register(r)
+	return r
 }
+
+// NewUnclocked is New for a recorder whose Close may never come (one kept
+// for a communicator by someone who does not see it close): it starts no
+// goroutine, and reads time.Now for each entry. Like New's, it is
+// written by WriteAll and on SIGQUIT until it is closed.
+func NewUnclocked(size int, ctx Context) *Recorder {
+	r := New(size, ctx)
+	if r != nil {
+		r.mu.Lock()
+		c := r.clock
+		r.clock = nil
+		r.mu.Unlock()
+		c.stop()
+	}
+	return r
+}
+
+// dumpTime is the time of a dump; r.mu is held.
+func (r *Recorder) dumpTime() time.Time { return time.Unix(0, r.now()) }
 
 // Close stops the recorder's share of the clock. The record stays
 // readable; later operations are still recorded, with times read from
@@ -198,6 +226,7 @@ func (r *Recorder) Close() {
 	c := r.clock
 	r.clock, r.closed = nil, true
 	r.mu.Unlock()
+	unregister(r)
 	if c != nil {
 		c.stop()
 	}
@@ -234,16 +263,39 @@ func (r *Recorder) Post(op Op, peer, tag int, count int64, dtype, reduction stri
 
 // PostCollective records a collective as posted, numbering it with the
 // communicator's next sequence number, and returns its ticket. root is
-// NoPeer for collectives without one.
+// NoPeer for collectives without one. A collective posted while another
+// is in progress (until its ticket's End) is taken for a part of it — a
+// wrapper delegating to the communicator it wraps, a collective staged
+// through host memory — and not recorded: the zero Ticket is returned.
+// A communicator's collectives are called in one order by every rank,
+// never side by side.
 func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction string) Ticket {
 	if r == nil {
 		return Ticket{}
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active || len(r.ring) == 0 {
+		return Ticket{}
+	}
 	r.seq++
 	t := r.post(op, root, 0, count, dtype, reduction, r.seq)
-	r.mu.Unlock()
+	t.coll, r.active = true, true
 	return t
+}
+
+// Record records an operation that completed as it started (an eager
+// send written at once): posted and done in one entry.
+func (r *Recorder) Record(op Op, peer, tag int, count int64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if t := r.post(op, peer, tag, count, "", "", 0); t.r != nil {
+		s := &r.ring[t.slot]
+		s.state, s.ended = Done, s.posted
+	}
+	r.mu.Unlock()
 }
 
 // post writes the next entry; r.mu is held.
@@ -290,6 +342,9 @@ func (t Ticket) End(err error, cancelled bool) {
 	t.r.mu.Lock()
 	if s := &t.r.ring[t.slot]; s.id == t.id && s.state.Pending() {
 		s.state, s.ended, s.err = state, t.r.now(), msg
+	}
+	if t.coll {
+		t.r.active = false
 	}
 	t.r.mu.Unlock()
 }

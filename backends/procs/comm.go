@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/nodecoll"
@@ -65,6 +66,8 @@ type Comm struct {
 	notes onesided.Notes
 	// noteWait is a goroutine that reads a link for a notification.
 	noteWait atomic.Pointer[noteWaiter]
+	// rec is the flight recorder (nil when off).
+	rec *flight.Recorder
 	lifecycle
 }
 
@@ -94,6 +97,7 @@ var (
 	_ comm.Blocking    = (*Comm)(nil)
 	_ comm.Collectives = (*Comm)(nil)
 	_ comm.OneSided    = (*Comm)(nil)
+	_ comm.Recording   = (*Comm)(nil)
 )
 
 func newComm(cfg Config) *Comm {
@@ -107,6 +111,20 @@ func newComm(cfg Config) *Comm {
 	}
 	c.tbl.Init(cfg.Size)
 	return c
+}
+
+// FlightRecorder returns the communicator's flight recorder
+// (comm.Recording), nil when XPU_FLIGHT_SIZE turned it off. The requests
+// of user tags are recorded; those of the collective algorithms (reserved
+// tags) are part of their collective's entry.
+func (c *Comm) FlightRecorder() *flight.Recorder { return c.rec }
+
+// flightPost records a point-to-point request of a user tag as posted.
+func (c *Comm) flightPost(op flight.Op, peer, tag, n int) flight.Ticket {
+	if tag > comm.MaxTag || c.rec == nil {
+		return flight.Ticket{}
+	}
+	return c.rec.Post(op, peer, tag, int64(n), "", "")
 }
 
 // Rank returns this process's rank.
@@ -148,9 +166,17 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	if done, err := c.sendAtOnce(data, dest, tag); err != nil {
 		return nil, err
 	} else if done {
+		c.flightDone(dest, tag, len(data))
 		return &sent{Source: dest, Tag: tag, Count: len(data)}, nil
 	}
 	return c.isend(data, dest, tag)
+}
+
+// flightDone records a send of a user tag that completed as it started.
+func (c *Comm) flightDone(dest, tag, n int) {
+	if tag <= comm.MaxTag {
+		c.rec.Record(flight.OpSend, dest, tag, int64(n))
+	}
 }
 
 // sendAtOnce writes data to dest, another rank, from the calling goroutine
@@ -182,6 +208,9 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 		return err
 	}
 	if done, err := c.sendAtOnce(data, dest, tag); done || err != nil {
+		if done {
+			c.flightDone(dest, tag, len(data))
+		}
 		return err
 	}
 	r, err := c.isend(data, dest, tag)
@@ -194,6 +223,7 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 
 func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
 	r := &request{c: c, kind: kindSend, peer: dest, other: dest, tag: tag, buf: data}
+	r.Flight = c.flightPost(flight.OpSend, dest, tag, len(data))
 	if dest == c.rank {
 		return c.sendSelf(r)
 	}
@@ -201,6 +231,7 @@ func (c *Comm) isend(data []byte, dest, tag int) (*request, error) {
 	// is lost, and closed to sends once Close has begun to say goodbye.
 	done, err := c.links[dest].sendMsg(r, data, tag)
 	if err != nil {
+		r.Flight.End(err, false)
 		return nil, err
 	}
 	if done {
@@ -216,7 +247,9 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, c.closedErr()
+		err := c.closedErr()
+		r.Flight.End(err, false)
+		return nil, err
 	}
 	if rr := c.tbl.TakePosted(c.rank, r.tag); rr != nil {
 		rr.complete(deliverTo(c.rank, rr, r.buf, c.rank, r.tag))
@@ -248,7 +281,14 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 	if err != nil {
 		return nil, err
 	}
-	return c.irecv(&request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data})
+	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data}
+	r.Flight = c.flightPost(flight.OpRecv, source, tag, len(data))
+	rr, err := c.irecv(r)
+	if err != nil {
+		r.Flight.End(err, false)
+		return nil, err
+	}
+	return rr, nil
 }
 
 // Recv receives into buf from source (or comm.AnySource) with tag (or
@@ -265,7 +305,9 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 		r = new(request)
 	}
 	*r = request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data}
+	r.Flight = c.flightPost(flight.OpRecv, source, tag, len(data))
 	if _, err := c.irecv(r); err != nil {
+		r.Flight.End(err, false)
 		c.spare.Store(r)
 		return comm.Status{}, err
 	}
@@ -450,6 +492,7 @@ func (c *Comm) shutdown() {
 		}
 	}
 	c.bg.Wait()
+	c.rec.Close()
 	c.one.Close()
 	c.nodeMu.Lock()
 	if c.nodeColl != nil {

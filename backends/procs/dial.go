@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -56,6 +57,8 @@ func Dial(ctx context.Context, cfg Config) (*Comm, error) {
 		return nil, err
 	}
 	c := newComm(ncfg)
+	// Closed by Close, as every path below closes c or hands it over.
+	c.rec = flight.New(flight.SizeFromEnv(), flight.Context{Rank: ncfg.Rank, Size: ncfg.Size, Backend: Name, Comm: "world"})
 	if ncfg.Size == 1 {
 		if ncfg.Listener != nil {
 			_ = ncfg.Listener.Close()

@@ -2,9 +2,11 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -36,6 +38,10 @@ type Done struct {
 	sig atomic.Pointer[chan struct{}]
 	st  comm.Status
 	err error
+	// Flight is the request's entry in its communicator's flight
+	// recorder, which the outcome ends; the zero Ticket records nothing.
+	// Set it before the request is shared.
+	Flight flight.Ticket
 }
 
 // Begin records the outcome if no other call has, and reports whether it
@@ -46,7 +52,16 @@ func (d *Done) Begin(st comm.Status, err error) bool {
 		return false
 	}
 	d.st, d.err = st, err
+	if d.Flight.Valid() {
+		endFlight(d.Flight, err)
+	}
 	return true
+}
+
+// endFlight ends a request's flight record with its outcome.
+func endFlight(t flight.Ticket, err error) {
+	t.End(err, err != nil && (errors.Is(err, comm.ErrCanceled) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)))
 }
 
 // Publish makes the outcome Begin recorded visible and wakes the
@@ -72,6 +87,9 @@ func (d *Done) Complete(st comm.Status, err error) bool {
 // Completed marks a request that was never shared done with its outcome.
 func (d *Done) Completed(st comm.Status, err error) {
 	d.st, d.err = st, err
+	if d.Flight.Valid() {
+		endFlight(d.Flight, err)
+	}
 	d.fin.Store(true)
 	d.sig.Store(doneSig)
 }

@@ -1,0 +1,131 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"reflect"
+	"sync"
+
+	"github.com/xpu-go/xpu/flight"
+)
+
+// Recording is a communicator that keeps a flight recorder (package
+// flight) and records its own point-to-point requests in it: Isend,
+// Irecv, and its blocking Send and Recv. Package comm records the rest —
+// collectives, Put, Get, Flush — in the same recorder. Every in-tree
+// backend is one; a communicator that is not gets a recorder from
+// package comm, which records what its functions run (see
+// FlightRecorder).
+type Recording interface {
+	// FlightRecorder returns the communicator's recorder; nil when it is
+	// off.
+	FlightRecorder() *flight.Recorder
+}
+
+// FlightRecorder returns the flight recorder of c: the one c, or a
+// communicator c wraps, keeps (Recording); otherwise one package comm
+// keeps for c, in which it records the calls of its functions (Send,
+// Recv, Sendrecv, the collectives, Put, Get, Flush) but not the requests
+// c's Isend and Irecv start when called directly. Package comm keeps a
+// recorder for at most the last 64 such communicators it met. It returns
+// nil for a nil c and for one package comm cannot key (an uncomparable
+// type).
+func FlightRecorder(c Comm) *flight.Recorder {
+	if r, ok := c.(Recording); ok {
+		return r.FlightRecorder()
+	}
+	if r, ok := As[Recording](c); ok {
+		return r.FlightRecorder()
+	}
+	return kept.of(c)
+}
+
+// DumpFlight writes c's flight record to w, as one JSON document that
+// flight.Read reads.
+func DumpFlight(c Comm, w io.Writer) error {
+	_, err := FlightRecorder(c).WriteTo(w)
+	return err
+}
+
+// recordsItself reports whether c records its point-to-point requests.
+func recordsItself(c Comm) bool {
+	if _, ok := c.(Recording); ok {
+		return true
+	}
+	_, ok := As[Recording](c)
+	return ok
+}
+
+// keptMax bounds the recorders package comm keeps for communicators that
+// keep none.
+const keptMax = 64
+
+// kept holds the recorders package comm keeps, oldest first.
+var kept keptRecorders
+
+type keptRecorders struct {
+	mu    sync.Mutex
+	m     map[Comm]*flight.Recorder
+	order []Comm
+}
+
+func (k *keptRecorders) of(c Comm) *flight.Recorder {
+	if c == nil || !reflect.TypeOf(c).Comparable() {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r, ok := k.m[c]; ok {
+		return r
+	}
+	if k.m == nil {
+		k.m = map[Comm]*flight.Recorder{}
+	}
+	if len(k.order) == keptMax {
+		k.m[k.order[0]].Close()
+		delete(k.m, k.order[0])
+		k.order = k.order[1:]
+	}
+	// Package comm does not see c close: the recorder reads time.Now,
+	// not the shared clock, whose goroutine would outlive c.
+	r := flight.NewUnclocked(flight.SizeFromEnv(), flight.Context{Rank: c.Rank(), Size: c.Size(), Comm: "world"})
+	k.m[c] = r
+	k.order = append(k.order, c)
+	return r
+}
+
+// cancelled reports whether err ends an operation its caller cancelled.
+func cancelled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrCanceled)
+}
+
+// endFlight records how the operation of t ended; a collective that
+// failed with ErrPeerLost (revoked) also writes the record where the job
+// asked for one (flight.DumpDir).
+func endFlight(t flight.Ticket, err error) {
+	if !t.Valid() {
+		return
+	}
+	t.End(err, err != nil && cancelled(err))
+	if err != nil && errors.Is(err, ErrPeerLost) {
+		t.Recorder().DumpOnce("revoked: " + err.Error())
+	}
+}
+
+// postColl records a collective of c as posted; the zero Ticket when c
+// has no recorder, or when a collective of c is already in progress on
+// this recorder (a wrapper delegating, staging through host memory): the
+// outer call is the one recorded.
+func postColl(c Comm, op flight.Op, root int, count int64, dtype, red string) flight.Ticket {
+	return FlightRecorder(c).PostCollective(op, root, count, dtype, red)
+}
+
+// postP2P records a point-to-point call of package comm on a
+// communicator that does not record its own.
+func postP2P(c Comm, op flight.Op, peer, tag, n int) flight.Ticket {
+	if recordsItself(c) {
+		return flight.Ticket{}
+	}
+	return kept.of(c).Post(op, peer, tag, int64(n), "", "")
+}

@@ -1,0 +1,130 @@
+package flight
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// The environment a job sets for its ranks' recorders.
+const (
+	// EnvDir names the directory a rank writes its records into: on
+	// SIGQUIT, when a collective is revoked, and when asked (WriteAll).
+	// `xpu run` sets it to a directory of the job's own.
+	EnvDir = "XPU_FLIGHT_DIR"
+	// EnvSize sets the size of the recorders the backends make, in
+	// entries: "0" turns them off. DefaultSize when unset.
+	EnvSize = "XPU_FLIGHT_SIZE"
+)
+
+// SizeFromEnv returns the recorder size EnvSize asks for, DefaultSize
+// when it is unset or not a number (a bad value must not stop a job; `xpu
+// run` checks it before it starts one).
+func SizeFromEnv() int {
+	v, ok := os.LookupEnv(EnvSize)
+	if !ok {
+		return DefaultSize
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return DefaultSize
+	}
+	return n
+}
+
+// DumpDir returns the directory EnvDir names, "" when unset.
+func DumpDir() string { return os.Getenv(EnvDir) }
+
+// live is the set of open recorders, which a SIGQUIT dumps.
+var live struct {
+	mu   sync.Mutex
+	recs map[*Recorder]struct{}
+}
+
+func register(r *Recorder) {
+	live.mu.Lock()
+	if live.recs == nil {
+		live.recs = map[*Recorder]struct{}{}
+	}
+	live.recs[r] = struct{}{}
+	live.mu.Unlock()
+	if DumpDir() != "" {
+		watchOnce.Do(watchQuit)
+	}
+}
+
+func unregister(r *Recorder) {
+	live.mu.Lock()
+	delete(live.recs, r)
+	live.mu.Unlock()
+}
+
+// WriteAll writes the record of every open recorder of the process into
+// dir, with reason, and returns the files' paths.
+func WriteAll(dir, reason string) ([]string, error) {
+	live.mu.Lock()
+	recs := make([]*Recorder, 0, len(live.recs))
+	for r := range live.recs {
+		recs = append(recs, r)
+	}
+	live.mu.Unlock()
+	var paths []string
+	var first error
+	for _, r := range recs {
+		p, err := r.WriteFile(dir, reason)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		paths = append(paths, p)
+	}
+	return paths, first
+}
+
+// DumpOnce writes the record into DumpDir, with reason, the first time it
+// is called on r; later calls, and calls without a DumpDir, do nothing.
+// A failure is reported on standard error: a diagnostic must not change
+// what the program sees.
+func (r *Recorder) DumpOnce(reason string) {
+	dir := DumpDir()
+	if r == nil || dir == "" {
+		return
+	}
+	r.mu.Lock()
+	first := r.dumped.IsZero()
+	if first {
+		r.dumped = r.dumpTime()
+	}
+	r.mu.Unlock()
+	if !first {
+		return
+	}
+	if _, err := r.WriteFile(dir, reason); err != nil {
+		fmt.Fprintf(os.Stderr, "xpu: flight record of rank %d: %v\n", r.context.Rank, err)
+	}
+}
+
+var watchOnce sync.Once
+
+// watchQuit makes a SIGQUIT write every open recorder's record into
+// DumpDir before Go's own handling of the signal — a traceback of every
+// goroutine and exit status 2 — which it then restores and raises again.
+func watchQuit() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGQUIT)
+	go func() {
+		<-ch
+		if dir := DumpDir(); dir != "" {
+			if _, err := WriteAll(dir, "SIGQUIT"); err != nil {
+				fmt.Fprintf(os.Stderr, "xpu: flight record: %v\n", err)
+			}
+		}
+		signal.Reset(syscall.SIGQUIT)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGQUIT)
+	}()
+}
