@@ -106,7 +106,8 @@ func parseSweepArgs(args []string, stderr io.Writer) (*sweepArgs, error) {
 	fs.StringVar(&a.sizeList, "sizes", "", "the message sizes, comma-separated, instead of the powers of two from --min-size to --max-size")
 	fs.StringVar(&a.ranks, "n", "2", "rank counts of the communicators, comma-separated (\"2,4\")")
 	fs.IntVar(&a.count, "count", 1, "samples per point in each round")
-	fs.IntVar(&a.rounds, "rounds", 10, "rounds: the whole sweep runs this many times, interleaved, each in fresh processes, and a point gets --count samples from each (compare needs 4 samples a side to call a change significant)")
+	fs.IntVar(&a.rounds, "rounds", 10, fmt.Sprintf("rounds: the whole sweep runs this many times, interleaved, each in fresh processes, and a point gets --count samples from each "+
+		"(compare needs %d samples a side to call a change, %d for a confidence interval)", sweep.MinSamplesToCompare, sweep.MinSamplesForInterval))
 	fs.DurationVar(&a.sampleTime, "sample-time", 10*time.Millisecond, "time one sample aims at")
 	fs.DurationVar(&a.budget, "budget", 0, "stop after this long, keeping what was measured (0: no limit)")
 	fs.BoolVar(&a.asJSON, "json", false, "print the run as a JSON document instead of tables")
@@ -458,7 +459,7 @@ func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.W
 	jobs := planJobs(sf, commSeries(infos), copies, deadline)
 
 	refBin, refErr := findRef(ctx, sf.refDir, doc)
-	pr := newProgress(stderr, jobs, sf.rounds, start, deadline)
+	pr := newProgress(stderr, pointsPlanned(jobs, sf.rounds, refErr == nil), sf.rounds, start, deadline)
 	defer pr.finish()
 	s := &sweeper{doc: doc, pr: pr, rankProg: rankProg, refBin: refBin, stderr: stderr,
 		at: map[sweep.Key]int{}, failed: map[int]bool{}}

@@ -13,6 +13,15 @@ import (
 	"golang.org/x/perf/benchunit"
 )
 
+// The fewest samples a side that Compare needs at its default level (α =
+// 0.05, confidence 0.95): to call a change with the Mann-Whitney U test,
+// and for a confidence interval around a median. Fewer get "~" and no
+// interval, whatever the figures.
+const (
+	MinSamplesToCompare   = 4
+	MinSamplesForInterval = 6
+)
+
 // compareConfidence is the confidence level of the intervals Compare
 // gives around the medians, benchstat's.
 const compareConfidence = 0.95

@@ -389,3 +389,33 @@ func TestPrintCompareWriteError(t *testing.T) {
 		t.Errorf("PrintCompare to a failing writer: %v", err)
 	}
 }
+
+// TestMinSamples checks the counts the tables and compare quote against
+// benchmath's own: one sample fewer a side gets its warnings, that many
+// do not.
+func TestMinSamples(t *testing.T) {
+	k := Key{"tcp", "latency", 2, 8}
+	warned := func(n int) (interval, test bool) {
+		p := func(base float64) Point {
+			s := make([]float64, n)
+			for i := range s {
+				s[i] = base + float64(i)
+			}
+			return Point{Series: k.Series, Op: k.Op, Ranks: 2, Size: 8, Iters: 1, Samples: s}
+		}
+		d := Compare(compareDoc(p(100)), compareDoc(p(200)), 0)[0]
+		return strings.Contains(d.Note, "for confidence interval"), strings.Contains(d.Note, "to detect a difference")
+	}
+	if _, test := warned(MinSamplesToCompare - 1); !test {
+		t.Errorf("%d samples a side: no warning that a change cannot be detected", MinSamplesToCompare-1)
+	}
+	if _, test := warned(MinSamplesToCompare); test {
+		t.Errorf("%d samples a side: warned that a change cannot be detected", MinSamplesToCompare)
+	}
+	if interval, _ := warned(MinSamplesForInterval - 1); !interval {
+		t.Errorf("%d samples a side: no warning about the interval", MinSamplesForInterval-1)
+	}
+	if interval, _ := warned(MinSamplesForInterval); interval {
+		t.Errorf("%d samples a side: warned about the interval", MinSamplesForInterval)
+	}
+}
