@@ -832,10 +832,11 @@ func runSweepRank(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := xpucmd.NewFlagSet("bench compare", stderr)
 	fs.Usage = usageFunc(fs, stderr,
-		"usage: xpu bench compare [--alpha A] old.json new.json",
+		"usage: xpu bench compare [--alpha A] [-v] old.json new.json",
 		"Compares the points of two sweeps (xpu bench sweep -o FILE) sample by sample with the Mann-Whitney U test",
 		"(golang.org/x/perf/benchmath): ~ means no significant difference at the level alpha.")
 	alpha := fs.Float64("alpha", 0.05, "significance level")
+	verbose := fs.Bool("v", false, "list every point, those in one document only too, one row each (without -v they are counted)")
 	if err := parseWithArgs(fs, args); err != nil {
 		return err
 	}
@@ -853,7 +854,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	return sweep.PrintCompare(stdout, sweep.Compare(old, cur, *alpha))
+	return sweep.PrintCompare(stdout, sweep.Compare(old, cur, *alpha), *verbose)
 }
 
 func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
