@@ -160,17 +160,22 @@ func worstRatio(unit string, ratios []float64) float64 {
 // with two runs or more — and what follows for the verdicts.
 func noiseLine(rows []*benchRow) string {
 	var spreads []float64
+	widest := ""
 	for _, r := range rows {
 		if len(r.Runs) < 2 || r.Median <= 0 {
 			continue
 		}
-		spreads = append(spreads, (slices.Max(r.Runs)-slices.Min(r.Runs))/r.Median)
+		sp := (slices.Max(r.Runs) - slices.Min(r.Runs)) / r.Median
+		if len(spreads) == 0 || sp > slices.Max(spreads) {
+			widest = r.Name
+		}
+		spreads = append(spreads, sp)
 	}
 	if len(spreads) == 0 {
 		return "noise: no spread measured (one figure each), and on a shared machine one figure can miss a goal\n" +
 			"by chance: rerun before trusting one verdict (make rounds-shm: the median and the worst of 10 rounds)."
 	}
-	return fmt.Sprintf("noise: the runs of one case spread by up to %.0f%% here (median %.0f%%), so a ratio that near\n"+
-		"its goal can pass or fail by chance on this machine: rerun (--count 10) before trusting one verdict.",
-		100*slices.Max(spreads), 100*median(spreads))
+	return fmt.Sprintf("noise: the runs of one case spread by up to %.0f%% here (%s; median %.0f%%): a ratio within that\n"+
+		"of its goal can pass or fail by chance on this machine: rerun (--count 10) before trusting one verdict.",
+		100*slices.Max(spreads), widest, 100*median(spreads))
 }

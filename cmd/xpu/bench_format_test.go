@@ -72,9 +72,14 @@ func TestPrintVerdicts(t *testing.T) {
 goals: 1 met, 1 NOT MET
   NOT MET  c 9.00 GB/s against the reference d 10.0 GB/s: ratio 0.90 (median of 3 runs, worst 0.90); goal ≥0.95, higher is better
   met      a 100 ns/op against the baseline b 200 ns/op: ratio 0.50 (median of 3 paired runs, worst 0.70); goal ≤0.60, lower is better
-noise: the runs of one case spread by up to 60% here (median 2%), so a ratio that near
-its goal can pass or fail by chance on this machine: rerun (--count 10) before trusting one verdict.
+noise: the runs of one case spread by up to 60% here (a; median 2%): a ratio within that
+of its goal can pass or fail by chance on this machine: rerun (--count 10) before trusting one verdict.
 `, out.String())
+
+	// The widest spread is named wherever its row is.
+	require.Equal(t, "noise: the runs of one case spread by up to 60% here (a; median 31%): a ratio within that\n"+
+		"of its goal can pass or fail by chance on this machine: rerun (--count 10) before trusting one verdict.",
+		noiseLine([]*benchRow{rows[1], rows[0]}))
 
 	out.Reset()
 	printVerdicts(&out, rows[1:2])
