@@ -202,8 +202,8 @@ func runCases(ctx context.Context, selected []bench.Case, count int, benchtime t
 	}
 	pr := newBenchProgress(stderr, isTerminal(stderr), time.Now, total)
 	defer pr.finish()
-	fmt.Fprintf(stderr, "xpu bench: %d cases, %d runs of at least %v each: at least %v\n",
-		len(selected), total, benchtime, (time.Duration(total) * benchtime).Round(time.Second))
+	fmt.Fprintf(stderr, "xpu bench: %s, %d runs of at least %v each: at least %v\n",
+		plural(len(selected), "case"), total, benchtime, (time.Duration(total) * benchtime).Round(time.Second))
 	results := map[string]*benchRow{}
 	run := func(c bench.Case) (float64, error) {
 		res := testing.Benchmark(c.Run)
@@ -243,6 +243,14 @@ func runCases(ctx context.Context, selected []bench.Case, count int, benchtime t
 		results[c.Name] = row
 	}
 	return results, nil
+}
+
+// plural writes "1 case", "2 cases".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // b2i is 1 for true, 0 for false.

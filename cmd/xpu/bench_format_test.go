@@ -153,3 +153,8 @@ func TestBenchProgress(t *testing.T) {
 		"\r\033[K[1/1] a run 2/2 · 3s elapsed, about 3s left"+
 		"\r\033[K", tty.String())
 }
+
+func TestPlural(t *testing.T) {
+	require.Equal(t, "1 case", plural(1, "case"))
+	require.Equal(t, "30 cases", plural(30, "case"))
+}
