@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"text/tabwriter"
 	"time"
 
 	"github.com/xpu-go/xpu/internal/tooling/bench"
@@ -25,7 +24,7 @@ import (
 // its cases are those of this repository's backends.
 var benchCommand = xpucmd.Command{
 	Name:    "bench",
-	Summary: "benchmark hot paths against their baselines (memmove, errgroup, OpenMP); sweep, compare, plot: size sweeps",
+	Summary: "benchmark hot paths against baselines and C references; sweep, compare, plot, rounds (xpu bench -h)",
 	Run:     runBench,
 }
 
@@ -50,6 +49,10 @@ type against struct {
 	Ratio float64 `json:"ratio"`          // ours / theirs
 	Goal  float64 `json:"goal,omitempty"` // the ratio to reach (at most for times, at least for rates)
 	Met   *bool   `json:"met,omitempty"`
+	// Ratios are the ratios of the single runs: each run's against the
+	// baseline run beside it, or against the reference's figure; their
+	// worst says how far a noisy run strays from Ratio.
+	Ratios []float64 `json:"ratios,omitempty"`
 }
 
 func allCases() []bench.Case {
@@ -104,7 +107,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := flag.CommandLine.Set("test.benchtime", o.benchtime.String()); err != nil {
 		return err
 	}
-	results, err := runCases(ctx, selected, o.count, stderr)
+	results, err := runCases(ctx, selected, o.count, o.benchtime, stderr)
 	if err != nil {
 		return err
 	}
@@ -127,10 +130,39 @@ type benchOpts struct {
 	list      bool
 }
 
+// benchHelp lists the subcommands of xpu bench, one line each, in the
+// order -h shows them (sweep-rank, which a sweep starts, is not for
+// users).
+var benchHelp = []struct{ name, line string }{
+	{"sweep", "measure communicators and transfer paths over message sizes beside Open MPI and memmove: tables, JSON, charts"},
+	{"compare", "compare two sweep documents point by point: counts, geomean of the ratios, the significant changes"},
+	{"plot", "draw the charts (PNG and SVG) of a sweep document"},
+	{"rounds", "the one-process-per-rank comparisons of several rounds (make rounds-shm): median and worst ratio of each"},
+}
+
+// writeBenchUsage writes the usage of xpu bench: what it does, its
+// subcommands, and fs's flags.
+func writeBenchUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: xpu bench [flags]                  run the cases against their baselines and C references")
+	fmt.Fprintln(w, "       xpu bench <subcommand> [flags]     (xpu bench <subcommand> -h for its flags)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Subcommands:")
+	for _, h := range benchHelp {
+		fmt.Fprintf(w, "  %-8s %s\n", h.name, h.line)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Progress goes to stderr: on a terminal one line that rewrites itself, elsewhere a line per case.")
+	fmt.Fprintln(w, "Figures are scaled (ns, µs, ms per operation; MB/s, GB/s), each with its unit.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Flags:")
+	fs.PrintDefaults()
+}
+
 // parseBenchFlags parses the flags of `xpu bench`, -short setting the
 // -count and -benchtime not given.
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 	fs := xpucmd.NewFlagSet("bench", stderr)
+	fs.Usage = func() { writeBenchUsage(stderr, fs) }
 	o := &benchOpts{}
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
 	fs.StringVar(&o.filter, "filter", "", "run only cases whose name matches this regular expression (their baselines run too)")
@@ -159,18 +191,24 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOpts, error) {
 }
 
 // runCases runs each selected case count times, and returns its row by
-// name, with the runs and their median. Progress goes to stderr when it is
-// a terminal.
-func runCases(ctx context.Context, selected []bench.Case, count int, stderr io.Writer) (map[string]*benchRow, error) {
-	progress := io.Discard
-	if isTerminal(stderr) {
-		progress = stderr
+// name, with the runs and their median. Progress goes to stderr
+// (benchProgress): a line that rewrites itself on a terminal, a line per
+// case elsewhere.
+func runCases(ctx context.Context, selected []bench.Case, count int, benchtime time.Duration, stderr io.Writer) (map[string]*benchRow, error) {
+	total := 0
+	for _, c := range selected {
+		_, paired := bench.Find(selected, c.Baseline)
+		total += count * (1 + b2i(paired))
 	}
+	pr := newBenchProgress(stderr, isTerminal(stderr), time.Now, total)
+	defer pr.finish()
+	fmt.Fprintf(stderr, "xpu bench: %s, %d runs of at least %v each: at least %v\n",
+		plural(len(selected), "case"), total, benchtime, (time.Duration(total) * benchtime).Round(time.Second))
 	results := map[string]*benchRow{}
 	run := func(c bench.Case) (float64, error) {
 		res := testing.Benchmark(c.Run)
 		if res.N == 0 {
-			fmt.Fprintln(stderr)
+			pr.finish()
 			return 0, fmt.Errorf("case %s failed (see its log above)", c.Name)
 		}
 		return c.Value(res), nil
@@ -180,29 +218,47 @@ func runCases(ctx context.Context, selected []bench.Case, count int, stderr io.W
 		// A case with a baseline alternates with it, run for run, so that
 		// both see the same moments of a noisy machine.
 		base, paired := bench.Find(selected, c.Baseline)
+		pr.caseBegins(i+1, len(selected), c.Name, count*(1+b2i(paired)))
 		for r := 0; r < count; r++ {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(progress, "\r[%d/%d] %-32s run %d/%d", i+1, len(selected), c.Name, r+1, count)
+			pr.run(i+1, len(selected), c.Name, r+1, count)
 			if paired {
 				v, err := run(base)
 				if err != nil {
 					return nil, err
 				}
 				row.BaseRuns = append(row.BaseRuns, v)
+				pr.ran(1)
 			}
 			v, err := run(c)
 			if err != nil {
 				return nil, err
 			}
 			row.Runs = append(row.Runs, v)
+			pr.ran(1)
 		}
 		row.Median = median(row.Runs)
 		results[c.Name] = row
 	}
-	fmt.Fprintf(progress, "\r%-60s\r", "")
 	return results, nil
+}
+
+// plural writes "1 case", "2 cases".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // benchRows returns the rows to report, in the order of selected: those
@@ -220,7 +276,11 @@ func benchRows(selected []bench.Case, results map[string]*benchRow, refs map[str
 		}
 		if c.Ref != "" {
 			if f, ok := refs[c.Ref]; ok {
-				row.Against = append(row.Against, compare(c, "ref "+c.Ref, row.Median, f.Value, c.RefGoal))
+				a := compare(c, "ref "+c.Ref, row.Median, f.Value, c.RefGoal)
+				for _, v := range row.Runs {
+					a.Ratios = append(a.Ratios, bench.Ratio(v, f.Value))
+				}
+				row.Against = append(row.Against, a)
 			}
 		}
 		rows = append(rows, row)
@@ -241,11 +301,7 @@ func reportBench(stdout io.Writer, o *benchOpts, rows, procs []*benchRow, refs m
 			Refs      map[string]bench.RefFigure `json:"refs,omitempty"`
 		}{o.count, o.benchtime.String(), rows, procs, refs})
 	}
-	printBench(stdout, rows, o.count, o.refDir != "")
-	if len(procs) > 0 {
-		fmt.Fprintln(stdout, "\nOne process per rank (figures of make refs-tcp, refs-mpi and refs-shm, medians of 5 runs each):")
-		printTable(stdout, procs)
-	}
+	printBench(stdout, rows, procs, o.count, o.refDir != "")
 	return nil
 }
 
@@ -345,6 +401,7 @@ func comparePaired(c bench.Case, what string, ours, theirs []float64, goal float
 	}
 	a := compare(c, what, median(ratios), 1, goal)
 	a.Value = median(theirs)
+	a.Ratios = ratios
 	return a
 }
 
@@ -400,58 +457,4 @@ func runRefs(ctx context.Context, dir string, stderr io.Writer) (map[string]benc
 		}
 	}
 	return figs, nil
-}
-
-func printBench(w io.Writer, rows []*benchRow, count int, haveRefs bool) {
-	printTable(w, rows)
-	fmt.Fprintf(w, "\nmedians of %d runs; RATIO is ours/theirs (times: lower is better; GB/s: higher is better);\n", count)
-	fmt.Fprintln(w, "against a baseline, each run alternates with one of the baseline's, and RATIO is the median of the pairs' ratios.")
-	if !haveRefs {
-		fmt.Fprintln(w, "C references not run: build them with `make refs` and pass --ref .bench (make bench does both).")
-	}
-}
-
-// printTable prints rows with their comparisons, one line each.
-func printTable(w io.Writer, rows []*benchRow) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "CASE\tMEDIAN\tUNIT\tAGAINST\tTHEIRS\tRATIO\tGOAL\t\t")
-	for _, r := range rows {
-		if len(r.Against) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\n", r.Name, num(r.Median), r.Unit)
-			continue
-		}
-		for i, a := range r.Against {
-			name, med, unit := r.Name, num(r.Median), r.Unit
-			if i > 0 {
-				name, med, unit = "", "", ""
-			}
-			goal, verdict := "", ""
-			if a.Goal != 0 {
-				op := "≤"
-				if unit == bench.GBPerSec || (unit == "" && r.Unit == bench.GBPerSec) {
-					op = "≥"
-				}
-				goal = fmt.Sprintf("%s%.2f", op, a.Goal)
-				verdict = "met"
-				if a.Met != nil && !*a.Met {
-					verdict = "NOT MET"
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t\n", name, med, unit, a.What, num(a.Value), a.Ratio, goal, verdict)
-		}
-	}
-	tw.Flush()
-}
-
-func num(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case v >= 1000:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.3f", v)
-	}
 }

@@ -6,11 +6,14 @@
 //	xpu info [--json]
 //	xpu conformance [--backend NAME] [--run REGEXP] [-o KEY=VALUE] [-v]
 //	xpu run -n N [--] prog [args...]
-//	xpu bench [--json] [--filter REGEXP] [--count N] [--ref DIR]
-//	xpu bench sweep [--filter REGEX] [--min-size SIZE] [--max-size SIZE] [--json] [--plot DIR] [--budget DURATION]
-//	xpu bench compare old.json new.json
+//	xpu bench [--json] [--filter REGEXP] [--count N] [--short] [--ref DIR]
+//	xpu bench sweep [--filter REGEX] [--min-size SIZE] [--max-size SIZE] [--json] [-o FILE] [--plot DIR] [--budget DURATION]
+//	xpu bench compare [-v] old.json new.json
 //	xpu bench plot [-o DIR] run.json
 //	xpu bench rounds [--filter REGEXP] DIR
+//
+// xpu bench -h lists the subcommands of bench, one line each; every
+// command's -h lists its flags.
 //
 // Exit status: 0 on success, 1 when a conformance case fails or a command
 // fails, 2 for bad usage.

@@ -142,7 +142,7 @@ func roundRows(rounds []map[string]bench.RefFigure, re *regexp.Regexp) []*roundR
 // printRounds prints one line per comparison.
 func printRounds(w io.Writer, rows []*roundRow, rounds int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "CASE\tOURS\tUNIT\tAGAINST\tTHEIRS\tRATIO\tWORST\tROUNDS\tGOAL\t\t")
+	fmt.Fprintln(tw, "CASE\tOURS\tAGAINST\tTHEIRS\tRATIO\tWORST\tROUNDS\tGOAL\t\t")
 	for _, r := range rows {
 		goal, verdict := "", ""
 		if r.pair.Goal != 0 {
@@ -160,8 +160,8 @@ func printRounds(w io.Writer, rows []*roundRow, rounds int) {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%d\t%s\t%s\t\n", r.pair.Name, num(median(r.ours)), r.unit,
-			r.pair.Against, num(median(r.theirs)), r.median, r.worst, len(r.ratios), goal, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f\t%d\t%s\t%s\t\n", r.pair.Name, figure(median(r.ours), r.unit),
+			r.pair.Against, figure(median(r.theirs), r.unit), r.median, r.worst, len(r.ratios), goal, verdict)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d rounds; OURS and THEIRS are medians; RATIO is the median of the rounds' ratios ours/theirs\n", rounds)

@@ -106,7 +106,8 @@ func parseSweepArgs(args []string, stderr io.Writer) (*sweepArgs, error) {
 	fs.StringVar(&a.sizeList, "sizes", "", "the message sizes, comma-separated, instead of the powers of two from --min-size to --max-size")
 	fs.StringVar(&a.ranks, "n", "2", "rank counts of the communicators, comma-separated (\"2,4\")")
 	fs.IntVar(&a.count, "count", 1, "samples per point in each round")
-	fs.IntVar(&a.rounds, "rounds", 10, "rounds: the whole sweep runs this many times, interleaved, each in fresh processes, and a point gets --count samples from each (compare needs 4 samples a side to call a change significant)")
+	fs.IntVar(&a.rounds, "rounds", 10, fmt.Sprintf("rounds: the whole sweep runs this many times, interleaved, each in fresh processes, and a point gets --count samples from each "+
+		"(compare needs %d samples a side to call a change, %d for a confidence interval)", sweep.MinSamplesToCompare, sweep.MinSamplesForInterval))
 	fs.DurationVar(&a.sampleTime, "sample-time", 10*time.Millisecond, "time one sample aims at")
 	fs.DurationVar(&a.budget, "budget", 0, "stop after this long, keeping what was measured (0: no limit)")
 	fs.BoolVar(&a.asJSON, "json", false, "print the run as a JSON document instead of tables")
@@ -458,7 +459,7 @@ func sweepAll(ctx context.Context, sf sweepFlags, rankProg []string, stderr io.W
 	jobs := planJobs(sf, commSeries(infos), copies, deadline)
 
 	refBin, refErr := findRef(ctx, sf.refDir, doc)
-	pr := newProgress(stderr, jobs, sf.rounds, start, deadline)
+	pr := newProgress(stderr, pointsPlanned(jobs, sf.rounds, refErr == nil), sf.rounds, start, deadline)
 	defer pr.finish()
 	s := &sweeper{doc: doc, pr: pr, rankProg: rankProg, refBin: refBin, stderr: stderr,
 		at: map[sweep.Key]int{}, failed: map[int]bool{}}
@@ -831,10 +832,11 @@ func runSweepRank(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := xpucmd.NewFlagSet("bench compare", stderr)
 	fs.Usage = usageFunc(fs, stderr,
-		"usage: xpu bench compare [--alpha A] old.json new.json",
+		"usage: xpu bench compare [--alpha A] [-v] old.json new.json",
 		"Compares the points of two sweeps (xpu bench sweep -o FILE) sample by sample with the Mann-Whitney U test",
 		"(golang.org/x/perf/benchmath): ~ means no significant difference at the level alpha.")
 	alpha := fs.Float64("alpha", 0.05, "significance level")
+	verbose := fs.Bool("v", false, "list every point, those in one document only too, one row each (without -v they are counted)")
 	if err := parseWithArgs(fs, args); err != nil {
 		return err
 	}
@@ -852,7 +854,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	return sweep.PrintCompare(stdout, sweep.Compare(old, cur, *alpha))
+	return sweep.PrintCompare(stdout, sweep.Compare(old, cur, *alpha), *verbose)
 }
 
 func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {

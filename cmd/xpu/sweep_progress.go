@@ -26,12 +26,21 @@ type progress struct {
 	dirty    bool // a rewritable line is on the terminal
 }
 
-func newProgress(w io.Writer, jobs []sweepJob, rounds int, start, deadline time.Time) *progress {
-	p := &progress{w: w, tty: isTerminal(w), start: start, deadline: deadline, rounds: rounds}
+func newProgress(w io.Writer, total, rounds int, start, deadline time.Time) *progress {
+	return &progress{w: w, tty: isTerminal(w), start: start, deadline: deadline, rounds: rounds, total: total}
+}
+
+// pointsPlanned counts the points rounds rounds of jobs measure: without
+// the Open MPI references' when they cannot run (withRefs false), for
+// the sweep skips them.
+func pointsPlanned(jobs []sweepJob, rounds int, withRefs bool) int {
+	n := 0
 	for _, j := range jobs {
-		p.total += rounds * j.points()
+		if j.how != openMPI || withRefs {
+			n += rounds * j.points()
+		}
 	}
-	return p
+	return n
 }
 
 // left estimates the time the sweep has left.

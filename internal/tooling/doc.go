@@ -9,8 +9,9 @@
 //
 //   - bench: the benchmark engine that `xpu bench` and the packages'
 //     go test -bench wrappers share; bench/ref holds the C references
-//     (make refs, refs-mpi, refs-shm) and bench/sweep the size sweeps of
-//     `xpu bench sweep` (make sweep).
+//     (make refs, refs-mpi, refs-shm), bench/sweep the size sweeps of
+//     `xpu bench sweep` (make sweep) and bench/units the scaled figures
+//     the reports print.
 //   - tcpbench, rdmabench, mpibench: benchmark programs run as one process
 //     per rank (make refs-tcp, refs-shm, bench-mpi, bench-rdma).
 //   - chaos: the chaos test of the procs backend and of xpu run's launcher;

@@ -13,6 +13,15 @@ import (
 	"golang.org/x/perf/benchunit"
 )
 
+// The fewest samples a side that Compare needs at its default level (α =
+// 0.05, confidence 0.95): to call a change with the Mann-Whitney U test,
+// and for a confidence interval around a median. Fewer get "~" and no
+// interval, whatever the figures.
+const (
+	MinSamplesToCompare   = 4
+	MinSamplesForInterval = 6
+)
+
 // compareConfidence is the confidence level of the intervals Compare
 // gives around the medians, benchstat's.
 const compareConfidence = 0.95
@@ -279,14 +288,24 @@ func compareOne(k Key, po, pn *Point, oldDup, newDup bool, th *benchmath.Thresho
 	return d
 }
 
-// PrintCompare writes deltas (from Compare) as a table in the manner of
-// benchstat: one section per operation, each row a point with its old
-// and new medians ± their confidence intervals, the change, the p-value
-// and the sample counts; then a summary line: how many points valid in
-// both documents got significantly faster, slower or stayed unchanged,
-// and the geometric mean of the ratio of the new time to the old over
-// them.
-func PrintCompare(w io.Writer, deltas []Delta) error {
+// PrintCompare writes deltas (from Compare) in the manner of benchstat,
+// summarised for a person:
+//
+//   - a heading that says what the columns are, and once, for all the
+//     points it concerns, why an interval or a verdict is missing
+//     (benchmath's warnings about too few samples);
+//   - one section per operation, each row a point in both documents
+//     with its old and new medians ± their confidence intervals (the
+//     median alone where there are too few samples for one), the change,
+//     the p-value, the sample counts and any note of its own (invalid,
+//     duplicated);
+//   - the points only in one document, as counts by operation, series
+//     and rank count with their range of sizes — one row each, as the
+//     others, with verbose;
+//   - a summary: how many points valid in both got significantly
+//     faster, slower or stayed unchanged, the geometric mean of the ratio
+//     of the new time to the old over them, and each significant change.
+func PrintCompare(w io.Writer, deltas []Delta, verbose bool) error {
 	ew := &errWriter{w: w}
 	alpha := benchmath.DefaultThresholds.CompareAlpha
 	if len(deltas) > 0 {
@@ -297,12 +316,26 @@ func PrintCompare(w io.Writer, deltas []Delta) error {
 		100*compareConfidence, alpha)
 	fmt.Fprintf(ew, "time (s, ms, µs, ns per operation): lower is better; bandwidth (B/s, MB/s, GB/s): higher is better\n")
 
+	// benchmath's warnings about the samples, said once with the number
+	// of points they concern; the other notes stay on their rows.
+	fewNotes, rowNotes := splitNotes(deltas)
+	for _, f := range fewNotes {
+		fmt.Fprintf(ew, "note: %d of %d points: %s%s\n", f.n, len(deltas), f.text, fewSamplesAdvice(f.text))
+	}
+
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	lastOp := ""
+	var oneSided []Delta
 	for i, d := range deltas {
-		if i == 0 || d.Key.Op != deltas[i-1].Key.Op {
+		if (d.Old == nil) != (d.New == nil) && !verbose {
+			oneSided = append(oneSided, d)
+			continue
+		}
+		if d.Key.Op != lastOp {
 			tw.Flush()
 			fmt.Fprintf(ew, "\n%s: %s\n", d.Key.Op, metricHeading(d.Metric))
 			fmt.Fprintf(tw, "POINT\tOLD\tNEW\tDELTA\tP\tN\tNOTE\n")
+			lastOp = d.Key.Op
 		}
 		p := "-"
 		if d.Old != nil && d.New != nil {
@@ -314,15 +347,22 @@ func PrintCompare(w io.Writer, deltas []Delta) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", d.Key, formatEstimate(d.Old, d.Metric),
 			formatEstimate(d.New, d.Metric), d.Verdict, p, n)
-		if d.Note != "" {
-			fmt.Fprintf(tw, "\t%s", d.Note)
+		if note := rowNotes[i]; note != "" {
+			fmt.Fprintf(tw, "\t%s", note)
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if len(oneSided) > 0 {
+		fmt.Fprintf(ew, "\npoints in one document only (-v lists them):\n")
+		for _, l := range oneSidedLines(oneSided) {
+			fmt.Fprintln(ew, "  "+l)
+		}
+	}
 
 	var faster, slower, same, invalid, onlyOld, onlyNew int
 	var ratios []float64
+	var changes []Delta
 	for _, d := range deltas {
 		switch {
 		case d.Old == nil && d.New == nil:
@@ -338,8 +378,10 @@ func PrintCompare(w io.Writer, deltas []Delta) error {
 			continue
 		case d.Faster():
 			faster++
+			changes = append(changes, d)
 		case d.Slower():
 			slower++
+			changes = append(changes, d)
 		default:
 			same++
 		}
@@ -361,12 +403,113 @@ func PrintCompare(w io.Writer, deltas []Delta) error {
 		}
 	}
 	fmt.Fprintln(ew)
+	if len(changes) > 0 {
+		fmt.Fprintln(ew, "significant changes:")
+		ctw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		for _, d := range changes {
+			word := "faster"
+			if d.Slower() {
+				word = "slower"
+			}
+			fmt.Fprintf(ctw, "  %s\t%s\t%s → %s\t%s\tP %.3f\n", word, d.Key, formatEstimate(d.Old, d.Metric),
+				formatEstimate(d.New, d.Metric), d.Verdict, d.P)
+		}
+		ctw.Flush()
+	}
 	if n := faster + slower + same; n > 0 {
 		// Each point is its own test: some come out significant by chance.
 		fmt.Fprintf(ew, "at α = %v, about %.0f of %d points differ by chance alone where nothing changed: "+
 			"judge a handful of scattered changes as noise, a run of neighbouring sizes as a change\n", alpha, alpha*float64(n), n)
 	}
 	return ew.err
+}
+
+// fewNote is one of benchmath's warnings about too few samples and the
+// number of points it concerns.
+type fewNote struct {
+	text string
+	n    int
+}
+
+// splitNotes takes benchmath's warnings about too few samples ("need >=
+// 6 samples for confidence interval at level 0.95") out of the deltas'
+// notes: it returns each with the number of points it concerns, in the
+// order first met, and the rest of each delta's note.
+func splitNotes(deltas []Delta) ([]fewNote, []string) {
+	var few []fewNote
+	rest := make([]string, len(deltas))
+	for i, d := range deltas {
+		var keep []string
+		for _, part := range strings.Split(d.Note, "; ") {
+			switch {
+			case part == "":
+			case strings.HasPrefix(part, "need >= "):
+				j := slices.IndexFunc(few, func(f fewNote) bool { return f.text == part })
+				if j < 0 {
+					few = append(few, fewNote{text: part})
+					j = len(few) - 1
+				}
+				few[j].n++
+			default:
+				keep = append(keep, part)
+			}
+		}
+		rest[i] = strings.Join(keep, "; ")
+	}
+	return few, rest
+}
+
+// fewSamplesAdvice says what a warning about too few samples means for
+// the table, and how to get more.
+func fewSamplesAdvice(warning string) string {
+	switch {
+	case strings.Contains(warning, "confidence interval"):
+		return " (their ± is left out)"
+	case strings.Contains(warning, "detect a difference"):
+		return " (their DELTA is ~ whatever the medians; sweep with more --rounds or --count)"
+	}
+	return ""
+}
+
+// oneSidedLines summarises the points of deltas, each in one document
+// only, by side, operation, series and rank count: "only in old:
+// latency/shm/np2, 10 sizes from 8B to 4KiB".
+func oneSidedLines(deltas []Delta) []string {
+	type group struct {
+		side             string
+		op, series       string
+		ranks            int
+		n                int
+		minSize, maxSize int64
+	}
+	var groups []*group
+	for _, d := range deltas {
+		side := "only in new"
+		if d.New == nil {
+			side = "only in old"
+		}
+		i := slices.IndexFunc(groups, func(g *group) bool {
+			return g.side == side && g.op == d.Key.Op && g.series == d.Key.Series && g.ranks == d.Key.Ranks
+		})
+		if i < 0 {
+			groups = append(groups, &group{side: side, op: d.Key.Op, series: d.Key.Series, ranks: d.Key.Ranks,
+				minSize: d.Key.Size, maxSize: d.Key.Size})
+			i = len(groups) - 1
+		}
+		g := groups[i]
+		g.n++
+		g.minSize, g.maxSize = min(g.minSize, d.Key.Size), max(g.maxSize, d.Key.Size)
+	}
+	slices.SortStableFunc(groups, func(a, b *group) int { return cmp.Compare(b.side, a.side) }) // old first
+	var out []string
+	for _, g := range groups {
+		sizes := "1 size, " + FormatSize(g.minSize)
+		if g.n > 1 {
+			sizes = fmt.Sprintf("%d sizes from %s to %s", g.n, FormatSize(g.minSize), FormatSize(g.maxSize))
+		}
+		out = append(out, fmt.Sprintf("%s: %s/%s/np%d, %s", g.side, g.op, g.series, g.ranks, sizes))
+	}
+	return out
 }
 
 // metricHeading says what a section's figures are and which way is
@@ -379,7 +522,8 @@ func metricHeading(m Metric) string {
 }
 
 // formatEstimate writes e as benchstat does: "1.234µs ± 2%", "12.3GB/s ±
-// 1%"; "-" for nil.
+// 1%"; the median alone where the interval is infinite (too few
+// samples for one, which PrintCompare says once); "-" for nil.
 func formatEstimate(e *Estimate, m Metric) string {
 	if e == nil {
 		return "-"
@@ -389,6 +533,9 @@ func formatEstimate(e *Estimate, m Metric) string {
 		v = benchunit.Scale(e.Median*1e9, benchunit.Decimal) + "B/s"
 	} else {
 		v = benchunit.Scale(e.Median*1e-9, benchunit.Decimal) + "s"
+	}
+	if math.IsInf(e.Lo, 0) || math.IsInf(e.Hi, 0) {
+		return v
 	}
 	return v + " ± " + e.summary().PctRangeString()
 }

@@ -312,7 +312,7 @@ func TestPrintCompare(t *testing.T) {
 	}
 	deltas := Compare(old, new, 0)
 	var b bytes.Buffer
-	if err := PrintCompare(&b, deltas); err != nil {
+	if err := PrintCompare(&b, deltas, false); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -331,7 +331,8 @@ func TestPrintCompare(t *testing.T) {
 		"lower is better", "higher is better", "α = 0.05",
 		"\nlatency: time per operation, lower is better\nPOINT ",
 		"\nbw: bandwidth, higher is better\n",
-		"\ncopy: bandwidth, higher is better\n",
+		"\npoints in one document only (-v lists them):\n  only in old: copy/local/np1, 1 size, 1MiB\n",
+		"\nsignificant changes:\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
@@ -346,8 +347,26 @@ func TestPrintCompare(t *testing.T) {
 	if l := line("latency/openmpi.tcp/np2/8B "); !strings.Contains(l, " ~ ") {
 		t.Errorf("unchanged line %q: want ~", l)
 	}
-	if l := line("copy/local/np1/1MiB "); !strings.Contains(l, "only in old") || !strings.Contains(l, " - ") || !strings.Contains(l, "10+0") {
-		t.Errorf("only-in-old line %q", l)
+	if strings.Contains(out, "copy/local/np1/1MiB ") || strings.Contains(out, "\ncopy:") {
+		t.Errorf("a point in one document only has a row without -v")
+	}
+	if l := line("  slower  latency/tcp/np2/8B "); !strings.Contains(l, "+2") {
+		t.Errorf("significant change %q: want +2x%%", l)
+	}
+	if l := line("  faster  bw/tcp/np2/64KiB "); !strings.Contains(l, "GB/s") {
+		t.Errorf("significant change %q: want GB/s", l)
+	}
+	var verbose bytes.Buffer
+	if err := PrintCompare(&verbose, deltas, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(verbose.String(), "\ncopy: bandwidth, higher is better\n") || strings.Contains(verbose.String(), "(-v lists them)") {
+		t.Errorf("-v: want the row of the point only in old, not its count:\n%s", verbose.String())
+	}
+	for _, l := range strings.Split(verbose.String(), "\n") {
+		if strings.HasPrefix(l, "copy/local/np1/1MiB ") && (!strings.Contains(l, "only in old") || !strings.Contains(l, " - ") || !strings.Contains(l, "10+0")) {
+			t.Errorf("-v: only-in-old line %q", l)
+		}
 	}
 	if l := line("allreduce/tcp/np4/1KiB "); !strings.Contains(l, "invalid in old: wrong sum") {
 		t.Errorf("invalid line %q", l)
@@ -368,7 +387,7 @@ func TestPrintCompare(t *testing.T) {
 		{Key: bw, Metric: MetricBandwidth, Old: &Estimate{Median: 8}, New: &Estimate{Median: 10}, Alpha: 0.05, Significant: true, Change: 0.25},
 	}
 	b.Reset()
-	if err := PrintCompare(&b, exact); err != nil {
+	if err := PrintCompare(&b, exact, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "geomean of new/old time 1.0000 (+0.00%)") || !strings.Contains(b.String(), "1 faster, 1 slower") {
@@ -385,7 +404,73 @@ func (failWriter) Write([]byte) (int, error) { return 0, errCompareWrite }
 
 func TestPrintCompareWriteError(t *testing.T) {
 	old, new := compareSame(1)
-	if err := PrintCompare(failWriter{}, Compare(old, new, 0)); !errors.Is(err, errCompareWrite) {
+	if err := PrintCompare(failWriter{}, Compare(old, new, 0), false); !errors.Is(err, errCompareWrite) {
 		t.Errorf("PrintCompare to a failing writer: %v", err)
+	}
+}
+
+// TestMinSamples checks the counts the tables and compare quote against
+// benchmath's own: one sample fewer a side gets its warnings, that many
+// do not.
+func TestMinSamples(t *testing.T) {
+	k := Key{"tcp", "latency", 2, 8}
+	warned := func(n int) (interval, test bool) {
+		p := func(base float64) Point {
+			s := make([]float64, n)
+			for i := range s {
+				s[i] = base + float64(i)
+			}
+			return Point{Series: k.Series, Op: k.Op, Ranks: 2, Size: 8, Iters: 1, Samples: s}
+		}
+		d := Compare(compareDoc(p(100)), compareDoc(p(200)), 0)[0]
+		return strings.Contains(d.Note, "for confidence interval"), strings.Contains(d.Note, "to detect a difference")
+	}
+	if _, test := warned(MinSamplesToCompare - 1); !test {
+		t.Errorf("%d samples a side: no warning that a change cannot be detected", MinSamplesToCompare-1)
+	}
+	if _, test := warned(MinSamplesToCompare); test {
+		t.Errorf("%d samples a side: warned that a change cannot be detected", MinSamplesToCompare)
+	}
+	if interval, _ := warned(MinSamplesForInterval - 1); !interval {
+		t.Errorf("%d samples a side: no warning about the interval", MinSamplesForInterval-1)
+	}
+	if interval, _ := warned(MinSamplesForInterval); interval {
+		t.Errorf("%d samples a side: warned about the interval", MinSamplesForInterval)
+	}
+}
+
+// TestPrintCompareFewSamples: with too few samples for an interval and a
+// test, compare says so once, with the number of points, and leaves the
+// ± out of the rows rather than print "± ∞" on each; points in one
+// document only are counted by series with their sizes.
+func TestPrintCompareFewSamples(t *testing.T) {
+	p := func(series string, size int64, s ...float64) Point {
+		return Point{Series: series, Op: "latency", Ranks: 2, Size: size, Iters: 1, Samples: s}
+	}
+	old := compareDoc(p("tcp", 8, 14000, 15000), p("tcp", 16, 16000, 17000), p("local", 8, 900, 910), p("local", 16, 950, 960))
+	new := compareDoc(p("tcp", 8, 22000, 23000), p("tcp", 16, 15000, 16000), p("openmpi.tcp", 8, 7000, 7100))
+	var b bytes.Buffer
+	if err := PrintCompare(&b, Compare(old, new, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	want := `old → new: median ± 95% confidence interval; DELTA = new/old − 1 of the medians, ~ where the Mann-Whitney U test finds no difference (P > α = 0.05); N = samples, old+new
+time (s, ms, µs, ns per operation): lower is better; bandwidth (B/s, MB/s, GB/s): higher is better
+note: 5 of 5 points: need >= 6 samples for confidence interval at level 0.95 (their ± is left out)
+note: 2 of 5 points: need >= 4 samples to detect a difference at alpha level 0.05 (their DELTA is ~ whatever the medians; sweep with more --rounds or --count)
+
+latency: time per operation, lower is better
+POINT                OLD      NEW      DELTA  P      N  NOTE
+latency/tcp/np2/8B   14.50µs  22.50µs  ~      0.333  2
+latency/tcp/np2/16B  16.50µs  15.50µs  ~      0.667  2
+
+points in one document only (-v lists them):
+  only in old: latency/local/np2, 2 sizes from 8B to 16B
+  only in new: latency/openmpi.tcp/np2, 1 size, 8B
+
+summary: 2 points valid in both: 0 faster, 0 slower, 2 unchanged (α = 0.05); geomean of new/old time 1.2073 (+20.73%); 2 only in old; 1 only in new
+at α = 0.05, about 0 of 2 points differ by chance alone where nothing changed: judge a handful of scattered changes as noise, a run of neighbouring sizes as a change
+`
+	if got := b.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -54,7 +54,11 @@ func PlotName(op string, ranks int, busbw bool) string {
 // operation in µs for the operations whose Metric is MetricTime, the
 // bandwidth in GB/s for the others, against the size, both on log scales;
 // a collective that moves data (Op.AlgBytes) has a second chart of its bus
-// bandwidth. Each series keeps its color, by its place in d.Series, in
+// bandwidth. A line's band, in its color, spans the fastest to the
+// slowest sample of each point (across rounds and samples), where the
+// points have two samples or more. Under the title a line names the
+// machine (CPU model, cores), the date the sweep started and what the
+// bands are. Each series keeps its color, by its place in d.Series, in
 // every chart; reference series are dashed, with hollow markers. Points marked Invalid are not
 // drawn, nor are the NoSize operations (barrier), whose single point per
 // series makes no curve; a chart with no point left is not written.
@@ -127,6 +131,10 @@ type chart struct {
 	ranks int
 	kind  chartKind
 	lines []chartLine
+	// machine names the machine and the date: "AMD EPYC · 2 cores ·
+	// 2026-12-05"; the samples the points have, least and most.
+	machine          string
+	minSamp, maxSamp int
 }
 
 // chartLine is one series' points in a chart, sorted by size.
@@ -135,7 +143,11 @@ type chartLine struct {
 	index     int // the series' place in the document, which picks its color
 	reference bool
 	xys       plotter.XYs
+	spans     []span // the band, by size
 }
+
+// span is the range of a point's samples in a chart's figure.
+type span struct{ x, lo, hi float64 }
 
 // buildCharts collects the charts d's points make, in the order of Ops
 // and then of rank counts; charts without a point are left out.
@@ -164,6 +176,7 @@ func buildCharts(d *Document) []*chart {
 		index[s] = len(index)
 	}
 
+	machine := machineOf(d)
 	type key struct {
 		op    string
 		ranks int
@@ -180,6 +193,9 @@ func buildCharts(d *Document) []*chart {
 		if op.Transfer {
 			ranks = 1
 		}
+		// The samples' extremes; a figure of the median time y reads
+		// y·median/t for a sample of time t when it is a bandwidth.
+		fast, slow := slices.Min(p.Samples), slices.Max(p.Samples)
 		add := func(busbw bool, kind chartKind, y float64) {
 			if !(y > 0) || math.IsInf(y, 0) {
 				return // no figure, or none a log scale can show
@@ -187,15 +203,22 @@ func buildCharts(d *Document) []*chart {
 			k := key{op.Name, ranks, busbw}
 			c := charts[k]
 			if c == nil {
-				c = &chart{name: PlotName(op.Name, ranks, busbw), op: op, ranks: ranks, kind: kind}
+				c = &chart{name: PlotName(op.Name, ranks, busbw), op: op, ranks: ranks, kind: kind, machine: machine,
+					minSamp: len(p.Samples)}
 				charts[k] = c
 			}
+			c.minSamp, c.maxSamp = min(c.minSamp, len(p.Samples)), max(c.maxSamp, len(p.Samples))
 			i := slices.IndexFunc(c.lines, func(l chartLine) bool { return l.series == p.Series })
 			if i < 0 {
 				c.lines = append(c.lines, chartLine{series: p.Series, index: index[p.Series], reference: reference[p.Series]})
 				i = len(c.lines) - 1
 			}
 			c.lines[i].xys = append(c.lines[i].xys, plotter.XY{X: float64(p.Size), Y: y})
+			sp := span{x: float64(p.Size), lo: y * fast / p.Median, hi: y * slow / p.Median}
+			if kind != chartTime {
+				sp.lo, sp.hi = y*p.Median/slow, y*p.Median/fast
+			}
+			c.lines[i].spans = append(c.lines[i].spans, sp)
 		}
 		switch op.Metric {
 		case MetricTime:
@@ -213,6 +236,7 @@ func buildCharts(d *Document) []*chart {
 		slices.SortFunc(c.lines, func(a, b chartLine) int { return a.index - b.index })
 		for _, l := range c.lines {
 			slices.SortStableFunc(l.xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+			slices.SortStableFunc(l.spans, func(a, b span) int { return cmp.Compare(a.x, b.x) })
 		}
 		out = append(out, c)
 	}
@@ -230,6 +254,43 @@ func buildCharts(d *Document) []*chart {
 	})
 	return out
 }
+
+// machineOf names the machine of d and the day its sweep started: "AMD
+// EPYC · 2 cores · 2026-12-05", what it knows of them.
+func machineOf(d *Document) string {
+	var parts []string
+	if d.Machine.CPU != "" {
+		parts = append(parts, d.Machine.CPU)
+	}
+	if d.Machine.Cores > 0 {
+		parts = append(parts, strconv.Itoa(d.Machine.Cores)+" cores")
+	}
+	if !d.Started.IsZero() {
+		parts = append(parts, d.Started.Format("2006-01-02"))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// about is the line under the chart's title: the machine, the date and
+// what the bands span.
+func (c *chart) about() string {
+	var band string
+	switch {
+	case c.maxSamp < 2:
+		band = "1 sample per point: no band"
+	case c.minSamp == c.maxSamp:
+		band = fmt.Sprintf("bands: fastest to slowest of %d samples", c.maxSamp)
+	default:
+		band = fmt.Sprintf("bands: fastest to slowest of %d to %d samples", c.minSamp, c.maxSamp)
+	}
+	if c.machine == "" {
+		return band
+	}
+	return c.machine + " · " + band
+}
+
+// bandAlpha is the opacity of the bands.
+const bandAlpha = 0x40
 
 // Styles of the lines: colors by the series' place in the document, a
 // filled marker for our series and a hollow one, on a dashed line, for the
@@ -270,7 +331,8 @@ func (c *chart) labels() (title, xlabel, ylabel string) {
 // its axes' labels, which render adds.
 func (c *chart) plot() (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text, _, _ = c.labels()
+	title, _, _ := c.labels()
+	p.Title.Text = title + "\n" + c.about()
 	p.Title.Padding = vg.Points(8)
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = sizeTicks{}, valueTicks{}
@@ -283,6 +345,24 @@ func (c *chart) plot() (*plot.Plot, error) {
 	p.Add(grid)
 
 	var xs, ys []float64
+	// The bands first, under every line.
+	for _, l := range c.lines {
+		band := l.band()
+		if band == nil {
+			continue
+		}
+		poly, err := plotter.NewPolygon(band)
+		if err != nil {
+			return nil, fmt.Errorf("series %s: %w", l.series, err)
+		}
+		r, g, b, _ := plotColors[l.index%len(plotColors)].RGBA()
+		poly.Color = color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: bandAlpha}
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		for _, xy := range band {
+			xs, ys = append(xs, xy.X), append(ys, xy.Y)
+		}
+	}
 	for _, l := range c.lines {
 		line, points, err := plotter.NewLinePoints(l.xys)
 		if err != nil {
@@ -311,6 +391,28 @@ func (c *chart) plot() (*plot.Plot, error) {
 	p.Y.Min, p.Y.Max = p.Y.Min/1.1, p.Y.Max*1.1 // markers off the edges
 	placeLegend(p, c.lines)
 	return p, nil
+}
+
+// band returns the outline of the line's band: its spans' low ends by
+// size, then their high ends back; nil where no point has a spread, or
+// one that a log scale cannot show.
+func (l chartLine) band() plotter.XYs {
+	var out plotter.XYs
+	spread := false
+	for _, s := range l.spans {
+		if !(s.lo > 0) || math.IsInf(s.hi, 0) {
+			return nil
+		}
+		spread = spread || s.hi > s.lo
+		out = append(out, plotter.XY{X: s.x, Y: s.lo})
+	}
+	if !spread || len(l.spans) < 2 {
+		return nil
+	}
+	for _, s := range slices.Backward(l.spans) {
+		out = append(out, plotter.XY{X: s.x, Y: s.hi})
+	}
+	return out
 }
 
 // render draws p, which plot built, onto cv with the labels of its axes.

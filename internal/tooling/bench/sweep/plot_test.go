@@ -5,10 +5,12 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"gonum.org/v1/plot"
 )
@@ -288,4 +290,75 @@ func checkSVG(t *testing.T, path string) {
 			return
 		}
 	}
+}
+
+// TestPlotBands: each line has a band from its fastest to its slowest
+// sample, under a title line that names the machine, the date and the
+// bands; a band is drawn, in its series' color made light.
+func TestPlotBands(t *testing.T) {
+	d := plotDocument()
+	d.Machine = Machine{CPU: "test CPU", Cores: 2}
+	d.Started = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	charts := buildCharts(d)
+	lat, bw := charts[0], charts[1]
+	if got, want := lat.about(), "test CPU · 2 cores · 2026-11-24 · bands: fastest to slowest of 3 samples"; got != want {
+		t.Errorf("about = %q, want %q", got, want)
+	}
+	// tcp's latency at 8B: samples 1.02, 1 and 0.97 × 2004 ns.
+	band := lat.lines[0].band()
+	if n := len(lat.lines[0].xys); len(band) != 2*n {
+		t.Fatalf("latency band of %d vertices, want %d", len(band), 2*n)
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-9*want }
+	if lo, hi := band[0], band[len(band)-1]; lo.X != 8 || hi.X != 8 || !near(lo.Y, 2.004*0.97) || !near(hi.Y, 2.004*1.02) {
+		t.Errorf("latency band at 8B: %v to %v, want 8B at %v to %v µs", lo, hi, 2.004*0.97, 2.004*1.02)
+	}
+	// A bandwidth's band: the slowest sample is the lowest rate.
+	bwBand, y := bw.lines[0].band(), bw.lines[0].xys[0].Y
+	if lo, hi := bwBand[0], bwBand[len(bwBand)-1]; !near(lo.Y, y/1.02) || !near(hi.Y, y/0.97) {
+		t.Errorf("bw band at 8B: %v to %v, want %v to %v GB/s", lo.Y, hi.Y, y/1.02, y/0.97)
+	}
+
+	// One sample per point: no band, and the title says so.
+	one := plotDocument()
+	for i := range one.Points {
+		one.Points[i].Samples = one.Points[i].Samples[:1]
+	}
+	c := buildCharts(one)[0]
+	if c.lines[0].band() != nil || c.about() != "1 sample per point: no band" {
+		t.Errorf("one sample: band %v, about %q", c.lines[0].band(), c.about())
+	}
+
+	// A band wide enough to count its pixels: tcp's latency samples
+	// spread from half to twice the median.
+	for i, p := range d.Points {
+		if p.Series == "tcp" && p.Op == "latency" {
+			m := p.Samples[1]
+			d.Points[i].Samples = []float64{m / 2, m, 2 * m}
+		}
+	}
+	dir := t.TempDir()
+	if _, err := Plot(d, dir); err != nil {
+		t.Fatal(err)
+	}
+	counts := colorCounts(decodePNG(t, filepath.Join(dir, "latency.np2.png")))
+	r, g, b, _ := plotColors[0].RGBA()
+	light := func(c uint32) uint8 { return uint8(255 - (255-int(c>>8))*bandAlpha/255) }
+	want := color.RGBA{light(r), light(g), light(b), 255}
+	n := 0
+	for c, k := range counts {
+		if absDiff(c.R, want.R) <= 2 && absDiff(c.G, want.G) <= 2 && absDiff(c.B, want.B) <= 2 {
+			n += k
+		}
+	}
+	if n < 500 {
+		t.Errorf("latency.np2.png: %d pixels of tcp's band color %v: no band drawn", n, want)
+	}
+}
+
+func absDiff(a, b uint8) uint8 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }

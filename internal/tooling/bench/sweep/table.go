@@ -7,25 +7,28 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/xpu-go/xpu/internal/tooling/bench/units"
 )
 
 // PrintTables prints d as OSU prints its benchmarks: a table per
 // operation, rank count and series, a row per size, with the reference
 // the series is compared with beside it and the ratio of the two. Times
-// are per operation in microseconds; bw, bibw and copy are in GB/s (1e9
-// bytes/s); the collectives that move data also show nccl-tests'
-// algorithm and bus bandwidths. RATIO is ours over theirs: below 1 is
-// better for a time, above 1 for a bandwidth.
+// are per operation; bw, bibw and copy are bandwidths (powers of 1000
+// bytes per second); the collectives that move data also show
+// nccl-tests' algorithm and bus bandwidths. Each column of figures is in
+// one unit, which its header names, scaled to the column's median (µs,
+// ms; MB/s, GB/s); the figures have three significant digits. RATIO is
+// ours over theirs: below 1 is better for a time, above 1 for a
+// bandwidth.
+//
+// The header names the machine, the references measured (those with
+// points in d: Open MPI's series are "openmpi.*") and how many samples
+// each point has.
 func PrintTables(w io.Writer, d *Document) error {
 	ew := &errWriter{w: w}
-	m := d.Machine
-	fmt.Fprintf(ew, "# %s · %d cores · %.1f GiB · %s · %s", m.CPU, m.Cores, float64(m.MemoryBytes)/(1<<30), m.OS, m.GoVersion)
-	for _, r := range m.References {
-		if r.Version != "" {
-			fmt.Fprintf(ew, " · %s", r.Version)
-		}
-	}
-	fmt.Fprintf(ew, "\n# %d samples per point, each about %v; the figure is their median\n", d.Config.Count, time.Duration(d.Config.SampleTime))
+	fmt.Fprintln(ew, "# "+machineLine(d))
+	fmt.Fprintln(ew, "# "+samplesLine(d))
 	byKey := map[Key]Point{}
 	for _, p := range d.Points {
 		byKey[p.Key()] = p
@@ -59,12 +62,63 @@ func PrintTables(w io.Writer, d *Document) error {
 	return ew.err
 }
 
+// machineLine describes the machine of d and the references measured
+// in it: "AMD EPYC · 2 cores · 23.5 GiB · linux/amd64 · go1.26.8 ·
+// Open MPI 4.1.4".
+func machineLine(d *Document) string {
+	m := d.Machine
+	parts := []string{m.CPU, fmt.Sprintf("%d cores", m.Cores)}
+	if m.MemoryBytes > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f GiB", float64(m.MemoryBytes)/(1<<30)))
+	}
+	parts = append(parts, m.OS, m.GoVersion)
+	for _, r := range m.References {
+		if r.Version != "" && measured(d, r) {
+			parts = append(parts, r.Version)
+		}
+	}
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " · ")
+}
+
+// measured reports whether d has points of the reference r: of a series
+// named after it, "openmpi.tcp" for "Open MPI".
+func measured(d *Document, r Component) bool {
+	prefix := strings.ToLower(strings.ReplaceAll(r.Name, " ", "")) + "."
+	return r.Available && slices.ContainsFunc(d.Points, func(p Point) bool { return strings.HasPrefix(p.Series, prefix) })
+}
+
+// samplesLine says how many samples the points of d have, from the
+// points themselves (a budget or a failed job can leave a point fewer
+// than the rounds promised), how long each aimed at, and what compare
+// needs of them.
+func samplesLine(d *Document) string {
+	lo, hi := 0, 0
+	for i, p := range d.Points {
+		if n := len(p.Samples); i == 0 || n < lo {
+			lo = n
+		}
+		hi = max(hi, len(p.Samples))
+	}
+	var n string
+	switch {
+	case lo == hi:
+		n = fmt.Sprintf("%d samples per point", hi)
+	default:
+		n = fmt.Sprintf("%d to %d samples per point", lo, hi)
+	}
+	if c := d.Config; c.Rounds > 0 {
+		n += fmt.Sprintf(" (%d rounds of %d)", c.Rounds, c.Count)
+	}
+	return fmt.Sprintf("%s, each about %v; the figure is their median; compare needs %d a side to call a change, %d for a confidence interval",
+		n, time.Duration(d.Config.SampleTime), MinSamplesToCompare, MinSamplesForInterval)
+}
+
 // printTable prints the table of series s for op at n ranks, with its
 // reference's points ref (if any) beside.
 func printTable(w io.Writer, op Op, n int, s Series, pts, ref []Point, byKey map[Key]Point) {
-	what := "time per operation (µs), lower is better"
+	what := "time per operation, lower is better"
 	if op.Metric == MetricBandwidth {
-		what = "bandwidth (GB/s), higher is better"
+		what = "bandwidth, higher is better"
 	}
 	ranks := fmt.Sprintf(" · %d ranks", n)
 	if op.Transfer {
@@ -75,15 +129,35 @@ func printTable(w io.Writer, op Op, n int, s Series, pts, ref []Point, byKey map
 		vs = " against " + s.Against
 	}
 	fmt.Fprintf(w, "\n## %s%s · %s%s — %s\n", op.Name, ranks, s.Name, vs, what)
+
+	// One unit for the figures of ours and theirs, one for the
+	// collectives' bandwidths, each from the median of its column.
+	var figs, bws []float64
+	for _, p := range slices.Concat(pts, ref) {
+		if p.Invalid != "" {
+			continue
+		}
+		figs = append(figs, value(op, p))
+		if op.AlgBytes != nil {
+			bws = append(bws, p.AlgBW, p.BusBW)
+		}
+	}
+	fig := units.TimeScale(median(figs))
+	if op.Metric == MetricBandwidth {
+		fig = units.RateScale(median(figs))
+	}
+	bw := units.RateScale(median(bws))
+	col := func(name string, sc units.Scale) string { return name + " (" + sc.Name + ")" }
+
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	cols := []string{"SIZE", strings.ToUpper(s.Name)}
+	cols := []string{"SIZE", col(strings.ToUpper(s.Name), fig)}
 	if op.AlgBytes != nil {
-		cols = append(cols, "ALGBW", "BUSBW")
+		cols = append(cols, col("ALGBW", bw), col("BUSBW", bw))
 	}
 	if len(ref) > 0 {
-		cols = append(cols, strings.ToUpper(s.Against))
+		cols = append(cols, col(strings.ToUpper(s.Against), fig))
 		if op.AlgBytes != nil {
-			cols = append(cols, "BUSBW")
+			cols = append(cols, col("BUSBW", bw))
 		}
 		cols = append(cols, "RATIO")
 	}
@@ -94,15 +168,15 @@ func printTable(w io.Writer, op Op, n int, s Series, pts, ref []Point, byKey map
 	}
 	for _, size := range sortedKeys(sizes) {
 		ours, okO := byKey[Key{s.Name, op.Name, n, size}]
-		row := []string{sizeCell(op, size), figure(op, ours, okO)}
+		row := []string{sizeCell(op, size), cell(fig, value(op, ours), okO, ours.Invalid)}
 		if op.AlgBytes != nil {
-			row = append(row, gbs(ours.AlgBW, okO && ours.Invalid == ""), gbs(ours.BusBW, okO && ours.Invalid == ""))
+			row = append(row, cell(bw, ours.AlgBW, okO, ours.Invalid), cell(bw, ours.BusBW, okO, ours.Invalid))
 		}
 		if len(ref) > 0 {
 			theirs, okT := byKey[Key{s.Against, op.Name, n, size}]
-			row = append(row, figure(op, theirs, okT))
+			row = append(row, cell(fig, value(op, theirs), okT, theirs.Invalid))
 			if op.AlgBytes != nil {
-				row = append(row, gbs(theirs.BusBW, okT && theirs.Invalid == ""))
+				row = append(row, cell(bw, theirs.BusBW, okT, theirs.Invalid))
 			}
 			ratio := "-"
 			if okO && okT && ours.Invalid == "" && theirs.Invalid == "" {
@@ -115,7 +189,8 @@ func printTable(w io.Writer, op Op, n int, s Series, pts, ref []Point, byKey map
 	tw.Flush()
 }
 
-// value is the point's figure: its median time or its bandwidth.
+// value is the point's figure: its median time (ns) or its bandwidth
+// (GB/s).
 func value(op Op, p Point) float64 {
 	if op.Metric == MetricBandwidth {
 		return p.Bandwidth
@@ -123,32 +198,16 @@ func value(op Op, p Point) float64 {
 	return p.Median
 }
 
-// figure formats the point's figure for a table: µs or GB/s, "INVALID"
-// for a point whose check failed, "-" for none.
-func figure(op Op, p Point, ok bool) string {
+// cell writes a figure v of a point in the column's unit sc: "INVALID"
+// for a point whose check failed, "-" for none (ok false).
+func cell(sc units.Scale, v float64, ok bool, invalid string) string {
 	switch {
 	case !ok:
 		return "-"
-	case p.Invalid != "":
+	case invalid != "":
 		return "INVALID"
-	case op.Metric == MetricBandwidth:
-		return fmt.Sprintf("%.3f", p.Bandwidth)
 	}
-	us := p.Median / 1e3
-	switch {
-	case us >= 1000:
-		return fmt.Sprintf("%.0f", us)
-	case us >= 10:
-		return fmt.Sprintf("%.1f", us)
-	}
-	return fmt.Sprintf("%.3f", us)
-}
-
-func gbs(v float64, ok bool) string {
-	if !ok {
-		return "-"
-	}
-	return fmt.Sprintf("%.3f", v)
+	return sc.Format(v)
 }
 
 func sizeCell(op Op, size int64) string {
