@@ -340,7 +340,7 @@ func TestWatchdogEndsWithJob(t *testing.T) {
 	self := os.Getpid()
 	for name, spec := range map[string]Spec{
 		"success":     roleSpec(3, "print"),
-		"failure":     roleSpec(3, "fail 1 3"),
+		"failure":     func() Spec { s := roleSpec(3, "fail 1 3"); s.FailGrace = -1; return s }(),
 		"not started": func() Spec { s := roleSpec(2, "print"); s.Dir = filepath.Join(t.TempDir(), "missing"); return s }(),
 	} {
 		t.Run(name, func(t *testing.T) {
