@@ -158,12 +158,15 @@ type RankStatus struct {
 
 // PeerLoss is a rank's report that it lost a peer.
 type PeerLoss struct {
+	// Peer is the rank lost.
 	Peer int
 	// Goodbye is true when the peer closed its communicator; false when it
 	// vanished (its connection ended or failed, or it fell silent).
 	Goodbye bool
-	At      time.Time
-	Reason  string
+	// At is when the reporting rank saw the loss.
+	At time.Time
+	// Reason is the error its link failed with.
+	Reason string
 }
 
 // OK reports whether the rank exited with status 0.
@@ -591,7 +594,7 @@ func (j *job) stop(sig os.Signal) {
 			r.stopped = true
 			signalGroup(r.cmd.Process, sig)
 			if sig != syscall.SIGKILL && procStopped(r.cmd.Process.Pid) {
-				signalGroup(r.cmd.Process, syscall.SIGCONT)
+				continueGroup(r.cmd.Process)
 			}
 		}
 	}
