@@ -516,6 +516,7 @@ func (j *job) run() (*Result, error) {
 		j.events = f.Name()
 		_ = f.Close()
 		defer os.Remove(j.events)
+		wd.removeOnDeath(j.events)
 		env = withEnv(env, jobenv.Events+"="+j.events)
 	}
 	j.startRanks(env)

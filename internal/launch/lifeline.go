@@ -3,7 +3,9 @@ package launch
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -64,9 +66,10 @@ func startTied(cmd *exec.Cmd, release func() error, done func(err error, exited 
 
 // The watchdog's protocol: lines on its standard input.
 const (
-	wdAdd  = '+'    // "+PGID": stop this process group if the launcher dies
-	wdDrop = '-'    // "-PGID": its leader is reaped; forget it
-	wdExit = "exit" // the job is over: exit now
+	wdAdd    = '+'    // "+PGID": stop this process group if the launcher dies
+	wdDrop   = '-'    // "-PGID": its leader is reaped; forget it
+	wdRemove = '/'    // "/PATH" (an absolute path): remove this file if the launcher dies
+	wdExit   = "exit" // the job is over: exit now
 )
 
 // watchdog is the launcher's end of a job's watchdog. A nil *watchdog is
@@ -110,6 +113,15 @@ func (w *watchdog) add(pgid int) { w.send(string(wdAdd) + strconv.Itoa(pgid)) }
 // does not stop it either), and once the group is empty its id may be
 // reused, by a group the watchdog must never signal.
 func (w *watchdog) drop(pgid int) { w.send(string(wdDrop) + strconv.Itoa(pgid)) }
+
+// removeOnDeath has the watchdog remove the file at path, which must be
+// absolute, should the launcher die: the launcher removes it itself when
+// the job ends.
+func (w *watchdog) removeOnDeath(path string) {
+	if filepath.IsAbs(path) && !strings.ContainsRune(path, '\n') {
+		w.send(path)
+	}
+}
 
 // stop tells the watchdog the job is over and reaps it. It waits at most
 // watchdogExitTimeout for it to exit, then kills it.
