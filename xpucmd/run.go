@@ -22,7 +22,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			launch.EnvRank, launch.EnvWorldSize, launch.EnvLocalRank, launch.EnvLocalSize)
 		fmt.Fprintf(stderr, "%s, %s, %s and %s (%s unless set) in their\n",
 			launch.EnvMasterAddr, launch.EnvMasterPort, launch.EnvJobSecret, launch.EnvBackend, launch.DefaultBackend)
-		fmt.Fprintln(stderr, "environment, prefixes their output lines with [rank], and stops them all when one fails.")
+		fmt.Fprintln(stderr, "environment, prefixes their output lines with [rank], and stops them all when one fails,")
+		fmt.Fprintln(stderr, "naming the rank that failed first and the others' failures as its consequences.")
 		fmt.Fprintln(stderr, "`go run pkg` as prog is built once and the binary started N times.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
@@ -33,6 +34,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	port := fs.Int("port", 0, "port of rank 0's rendezvous store (default: a free port)")
 	timeout := fs.Duration("timeout", 0, "stop the job after this long (default: no limit)")
 	grace := fs.Duration("grace", launch.DefaultGrace, "time ranks have to exit after SIGTERM before SIGKILL")
+	failGrace := fs.Duration("fail-grace", launch.DefaultFailGrace,
+		"after a rank fails, time the others have to end on their own before SIGTERM (0: none)")
 	noBuild := fs.Bool("no-build", false, "run `go run` in every rank as given instead of building once")
 	if err := parseFlags(fs, args); err != nil { // prog and its arguments follow the flags
 		return err
@@ -43,6 +46,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w: -n %d: want at least 1 rank (xpu run -n N [--] prog [args...])", ErrUsage, *n)
 	case len(rest) == 0:
 		return fmt.Errorf("%w: no program to run (xpu run -n N [--] prog [args...])", ErrUsage)
+	case *failGrace < 0:
+		return fmt.Errorf("%w: --fail-grace %v: want zero or more", ErrUsage, *failGrace)
+	}
+	if *failGrace == 0 {
+		*failGrace = -1 // launch.Spec's "none"
 	}
 	spec := launch.Spec{
 		N:          *n,
@@ -53,6 +61,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		MasterPort: *port,
 		Timeout:    *timeout,
 		Grace:      *grace,
+		FailGrace:  *failGrace,
 		Stdout:     stdout,
 		Stderr:     stderr,
 		LogPrefix:  "xpu run: ",

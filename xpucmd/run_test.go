@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,9 @@ func TestRunUsage(t *testing.T) {
 		"mpi with port":       {"run", "-n", "2", "--mpi", "--port", "4000", self},
 		"mpi with addr":       {"run", "-n", "2", "--mpi", "--master-addr", "10.0.0.1", self},
 		"no such program":     {"run", "-n", "2", "xpu-run-test-no-such-program"},
+		"no such path":        {"run", "-n", "2", "./xpu-run-test-no-such-program"},
+		"a directory":         {"run", "-n", "2", "./"},
+		"negative fail grace": {"run", "-n", "2", "--fail-grace", "-1s", self},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -121,9 +125,21 @@ func TestRunRanks(t *testing.T) {
 func TestRunRankFailure(t *testing.T) {
 	setRole(t, "fail")
 	var stdout, stderr lockedBuffer
-	code := Run(testCtx(t), []string{"run", "-n", "3", os.Args[0]}, &stdout, &stderr)
+	code := Run(testCtx(t), []string{"run", "-n", "3", "--fail-grace", "100ms", os.Args[0]}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
-	// The launcher says so when it happens, and again as its error.
+	// The launcher says so when it happens, gives the others the fail
+	// grace, stops them, names the cause, and says it again as its error.
+	assert.Regexp(t, "^"+regexp.QuoteMeta("xpu run: rank 1 failed: exit status 4; the other 2 ranks have 100ms to end before SIGTERM\n"+
+		"xpu run: ranks 0, 2 still running 100ms after rank 1 failed; sending SIGTERM\n"+
+		"xpu run: rank 1 failed first: exit status 4, ")+`\d+ms`+regexp.QuoteMeta(" into the job; nothing on its stderr\n"+
+		"xpu run: rank 0: stopped: killed by signal SIGTERM\n"+
+		"xpu run: rank 2: stopped: killed by signal SIGTERM\n"+
+		"xpu run: rank 1 failed: exit status 4; stopped the other 2 ranks\n")+"$", stderr.String())
+
+	// --fail-grace 0: at once.
+	stderr = lockedBuffer{}
+	code = Run(testCtx(t), []string{"run", "-n", "3", "--fail-grace", "0", os.Args[0]}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; stopping the other 2 ranks\n")
 	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; stopped the other 2 ranks\n")
 }
@@ -133,7 +149,7 @@ func TestRunTimeoutFlag(t *testing.T) {
 	var stderr lockedBuffer
 	code := Run(testCtx(t), []string{"run", "-n", "2", "--timeout", "300ms", os.Args[0]}, new(lockedBuffer), &stderr)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr.String(), "xpu run: job timed out after 300ms\n")
+	assert.Contains(t, stderr.String(), "xpu run: job timed out after 300ms; still running: ranks 0, 1\n")
 }
 
 func TestRunInterrupted(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/internal/p2p"
+	"github.com/xpu-go/xpu/internal/rankevent"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -119,6 +120,11 @@ func (l *link) start() {
 // tells the matching engine. Only the first call has an effect.
 func (l *link) fail(cause error) {
 	l.failOnce.Do(func() {
+		if !l.c.shut.Load() {
+			// For the launcher, before anything fails of it: the rank
+			// lost this peer while it still had it (ADR 38).
+			rankevent.PeerDown(l.c.rank, l.peer, errors.Is(cause, errPeerClosed), cause)
+		}
 		err := cause
 		if !errors.Is(err, comm.ErrPeerLost) {
 			err = xerr.Errorf(Name, "link", comm.ErrPeerLost, "rank %d: link to rank %d: %w", l.c.rank, l.peer, cause)

@@ -22,6 +22,10 @@ const (
 	MasterPort = "XPU_MASTER_PORT" // its port
 	JobSecret  = "XPU_JOB_SECRET"  // the key that authenticates the job's ranks to each other
 	Backend    = "XPU_BACKEND"     // the backend chain of xpu.OpenDefault ("cuda,cpu")
+	// Events names the file a rank appends its events to (a peer lost,
+	// with when and how), for `xpu run` to tell a failure's cause from its
+	// consequences: package internal/rankevent writes and reads it.
+	Events = "XPU_RUN_EVENTS"
 )
 
 // The settings of the multi-process transports, read by every transport

@@ -16,10 +16,16 @@
 // cut into several prefixed lines.
 //
 // The job succeeds only when every rank exits with status 0. When a rank
-// fails (a non-zero status, a signal, or an error to wait for it), Run
-// sends SIGTERM to the process group of every rank still running, SIGKILL
-// after Spec.Grace, and returns a *RankError that names the rank and the
-// reason. When ctx is cancelled Run forwards the signal that cancelled it
+// fails (a non-zero status, a signal, or an error to wait for it), the
+// others have Spec.FailGrace to end on their own (a rank panicking in main
+// runs its deferred calls before Go prints the panic); then Run sends
+// SIGTERM to the process group of every rank still running, SIGKILL after
+// Spec.Grace. It returns a *RankError that names the root cause: the first
+// rank to end abnormally, by time, whose failure no lost peer explains, as
+// the ranks report the peers they lose (package rankevent; cause.go has the
+// rules, docs/adr/0038-root-cause-first.md the reasons). With
+// Spec.LogPrefix it reports the cause with the last TailLines lines of its
+// stderr, and the other ranks as its consequences. When ctx is cancelled Run forwards the signal that cancelled it
 // (SIGINT or SIGTERM, read from the cause that signal.NotifyContext gives;
 // SIGTERM otherwise) the same way and returns an error matching ctx.Err();
 // Spec.Timeout does the same with an error matching ErrJobTimeout and

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,15 @@ const (
 	DefaultMasterAddr = "127.0.0.1"
 	DefaultBackend    = "procs"
 	DefaultGrace      = 5 * time.Second
+	// DefaultFailGrace is how long the other ranks have to end on their
+	// own after the first rank fails, before SIGTERM: twice the 5 s that
+	// the procs communicator's Close waits at most for its peers'
+	// goodbyes, so that a rank panicking in main, whose deferred Close
+	// runs before Go prints the panic, is not killed in between.
+	DefaultFailGrace = 10 * time.Second
+	// TailLines is how many of the last lines of each rank's stderr Run
+	// keeps, to show those of the rank that failed first.
+	TailLines = 20
 	// MaxLine is the longest line copied whole; a longer one is cut into
 	// lines of MaxLine bytes, each with the rank's prefix.
 	MaxLine = 1 << 20
@@ -95,6 +105,13 @@ type Spec struct {
 	// and how long a rank's output is read after it exits when something
 	// else keeps it open; zero means DefaultGrace.
 	Grace time.Duration
+	// FailGrace is how long, after the first rank fails, the others have
+	// to end on their own before Run sends them SIGTERM: long enough for
+	// a panicking rank to finish its deferred calls and print its panic,
+	// for the others to see their peer lost and say so. The wait ends as
+	// soon as every rank has ended. Zero means DefaultFailGrace; a
+	// negative value, none (SIGTERM at once).
+	FailGrace time.Duration
 	// Stdout and Stderr receive the ranks' output, each line prefixed with
 	// "[rank] "; nil discards it.
 	Stdout, Stderr io.Writer
@@ -122,24 +139,64 @@ type RankStatus struct {
 	Err error
 	// Elapsed is the time from its start to its exit.
 	Elapsed time.Duration
+	// Exited is when it exited; zero when it never ran.
+	Exited time.Time
+	// Lost is the first peer the rank reported lost before it exited
+	// (package rankevent: the procs communicator reports it), or nil.
+	Lost *PeerLoss
+	// LeftEarly is true for a rank that did not fail of its own accord
+	// (it exited 0, or Run stopped it) but that the ranks which failed had
+	// lost while the job ran: a rank whose early os.Exit(0), or whose
+	// Close before a hang, took a peer from them (see docs/adr/0038).
+	LeftEarly bool
+	// Tail holds the last lines of its stderr, at most TailLines, each cut
+	// to tailLineMax bytes; Panic the first line of its stderr that began
+	// a Go panic or fatal error ("panic: …", "fatal error: …"), or "".
+	Tail  []string
+	Panic string
+}
+
+// PeerLoss is a rank's report that it lost a peer.
+type PeerLoss struct {
+	// Peer is the rank lost.
+	Peer int
+	// Goodbye is true when the peer closed its communicator; false when it
+	// vanished (its connection ended or failed, or it fell silent).
+	Goodbye bool
+	// At is when the reporting rank saw the loss.
+	At time.Time
+	// Reason is the error its link failed with.
+	Reason string
 }
 
 // OK reports whether the rank exited with status 0.
 func (s RankStatus) OK() bool { return s.Err == nil && s.Signal == nil && s.ExitCode == 0 }
 
+// failed reports whether the rank counts as failed: of its own accord, or
+// by leaving the job while its peers still needed it.
+func (s RankStatus) failed() bool { return (!s.OK() && !s.Stopped) || s.LeftEarly }
+
 // String describes how the rank ended: "exit status 3", "killed by signal
-// SIGKILL", "not started: …".
+// SIGKILL", "not started: …", "exit status 0 while the job ran".
 func (s RankStatus) String() string {
+	var end string
 	switch {
 	case s.Pid == 0 && s.Err != nil:
 		return "not started: " + s.Err.Error()
 	case s.Err != nil:
-		return s.Err.Error()
+		end = s.Err.Error()
 	case s.Signal != nil:
-		return "killed by signal " + SignalName(s.Signal)
+		end = "killed by signal " + SignalName(s.Signal)
 	default:
-		return "exit status " + strconv.Itoa(s.ExitCode)
+		end = "exit status " + strconv.Itoa(s.ExitCode)
 	}
+	switch {
+	case s.LeftEarly && s.Stopped:
+		return "lost by its peers while the job ran, then stopped: " + end
+	case s.LeftEarly:
+		return end + " while the job ran"
+	}
+	return end
 }
 
 // Result is the outcome of a job, one RankStatus per rank.
@@ -150,21 +207,27 @@ type Result struct {
 	MasterPort int
 	// Elapsed is the job's wall time.
 	Elapsed time.Duration
+	// Cause is the rank whose failure is the job's root cause (see
+	// RankError), or -1 when no rank failed.
+	Cause int
 }
 
 // Failed returns the ranks that failed of their own accord (not after Run
-// signalled them to stop), in rank order.
+// signalled them to stop), and those that left the job while their peers
+// still needed it (LeftEarly), in rank order.
 func (r *Result) Failed() []RankStatus {
 	var out []RankStatus
 	for _, s := range r.Ranks {
-		if !s.OK() && !s.Stopped {
+		if s.failed() {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// RankError reports the first rank seen to fail; it matches ErrRankFailed.
+// RankError reports the root cause of a failed job: the first rank to end
+// abnormally, by time, whose failure is not explained by a peer it lost
+// (docs/adr/0038-root-cause-first.md). It matches ErrRankFailed.
 type RankError struct {
 	// Status is the failed rank's.
 	Status RankStatus
@@ -180,8 +243,11 @@ func (e *RankError) Error() string {
 	if e.Others > 0 {
 		fmt.Fprintf(&b, " (and %d other %s failed)", e.Others, plural(e.Others, "rank"))
 	}
-	if e.Stopped > 0 {
+	switch {
+	case e.Stopped > 0 && e.Others == 0:
 		fmt.Fprintf(&b, "; stopped the other %d %s", e.Stopped, plural(e.Stopped, "rank"))
+	case e.Stopped > 0:
+		fmt.Fprintf(&b, "; stopped %d %s", e.Stopped, plural(e.Stopped, "rank"))
 	}
 	return b.String()
 }
@@ -231,6 +297,9 @@ func (s *Spec) normalize() error {
 		return bad("negative timeout %v", s.Timeout)
 	case s.Grace < 0:
 		return bad("negative grace period %v", s.Grace)
+	}
+	if s.FailGrace == 0 {
+		s.FailGrace = DefaultFailGrace
 	}
 	if s.Env == nil {
 		s.Env = os.Environ()
@@ -343,11 +412,30 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		defer cleanup()
 		spec.Prog, spec.Args = prog, args
 	}
-	if c := exec.Command(spec.Prog); c.Err != nil {
-		return nil, xerr.Errorf(place, "", ErrInvalidArgument, "cannot run %s: %w", spec.Prog, c.Err)
+	if err := checkProg(spec.Prog, spec.Dir); err != nil {
+		return nil, err
 	}
 	j := &job{spec: spec, out: out, parent: ctx}
 	return j.run()
+}
+
+// checkProg reports a program that cannot be run: not found on PATH, or,
+// for a path, missing, a directory or not executable (relative to dir when
+// the path is relative and dir is set, as the ranks will find it).
+func checkProg(prog, dir string) error {
+	c := exec.Command(prog)
+	err := c.Err
+	if err == nil && strings.ContainsRune(prog, filepath.Separator) {
+		p := prog
+		if dir != "" && !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		_, err = exec.LookPath(p)
+	}
+	if err != nil {
+		return xerr.Errorf(place, "", ErrInvalidArgument, "cannot run %s: %w", prog, err)
+	}
+	return nil
 }
 
 // job is one call of Run.
@@ -356,13 +444,20 @@ type job struct {
 	out    *output
 	parent context.Context
 	ranks  []*rank
+	began  time.Time
+	events string // the file the ranks report events to; "" without one
 
 	// The state of the run, the main loop's.
 	res        *Result
 	exits      chan exit // never blocks a waiter
 	running    int       // ranks started and not yet reaped
 	failure    error     // why the job is being stopped; nil while it is not
+	first      int       // the first rank seen to fail, when failure is a *RankError
 	wd         *watchdog // nil without one
+	stopping   bool      // the ranks have been signalled to stop
+	stoppedAt  time.Time // when
+	failTimer  *time.Timer
+	failWait   <-chan time.Time // fires when the fail grace is over; nil when not armed or spent
 	graceTimer *time.Timer
 	grace      <-chan time.Time // fires when the grace period is over; nil when not armed or spent
 }
@@ -378,9 +473,10 @@ type rank struct {
 }
 
 type exit struct {
-	i   int
-	err error
-	at  time.Time // when it was reaped
+	i      int
+	err    error
+	exited time.Time // when it exited, seen before it was reaped; zero when not known
+	at     time.Time // when it was reaped
 }
 
 func (j *job) logf(format string, args ...any) {
@@ -392,13 +488,14 @@ func (j *job) logf(format string, args ...any) {
 func (j *job) run() (*Result, error) {
 	s := &j.spec
 	began := time.Now()
+	j.began = began
 	ctx := j.parent
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, s.Timeout, ErrJobTimeout)
 		defer cancel()
 	}
-	j.res = &Result{Ranks: make([]RankStatus, s.N), MasterAddr: s.MasterAddr, MasterPort: s.MasterPort}
+	j.res = &Result{Ranks: make([]RankStatus, s.N), MasterAddr: s.MasterAddr, MasterPort: s.MasterPort, Cause: -1}
 	for i := range j.res.Ranks {
 		j.res.Ranks[i] = RankStatus{Rank: i, ExitCode: -1}
 	}
@@ -412,10 +509,23 @@ func (j *job) run() (*Result, error) {
 	}
 	j.wd = wd
 	defer wd.stop()
-	j.startRanks(s.jobEnv())
+	env := s.jobEnv()
+	if f, err := os.CreateTemp("", "xpu-run-events-*"); err != nil {
+		j.logf("no file for the ranks' events (%v): a failure's cause will be told by the order of exits alone", err)
+	} else {
+		j.events = f.Name()
+		_ = f.Close()
+		defer os.Remove(j.events)
+		wd.removeOnDeath(j.events)
+		env = withEnv(env, jobenv.Events+"="+j.events)
+	}
+	j.startRanks(env)
 	defer func() {
 		if j.graceTimer != nil {
 			j.graceTimer.Stop()
+		}
+		if j.failTimer != nil {
+			j.failTimer.Stop()
 		}
 	}()
 	if j.failure != nil && j.running > 0 {
@@ -430,7 +540,7 @@ func (j *job) run() (*Result, error) {
 	}
 	j.res.Elapsed = time.Since(began)
 	if re, ok := j.failure.(*RankError); ok {
-		j.res.countOthers(re)
+		j.explain(re)
 	}
 	return j.res, j.failure
 }
@@ -449,16 +559,17 @@ func (j *job) startRanks(env []string) {
 			r.gate = gateRank(r.cmd)
 		}
 		release := func() error { return r.gate.open(r.cmd.Process.Pid, j.wd) }
-		at, err := startTied(r.cmd, release, func(err error) {
+		at, err := startTied(r.cmd, release, func(err error, exited time.Time) {
 			r.stdout.flush()
 			r.stderr.flush()
-			j.exits <- exit{i: i, err: err, at: time.Now()}
+			j.exits <- exit{i: i, err: err, exited: exited, at: time.Now()}
 		})
 		if err != nil {
 			r.gate.abort()
 			r.done = true
 			j.res.Ranks[i].Err = fmt.Errorf("start %s: %w", s.Prog, err)
 			j.failure = &RankError{Status: j.res.Ranks[i]}
+			j.first = i
 			j.logf("rank %d could not be started: %v", i, err)
 			for k := i + 1; k < s.N; k++ {
 				j.res.Ranks[k].Err, j.res.Ranks[k].Stopped = errSkipped, true
@@ -472,12 +583,20 @@ func (j *job) startRanks(env []string) {
 }
 
 // stop signals every rank still running, and arms the grace period after
-// which the survivors get SIGKILL.
+// which the survivors get SIGKILL. A rank stopped by a signal (SIGSTOP,
+// Ctrl-Z) gets SIGCONT after it, so that it can act on it.
 func (j *job) stop(sig os.Signal) {
+	if !j.stopping {
+		j.stopping, j.stoppedAt = true, time.Now()
+	}
+	j.failWait = nil
 	for _, r := range j.ranks {
 		if !r.done {
 			r.stopped = true
 			signalGroup(r.cmd.Process, sig)
+			if sig != syscall.SIGKILL && procStopped(r.cmd.Process.Pid) {
+				continueGroup(r.cmd.Process)
+			}
 		}
 	}
 	if j.graceTimer == nil {
@@ -497,10 +616,22 @@ func (j *job) reapAll(ctx context.Context) {
 			j.reaped(e)
 		case <-done:
 			done = nil
-			if j.failure == nil { // else the job is stopping already
+			switch {
+			case j.failure == nil:
 				j.failure = j.interrupted(ctx, j.running)
 				j.stop(signalOf(context.Cause(ctx)))
+			case !j.stopping:
+				// A rank failed and the others had the fail grace to
+				// end: an interrupt or the timeout ends it.
+				sig := signalOf(context.Cause(ctx))
+				j.logf("%s during the fail grace; sending %s to %s", j.why(ctx), SignalName(sig), j.runningRanks())
+				j.stop(sig)
 			}
+		case <-j.failWait:
+			j.failWait = nil
+			j.logf("%s still running %v after rank %d failed; sending SIGTERM",
+				j.runningRanks(), j.spec.FailGrace, j.first)
+			j.stop(syscall.SIGTERM)
 		case <-j.grace:
 			j.grace = nil
 			j.killSurvivors()
@@ -520,16 +651,33 @@ func (j *job) reaped(e exit) {
 		j.wd.drop(r.cmd.Process.Pid)
 	}
 	st := &j.res.Ranks[e.i]
-	st.Elapsed = e.at.Sub(r.start)
+	st.Exited = e.exited
+	if st.Exited.IsZero() {
+		st.Exited = e.at
+	}
+	st.Elapsed = st.Exited.Sub(r.start)
 	st.Stopped = r.stopped
 	fillStatus(st, r.cmd.ProcessState, e.err)
-	if !st.OK() && j.failure == nil {
-		j.failure = &RankError{Status: *st}
-		if j.running > 0 {
-			j.logf("rank %d failed: %s; stopping the other %d %s", e.i, st, j.running, plural(j.running, "rank"))
-			j.stop(syscall.SIGTERM)
-		}
+	st.Tail, st.Panic = r.stderr.tail.lines()
+	if st.OK() || j.failure != nil {
+		return
 	}
+	j.failure = &RankError{Status: *st}
+	j.first = e.i
+	if j.running == 0 {
+		return
+	}
+	others := fmt.Sprintf("the other %d %s", j.running, plural(j.running, "rank"))
+	if j.spec.FailGrace < 0 {
+		j.logf("rank %d failed: %s; stopping %s", e.i, st, others)
+		j.stop(syscall.SIGTERM)
+		return
+	}
+	// The others end on their own, as a rank that lost its peer does, or
+	// are stopped when the fail grace is over.
+	j.logf("rank %d failed: %s; %s have %v to end before SIGTERM", e.i, st, others, j.spec.FailGrace)
+	j.failTimer = time.NewTimer(j.spec.FailGrace)
+	j.failWait = j.failTimer.C
 }
 
 // killSurvivors sends SIGKILL to the ranks still running once the grace
@@ -547,20 +695,6 @@ func (j *job) killSurvivors() {
 		j.logf("%d %s still running %v after being told to stop; sent SIGKILL", n, plural(n, "rank"), j.spec.Grace)
 	}
 	j.killLeftovers()
-}
-
-// countOthers counts, once every rank is reaped, who else failed besides
-// the rank re is about and who was stopped.
-func (res *Result) countOthers(re *RankError) {
-	for _, st := range res.Ranks {
-		switch {
-		case st.Rank == re.Status.Rank:
-		case st.Stopped:
-			re.Stopped++
-		case !st.OK():
-			re.Others++
-		}
-	}
 }
 
 // leftoverPoll is how often Run looks whether the leftovers of stopped ranks
@@ -622,14 +756,65 @@ func (j *job) interrupted(ctx context.Context, running int) error {
 	cause := context.Cause(ctx)
 	sig := SignalName(signalOf(cause))
 	if errors.Is(cause, ErrJobTimeout) && j.parent.Err() == nil {
-		j.logf("job timed out after %v; sending %s to %d %s", s.Timeout, sig, running, plural(running, "rank"))
-		return fmt.Errorf("%w after %v", ErrJobTimeout, s.Timeout)
+		// Whom it waited for, without blaming any: a rank still running
+		// may be the one that hangs or one that waits for it.
+		left := j.runningRanks()
+		j.logf("job timed out after %v; still running: %s; sending %s to %d %s",
+			s.Timeout, left, sig, running, plural(running, "rank"))
+		return fmt.Errorf("%w after %v; still running: %s", ErrJobTimeout, s.Timeout, left)
 	}
 	j.logf("interrupted; sending %s to %d %s", sig, running, plural(running, "rank"))
 	if cause != nil && cause != ctx.Err() {
 		return fmt.Errorf("job interrupted (%w): %w", cause, ctx.Err())
 	}
 	return fmt.Errorf("job interrupted: %w", ctx.Err())
+}
+
+// why names what ended ctx, for a log line.
+func (j *job) why(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), ErrJobTimeout) && j.parent.Err() == nil {
+		return fmt.Sprintf("job timed out after %v", j.spec.Timeout)
+	}
+	return "interrupted"
+}
+
+// runningRanks names the ranks not yet reaped, and those of them stopped
+// by a signal (SIGSTOP, Ctrl-Z) apart: "ranks 0, 2, 3 (rank 1 stopped by
+// a signal)".
+func (j *job) runningRanks() string {
+	var run, held []int
+	for i, r := range j.ranks {
+		if r.done {
+			continue
+		}
+		if procStopped(r.cmd.Process.Pid) {
+			held = append(held, i)
+		} else {
+			run = append(run, i)
+		}
+	}
+	switch {
+	case len(held) == 0:
+		return rankList(run)
+	case len(run) == 0:
+		return rankList(held) + " (stopped by a signal)"
+	}
+	return rankList(run) + " and " + rankList(held) + " (stopped by a signal)"
+}
+
+// rankList names ranks: "rank 3", "ranks 0, 2, 5", "no rank".
+func rankList(rs []int) string {
+	switch len(rs) {
+	case 0:
+		return "no rank"
+	case 1:
+		return "rank " + strconv.Itoa(rs[0])
+	}
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = strconv.Itoa(r)
+	}
+	return "ranks " + strings.Join(s, ", ")
 }
 
 // errSkipped is the Err of the ranks not started because an earlier one
@@ -648,6 +833,7 @@ func (j *job) newRank(i int, env []string) *rank {
 		stdout: newLineWriter(j.out, j.out.stdout, prefix),
 		stderr: newLineWriter(j.out, j.out.stderr, prefix),
 	}
+	r.stderr.tail = newTail(TailLines)
 	cmd.Stdout = r.stdout
 	cmd.Stderr = r.stderr
 	// Output still held open by a rank's children after it exits is cut

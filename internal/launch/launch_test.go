@@ -130,6 +130,7 @@ func TestRunEnvironment(t *testing.T) {
 func TestRunFailureStopsTheOthers(t *testing.T) {
 	spec, stdout, stderr := capturedRoleSpec(4, "fail 2 3")
 	spec.LogPrefix = "launcher: "
+	spec.FailGrace = -1 // at once
 	res, err := Run(guard(t), spec)
 	require.Error(t, err)
 	require.ErrorIs(t, err, ErrRankFailed)
@@ -178,6 +179,7 @@ func TestRunRankKilledBySignal(t *testing.T) {
 	var stdout syncBuffer
 	spec := roleSpec(2, "killself 0")
 	spec.Stdout = &stdout
+	spec.FailGrace = -1
 	res, err := Run(guard(t), spec)
 	var re *RankError
 	require.ErrorAs(t, err, &re)
@@ -251,7 +253,7 @@ func TestRunTimeout(t *testing.T) {
 	res, err := Run(guard(t), spec)
 	require.ErrorIs(t, err, ErrJobTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Equal(t, "job timed out after 300ms", err.Error())
+	assert.Equal(t, "job timed out after 300ms; still running: ranks 0, 1", err.Error())
 	for i, st := range res.Ranks {
 		assert.True(t, st.Stopped)
 		assert.Equal(t, syscall.SIGTERM, st.Signal, "rank %d: %s", i, st)

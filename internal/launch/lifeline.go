@@ -3,7 +3,9 @@ package launch
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -29,13 +31,15 @@ import (
 
 // startTied starts cmd from a goroutine of its own, locked to its OS thread
 // (lockThread), calls release (when not nil) once it has started, and waits
-// for cmd there; done gets Wait's error, on that goroutine. It returns once
+// for cmd there; done gets Wait's error and when the process exited (seen
+// before Wait copied the last of its output, where the system tells: zero
+// where it does not), on that goroutine. It returns once
 // cmd has started and been released, with the time Start returned, or
 // failed to start or be released, with the error (cmd is reaped then, and
 // done not called). The thread that forked cmd thus lives until cmd is
 // reaped, so its parent-death signal fires when the launcher dies and not
 // before.
-func startTied(cmd *exec.Cmd, release func() error, done func(error)) (time.Time, error) {
+func startTied(cmd *exec.Cmd, release func() error, done func(err error, exited time.Time)) (time.Time, error) {
 	type started struct {
 		at  time.Time
 		err error
@@ -52,7 +56,8 @@ func startTied(cmd *exec.Cmd, release func() error, done func(error)) (time.Time
 		}
 		c <- started{at, err}
 		if err == nil {
-			done(cmd.Wait())
+			exited := exitedAt(cmd.Process.Pid)
+			done(cmd.Wait(), exited)
 		}
 	}()
 	s := <-c
@@ -61,9 +66,10 @@ func startTied(cmd *exec.Cmd, release func() error, done func(error)) (time.Time
 
 // The watchdog's protocol: lines on its standard input.
 const (
-	wdAdd  = '+'    // "+PGID": stop this process group if the launcher dies
-	wdDrop = '-'    // "-PGID": its leader is reaped; forget it
-	wdExit = "exit" // the job is over: exit now
+	wdAdd    = '+'    // "+PGID": stop this process group if the launcher dies
+	wdDrop   = '-'    // "-PGID": its leader is reaped; forget it
+	wdRemove = '/'    // "/PATH" (an absolute path): remove this file if the launcher dies
+	wdExit   = "exit" // the job is over: exit now
 )
 
 // watchdog is the launcher's end of a job's watchdog. A nil *watchdog is
@@ -107,6 +113,15 @@ func (w *watchdog) add(pgid int) { w.send(string(wdAdd) + strconv.Itoa(pgid)) }
 // does not stop it either), and once the group is empty its id may be
 // reused, by a group the watchdog must never signal.
 func (w *watchdog) drop(pgid int) { w.send(string(wdDrop) + strconv.Itoa(pgid)) }
+
+// removeOnDeath has the watchdog remove the file at path, which must be
+// absolute, should the launcher die: the launcher removes it itself when
+// the job ends.
+func (w *watchdog) removeOnDeath(path string) {
+	if filepath.IsAbs(path) && !strings.ContainsRune(path, '\n') {
+		w.send(path)
+	}
+}
 
 // stop tells the watchdog the job is over and reaps it. It waits at most
 // watchdogExitTimeout for it to exit, then kills it.

@@ -33,11 +33,12 @@ const tokenEnv = "XPU_LAUNCH_TEST_TOKEN"
 const deathBound = 3 * time.Second
 
 // rankScript is each rank's program: a shell that starts two sleeping
-// children in its process group, writes "PID CHILD CHILD" to $DIR/RANK, and
-// waits. With stubborn, the shell and its children ignore SIGTERM.
+// children in its process group, writes the file of the job's events to
+// $DIR/eventsRANK and "PID CHILD CHILD" to $DIR/RANK, and waits. With stubborn, the shell and its children ignore SIGTERM.
 func rankScript(dir string, stubborn bool) string {
 	s := `sleep 300 & a=$!
 sleep 300 & b=$!
+echo "$XPU_RUN_EVENTS" > "` + dir + `/events$XPU_RANK"
 echo "$$ $a $b" > "` + dir + `/$XPU_RANK.tmp" && mv "` + dir + `/$XPU_RANK.tmp" "` + dir + `/$XPU_RANK"
 wait
 `
@@ -68,6 +69,9 @@ func TestLauncherDeathWithoutWatchdog(t *testing.T) {
 		assert.True(t, alive(c), "child %d: nothing stops the ranks' children without the watchdog", c)
 	}
 	_ = j.launcher.Wait()
+	// Nor removes the file of the job's events.
+	assert.FileExists(t, j.events)
+	_ = os.Remove(j.events)
 }
 
 // The launcher — a child process running Run as `xpu run` does — gets a
@@ -108,6 +112,7 @@ func TestLauncherDeathStopsRanks(t *testing.T) {
 
 			_ = j.launcher.Wait() // its status is checked below
 			assert.Empty(t, marked(j.token), "nothing the job started lives on")
+			assert.NoFileExists(t, j.events, "the launcher, or its watchdog, removed the file of the job's events")
 			ws := j.launcher.ProcessState.Sys().(syscall.WaitStatus)
 			if c.mode == "plain" {
 				assert.True(t, ws.Signaled() && ws.Signal() == c.sig, "the launcher died of %s: %v\n%s",
@@ -127,6 +132,7 @@ type launched struct {
 	ranks    []int // the ranks' pids, each its process group's id
 	children []int // their children's pids
 	watchdog int
+	events   string // the file of the job's events
 }
 
 // startLauncher starts a launcher (launcherRole, in a process group of its
@@ -165,6 +171,10 @@ func startLauncher(t *testing.T, mode string, grace time.Duration, stubborn bool
 	wds := watchdogsOf(cmd.Process.Pid)
 	require.Len(t, wds, 1, "the job has one watchdog")
 	j.watchdog = wds[0]
+	b, err := os.ReadFile(filepath.Join(dir, "events0"))
+	require.NoError(t, err)
+	j.events = strings.TrimSpace(string(b))
+	require.FileExists(t, j.events, "the launcher made the file of the job's events")
 
 	// What the job looks like while its launcher lives.
 	launcherSid := statOf(t, cmd.Process.Pid).sid
@@ -340,7 +350,7 @@ func TestWatchdogEndsWithJob(t *testing.T) {
 	self := os.Getpid()
 	for name, spec := range map[string]Spec{
 		"success":     roleSpec(3, "print"),
-		"failure":     roleSpec(3, "fail 1 3"),
+		"failure":     func() Spec { s := roleSpec(3, "fail 1 3"); s.FailGrace = -1; return s }(),
 		"not started": func() Spec { s := roleSpec(2, "print"); s.Dir = filepath.Join(t.TempDir(), "missing"); return s }(),
 	} {
 		t.Run(name, func(t *testing.T) {

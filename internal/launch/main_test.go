@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 //	mpienv         the rank and size the launcher gives, and XPU_BACKEND
 //	nap D          sleep for the duration D, exit 0
 //	launcher M G   a launcher: Run a job (see launcherRole)
+//	comm M R       join a procs job; rank R ends as M says (see commRole)
 func playRole(args []string) int {
 	rank, _ := strconv.Atoi(os.Getenv(EnvRank))
 	arg := func(i int) int {
@@ -140,6 +141,8 @@ func playRole(args []string) int {
 		return 0
 	case "launcher":
 		return launcherRole(args[1], args[2])
+	case "comm":
+		return commRole(args[1], arg(2))
 	case "mpienv":
 		p, ok, err := jobenv.Find(jobenv.OS)
 		if !ok || err != nil {

@@ -136,7 +136,7 @@ func RunMPI(ctx context.Context, spec Spec) error {
 	}
 	waited := make(chan error, 1)
 	release := func() error { return g.open(cmd.Process.Pid, wd) }
-	if _, err := startTied(cmd, release, func(err error) { waited <- err }); err != nil {
+	if _, err := startTied(cmd, release, func(err error, _ time.Time) { waited <- err }); err != nil {
 		g.abort()
 		return xerr.Op(place, "", fmt.Errorf("start %s: %w", path, err))
 	}

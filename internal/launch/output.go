@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -46,6 +47,7 @@ type lineWriter struct {
 	partial []byte // the start of a line not yet ended
 	batch   []byte // reused to build one Write of complete lines
 	max     int
+	tail    *tail // the last lines, kept for the report of a failure; nil keeps none
 }
 
 func newLineWriter(out *output, w io.Writer, prefix string) *lineWriter {
@@ -91,6 +93,7 @@ func (l *lineWriter) emit(rest []byte) {
 	l.batch = append(l.batch, l.partial...)
 	l.batch = append(l.batch, rest...)
 	l.batch = append(l.batch, '\n')
+	l.tail.add(l.partial, rest)
 	l.partial = l.partial[:0]
 }
 
@@ -104,5 +107,54 @@ func (l *lineWriter) flush() {
 	b = append(b, l.partial...)
 	b = append(b, '\n')
 	l.out.write(l.w, b)
+	l.tail.add(l.partial, nil)
 	l.partial = nil
+}
+
+// tailLineMax is the most bytes of a line a tail keeps.
+const tailLineMax = 1 << 10
+
+// tail keeps the last lines of a stream, each cut to tailLineMax bytes, in
+// a ring; and the first line that began a Go panic or fatal error, which a
+// long trace may push out of the ring. A nil *tail keeps nothing.
+type tail struct {
+	mu    sync.Mutex // add runs on the stream's copier, lines on Run's loop
+	ring  []string
+	next  int // where the next line goes
+	full  bool
+	panic string
+}
+
+func newTail(n int) *tail { return &tail{ring: make([]string, n)} }
+
+// add keeps the line a+b.
+func (t *tail) add(a, b []byte) {
+	if t == nil || len(t.ring) == 0 {
+		return
+	}
+	line := make([]byte, 0, min(len(a)+len(b), tailLineMax))
+	line = append(line, a[:min(len(a), tailLineMax)]...)
+	line = append(line, b[:min(len(b), tailLineMax-len(line))]...)
+	s := string(line)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.panic == "" && (strings.HasPrefix(s, "panic: ") || strings.HasPrefix(s, "fatal error: ")) {
+		t.panic = s
+	}
+	t.ring[t.next] = s
+	t.next = (t.next + 1) % len(t.ring)
+	t.full = t.full || t.next == 0
+}
+
+// lines returns the lines kept, oldest first, and the panic line.
+func (t *tail) lines() (lines []string, panicLine string) {
+	if t == nil {
+		return nil, ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.full {
+		lines = append(lines, t.ring[t.next:]...)
+	}
+	return append(lines, t.ring[:t.next]...), t.panic
 }

@@ -3,12 +3,16 @@
 package launch
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // deathSignal is the signal the kernel sends a rank when its launcher dies
@@ -85,4 +89,28 @@ func procState(pid string) (state byte, pgid int, ok bool) {
 	}
 	pgid, err = strconv.Atoi(f[2])
 	return f[0][0], pgid, err == nil
+}
+
+// exitedAt waits until process pid, a child, has exited, without reaping
+// it (waitid with WNOWAIT), and returns when it saw it: the time of the
+// exit itself, before the reader of its output is done. It returns the zero
+// time when it cannot tell.
+func exitedAt(pid int) time.Time {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == nil {
+			return time.Now()
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return time.Time{}
+		}
+	}
+}
+
+// procStopped reports whether process pid is stopped by a signal (SIGSTOP,
+// SIGTSTP: state T in /proc), or traced.
+func procStopped(pid int) bool {
+	state, _, ok := procState(strconv.Itoa(pid))
+	return ok && (state == 'T' || state == 't')
 }

@@ -23,3 +23,6 @@ func groupsAlive([]int) []int { return nil }
 
 // exitInfo returns a reaped process's exit code.
 func exitInfo(ps *os.ProcessState) (code int, sig os.Signal) { return ps.ExitCode(), nil }
+
+// continueGroup does nothing where processes are not stopped by signals.
+func continueGroup(*os.Process) {}

@@ -59,3 +59,7 @@ func exitInfo(ps *os.ProcessState) (code int, sig os.Signal) {
 	}
 	return ps.ExitCode(), nil
 }
+
+// continueGroup sends SIGCONT to the process group p leads: a group stopped
+// by a signal acts on the signals it was sent only once it runs again.
+func continueGroup(p *os.Process) { signalGroup(p, syscall.SIGCONT) }

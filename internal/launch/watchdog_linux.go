@@ -86,10 +86,11 @@ func startWatchdog(grace time.Duration, logf func(string, ...any)) (*watchdog, e
 // runWatchdog reads the launcher's lines on in until it says wdExit, and
 // returns. At end-of-file (or an error) without wdExit, the launcher has
 // died: runWatchdog stops every process group registered and not dropped,
-// with SIGTERM and, grace later, SIGKILL to those still there, and returns
-// once they are gone or killed.
+// with SIGTERM and, grace later, SIGKILL to those still there, removes the
+// files it was told to, and returns once the groups are gone or killed.
 func runWatchdog(in io.Reader, grace time.Duration) {
 	groups := map[int]bool{}
+	var files []string
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		line := sc.Text()
@@ -97,6 +98,10 @@ func runWatchdog(in io.Reader, grace time.Duration) {
 			return
 		}
 		if line == "" {
+			continue
+		}
+		if line[0] == wdRemove {
+			files = append(files, line)
 			continue
 		}
 		pgid, err := strconv.Atoi(line[1:])
@@ -115,6 +120,9 @@ func runWatchdog(in io.Reader, grace time.Duration) {
 		left = append(left, g)
 	}
 	stopGroups(left, grace)
+	for _, f := range files {
+		_ = os.Remove(f)
+	}
 }
 
 // stopGroups sends SIGTERM to the process groups, waits up to grace for
