@@ -29,10 +29,10 @@ func TestRecordStates(t *testing.T) {
 	send := r.Post(flight.OpSend, 1, 7, 8, "", "")
 	recv := r.Post(flight.OpRecv, flight.AnyPeer, flight.AnyTag, 16, "", "")
 	coll := r.PostCollective(flight.OpAllreduce, flight.NoPeer, 1024, "float64", "sum")
-	coll2 := r.PostCollective(flight.OpBcast, 0, 3, "int32", "")
 	send.End(nil, false)
 	recv.Matched()
 	coll.End(errors.New("peer lost"), false)
+	coll2 := r.PostCollective(flight.OpBcast, 0, 3, "int32", "")
 	coll2.End(nil, true)
 	coll2.End(nil, false) // only the first End counts
 	es, dropped := r.Entries()
@@ -50,6 +50,24 @@ func TestRecordStates(t *testing.T) {
 		assert.Equal(t, uint64(i+1), e.ID)
 		assert.WithinDuration(t, time.Now(), e.Posted, time.Second)
 	}
+}
+
+// A collective posted while another is in progress is part of it (a
+// wrapper delegating, staging): it is not recorded and takes no sequence
+// number.
+func TestNestedCollective(t *testing.T) {
+	r := newRec(t, 8, 0, 2)
+	outer := r.PostCollective(flight.OpAllreduce, flight.NoPeer, 8, "float64", "sum")
+	inner := r.PostCollective(flight.OpAllreduce, flight.NoPeer, 8, "float64", "sum")
+	assert.False(t, inner.Valid())
+	inner.End(nil, false)
+	outer.End(nil, false)
+	next := r.PostCollective(flight.OpBarrier, flight.NoPeer, 0, "", "")
+	assert.True(t, next.Valid(), "the collective after the outer one ended is recorded")
+	es, _ := r.Entries()
+	require.Len(t, es, 2)
+	assert.Equal(t, uint64(1), es[0].Seq)
+	assert.Equal(t, uint64(2), es[1].Seq)
 }
 
 // The ring keeps the last entries and counts those it dropped; a ticket
