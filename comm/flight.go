@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"sync"
@@ -89,7 +90,8 @@ func (k *keptRecorders) of(c Comm) *flight.Recorder {
 	}
 	// Package comm does not see c close: the recorder reads time.Now,
 	// not the shared clock, whose goroutine would outlive c.
-	r := flight.NewUnclocked(flight.SizeFromEnv(), flight.Context{Rank: c.Rank(), Size: c.Size(), Comm: "world"})
+	r := flight.NewUnclocked(flight.SizeFromEnv(), flight.Context{Rank: c.Rank(), Size: c.Size(),
+		Comm: fmt.Sprintf("%T", c)})
 	k.m[c] = r
 	k.order = append(k.order, c)
 	return r

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/xpu-go/xpu/xerr"
@@ -89,22 +88,20 @@ func writeDump(w io.Writer, d Dump) (int64, error) {
 	return int64(n), nil
 }
 
-// FileName is the name of the dump of rank (and of the communicator
-// comm, when the rank has several) in a dump directory.
-func FileName(rank int, comm string) string {
-	if comm == "" || comm == "world" {
-		return fmt.Sprintf("flight.rank%d.json", rank)
-	}
-	return fmt.Sprintf("flight.rank%d.%s.json", rank, safe(comm))
+// FileName is the name of the dump of the n-th recorder of a process
+// (Recorder.Serial), rank of its communicator, in a dump directory:
+// "flight.rank3.1.json". A record written again replaces the last.
+func FileName(rank int, n uint64) string {
+	return fmt.Sprintf("flight.rank%d.%d.json", rank, n)
 }
 
-func safe(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '/' || r == ' ' || r == os.PathSeparator {
-			return '_'
-		}
-		return r
-	}, s)
+// Serial numbers the recorders of the process from 1, in the order they
+// were made.
+func (r *Recorder) Serial() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.serial
 }
 
 // WriteFile writes the record into dir, as FileName names it, whole or
@@ -112,7 +109,7 @@ func safe(s string) string {
 // the file's path.
 func (r *Recorder) WriteFile(dir, reason string) (string, error) {
 	d := r.Snapshot(reason)
-	path := filepath.Join(dir, FileName(d.Rank, d.Comm))
+	path := filepath.Join(dir, FileName(d.Rank, r.Serial()))
 	tmp, err := os.CreateTemp(dir, ".flight-*")
 	if err != nil {
 		return "", xerr.Op("flight", "dump", err)

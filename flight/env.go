@@ -3,10 +3,8 @@ package flight
 import (
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 )
 
 // The environment a job sets for its ranks' recorders.
@@ -110,21 +108,3 @@ func (r *Recorder) DumpOnce(reason string) {
 }
 
 var watchOnce sync.Once
-
-// watchQuit makes a SIGQUIT write every open recorder's record into
-// DumpDir before Go's own handling of the signal — a traceback of every
-// goroutine and exit status 2 — which it then restores and raises again.
-func watchQuit() {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGQUIT)
-	go func() {
-		<-ch
-		if dir := DumpDir(); dir != "" {
-			if _, err := WriteAll(dir, "SIGQUIT"); err != nil {
-				fmt.Fprintf(os.Stderr, "xpu: flight record: %v\n", err)
-			}
-		}
-		signal.Reset(syscall.SIGQUIT)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGQUIT)
-	}()
-}

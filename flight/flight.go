@@ -3,6 +3,7 @@ package flight
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -157,18 +158,23 @@ type slot struct {
 // communicator. It is safe for concurrent use. A nil *Recorder, or one of
 // size Off, records nothing and costs a nil check.
 type Recorder struct {
-	mu      sync.Mutex
-	ring    []slot
-	next    uint64 // the ID of the next entry
-	seq     uint64 // the last collective's sequence number
-	clock   *clock
-	closed  bool
-	dumped  time.Time // when DumpOnce wrote the record
+	mu     sync.Mutex
+	ring   []slot
+	next   uint64 // the ID of the next entry
+	seq    uint64 // the last collective's sequence number
+	clock  *clock
+	closed bool
+	dumped time.Time // when DumpOnce wrote the record
 	// active is set while a collective is in progress: one started
 	// inside it (a wrapper delegating, staging) is part of it.
 	active  bool
 	context Context
+	serial  uint64 // the process's count of recorders at its making
 }
+
+// serials numbers the recorders of the process, so that each writes a
+// file of its own.
+var serials atomic.Uint64
 
 // Context says whose record it is: it heads each dump.
 type Context struct {
@@ -191,7 +197,7 @@ func New(size int, ctx Context) *Recorder {
 	case size > MaxSize:
 		size = MaxSize
 	}
-	r := &Recorder{ring: make([]slot, size), next: 1, clock: startClock(), context: ctx}
+	r := &Recorder{ring: make([]slot, size), next: 1, clock: startClock(), context: ctx, serial: serials.Add(1)}
 	register(r)
 	return r
 }

@@ -3,6 +3,7 @@ package flight_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,7 +143,8 @@ func TestDumpRoundTrip(t *testing.T) {
 	r.PostCollective(flight.OpReduce, 2, 5, "float32", "max").End(nil, false)
 	path, err := r.WriteFile(dir, "SIGQUIT")
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(dir, "flight.rank1.json"), path)
+	assert.Equal(t, filepath.Join(dir, fmt.Sprintf("flight.rank1.%d.json", r.Serial())), path)
+	assert.NotZero(t, r.Serial())
 	ds, err := flight.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, ds, 1)

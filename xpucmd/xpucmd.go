@@ -55,6 +55,7 @@ func builtin() []Command {
 		{"info", "list backends: availability (and why not), devices, concepts, capabilities", runInfo},
 		{"conformance", "run the conformance suites against registered backends; print a pass/fail matrix", runConformance},
 		{"run", "launch N ranks of a program locally: xpu run -n N [--] prog args", runRun},
+		{"flight", "say why a job hangs from its ranks' flight records: xpu flight DIR", runFlight},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/onesided"
@@ -82,11 +83,15 @@ type Comm struct {
 	one  onesided.Table // this rank's exposed regions (onesided.go)
 	// notes are the notifications sent to this rank, not yet taken.
 	notes onesided.Notes
+	// rec is the rank's flight recorder (nil when off), closed when it
+	// leaves.
+	rec *flight.Recorder
 }
 
 var (
-	_ comm.Comm     = (*Comm)(nil)
-	_ comm.Blocking = (*Comm)(nil)
+	_ comm.Comm      = (*Comm)(nil)
+	_ comm.Blocking  = (*Comm)(nil)
+	_ comm.Recording = (*Comm)(nil)
 )
 
 // NewGroup returns a group of n ranks in this process; rank i is element i.
@@ -118,7 +123,8 @@ func newGroup(n int, opts Options, onEmpty func()) ([]*Comm, error) {
 	g := &group{ranks: make([]*Comm, n), eager: eager, budget: budget, onEmpty: onEmpty}
 	g.alive.Store(int64(n))
 	for i := range g.ranks {
-		g.ranks[i] = &Comm{g: g, rank: i}
+		g.ranks[i] = &Comm{g: g, rank: i,
+			rec: flight.New(flight.SizeFromEnv(), flight.Context{Rank: i, Size: n, Backend: Name, Comm: "world"})}
 		g.ranks[i].tbl.Init(n)
 	}
 	return slices.Clone(g.ranks), nil
@@ -174,7 +180,7 @@ func (c *Comm) EagerBudget() int { return c.g.budget }
 // ErrNotSupported for a buffer the host cannot access, ErrClosed after
 // Close, and ErrPeerLost when dest has left.
 func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
-	r, st, err := c.send(buf, dest, tag)
+	r, st, err := c.send(buf, dest, tag, c.flightPost(flight.OpSend, dest, tag, buf.Len()))
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +196,7 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 // done a pending send is canceled and ctx.Err() returned. Unlike comm.Send,
 // which checks user tags before calling it, it accepts reserved tags.
 func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
-	r, _, err := c.send(buf, dest, tag)
+	r, _, err := c.send(buf, dest, tag, c.flightPost(flight.OpSend, dest, tag, buf.Len()))
 	if err != nil || r == nil {
 		return err
 	}
@@ -198,9 +204,19 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 	return err
 }
 
-// send starts a send. It returns the request when the send is pending, or
-// nil and the status when it has completed; err when it did not start.
-func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, error) {
+// send starts a send, recorded as t. It returns the request when the send
+// is pending, or nil and the status when it has completed; err when it did
+// not start.
+func (c *Comm) send(buf memspace.Block, dest, tag int, t flight.Ticket) (r *request, st comm.Status, err error) {
+	r, st, err = c.startSend(buf, dest, tag, t)
+	if r == nil {
+		t.End(err, false)
+	}
+	return r, st, err
+}
+
+// startSend is send; a pending request carries t.
+func (c *Comm) startSend(buf memspace.Block, dest, tag int, t flight.Ticket) (*request, comm.Status, error) {
 	if err := impl.CheckRank(dest, len(c.g.ranks), false); err != nil {
 		return nil, comm.Status{}, xerr.Op(Name, "send", err)
 	}
@@ -247,6 +263,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 		return nil, comm.Status{}, c.lost(tag, xerr.Errorf(Name, "send", errRevoked, "rank %d to %d", c.rank, dest))
 	}
 	r.buf = data
+	r.Flight = t
 	d.enqueue(r)
 	d.mu.Unlock()
 	return r, comm.Status{}, nil
@@ -262,7 +279,7 @@ func (c *Comm) send(buf memspace.Block, dest, tag int) (*request, comm.Status, e
 // when no message can come: source has left and left no matching message
 // behind, or, for AnySource, every other rank has left.
 func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
-	r, st, res, err := c.recv(buf, source, tag)
+	r, st, res, err := c.recv(buf, source, tag, c.flightPost(flight.OpRecv, source, tag, buf.Len()))
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +295,7 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 // waiting. On ctx done a receive no message has matched is canceled and
 // ctx.Err() returned. Unlike comm.Recv, it accepts reserved tags.
 func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
-	r, st, res, err := c.recv(buf, source, tag)
+	r, st, res, err := c.recv(buf, source, tag, c.flightPost(flight.OpRecv, source, tag, buf.Len()))
 	if err != nil {
 		return comm.Status{}, err
 	}
@@ -288,10 +305,23 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 	return waitOrCancel(ctx, r)
 }
 
-// recv starts a receive. It returns the request when the receive is
-// pending, or nil and its outcome (st, res) when it has completed; err when
-// it did not start.
-func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.Status, res, err error) {
+// recv starts a receive, recorded as t. It returns the request when the
+// receive is pending, or nil and its outcome (st, res) when it has
+// completed; err when it did not start.
+func (c *Comm) recv(buf memspace.Block, source, tag int, t flight.Ticket) (r *request, st comm.Status, res, err error) {
+	r, st, res, err = c.startRecv(buf, source, tag, t)
+	if r == nil {
+		if err != nil {
+			t.End(err, false)
+		} else {
+			t.End(res, false)
+		}
+	}
+	return r, st, res, err
+}
+
+// startRecv is recv; a pending request carries t.
+func (c *Comm) startRecv(buf memspace.Block, source, tag int, t flight.Ticket) (r *request, st comm.Status, res, err error) {
 	if err := impl.CheckRank(source, len(c.g.ranks), true); err != nil {
 		return nil, comm.Status{}, nil, xerr.Op(Name, "recv", err)
 	}
@@ -335,6 +365,7 @@ func (c *Comm) recv(buf memspace.Block, source, tag int) (r *request, st comm.St
 		return nil, comm.Status{}, nil, c.lost(tag, xerr.Errorf(Name, "recv", errRevoked, "rank %d from %d", c.rank, source))
 	}
 	r = &request{recv: true, src: source, dst: c, owner: c, tag: tag, buf: data}
+	r.Flight = t
 	c.tbl.Post(r, r.src, r.tag)
 	c.mu.Unlock()
 	return r, comm.Status{}, nil, nil
@@ -353,6 +384,20 @@ func waitOrCancel(ctx context.Context, r *request) (comm.Status, error) {
 		return st, nil
 	}
 	return comm.Status{}, err
+}
+
+// FlightRecorder returns the rank's flight recorder (comm.Recording), nil
+// when XPU_FLIGHT_SIZE turned it off. The requests of user tags are
+// recorded; those of the collective algorithms (reserved tags) are part
+// of their collective's entry.
+func (c *Comm) FlightRecorder() *flight.Recorder { return c.rec }
+
+// flightPost records a request of a user tag as posted.
+func (c *Comm) flightPost(op flight.Op, peer, tag, n int) flight.Ticket {
+	if tag > comm.MaxTag || c.rec == nil {
+		return flight.Ticket{}
+	}
+	return c.rec.Post(op, peer, tag, int64(n), "", "")
 }
 
 // Close leaves the group. Pending requests of c fail with ErrClosed; a
@@ -441,6 +486,7 @@ func (c *Comm) leave(crash bool) {
 	}
 	c.one.Close()
 	c.inflight.Wait()
+	c.rec.Close()
 	if g.left.Add(1) == int64(len(g.ranks)) && g.onEmpty != nil {
 		g.onEmpty()
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/internal/nodecoll"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -149,6 +150,10 @@ func (v plain) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
 	return v.c.Irecv(b, src, tag)
 }
 func (v plain) Close() error { return nil }
+
+// FlightRecorder is the communicator's (comm.Recording): the collective
+// run over the view is part of the one the user called, already recorded.
+func (v plain) FlightRecorder() *flight.Recorder { return v.c.rec }
 
 // collective runs body as collective name with the abort protocol above,
 // under a context derived from ctx that an abort cancels.

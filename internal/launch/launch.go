@@ -446,6 +446,8 @@ type job struct {
 	ranks  []*rank
 	began  time.Time
 	events string // the file the ranks report events to; "" without one
+	// flightDir is where the ranks write their flight records; "" without one.
+	flightDir string
 
 	// The state of the run, the main loop's.
 	res        *Result
@@ -519,6 +521,8 @@ func (j *job) run() (*Result, error) {
 		wd.removeOnDeath(j.events)
 		env = withEnv(env, jobenv.Events+"="+j.events)
 	}
+	env, rmFlight := j.flightSetup(env)
+	defer rmFlight()
 	j.startRanks(env)
 	defer func() {
 		if j.graceTimer != nil {
@@ -619,12 +623,18 @@ func (j *job) reapAll(ctx context.Context) {
 			switch {
 			case j.failure == nil:
 				j.failure = j.interrupted(ctx, j.running)
+				if j.timedOut(ctx) {
+					j.flightReport()
+				}
 				j.stop(signalOf(context.Cause(ctx)))
 			case !j.stopping:
 				// A rank failed and the others had the fail grace to
 				// end: an interrupt or the timeout ends it.
 				sig := signalOf(context.Cause(ctx))
 				j.logf("%s during the fail grace; sending %s to %s", j.why(ctx), SignalName(sig), j.runningRanks())
+				if j.timedOut(ctx) {
+					j.flightReport()
+				}
 				j.stop(sig)
 			}
 		case <-j.failWait:
@@ -768,6 +778,12 @@ func (j *job) interrupted(ctx context.Context, running int) error {
 		return fmt.Errorf("job interrupted (%w): %w", cause, ctx.Err())
 	}
 	return fmt.Errorf("job interrupted: %w", ctx.Err())
+}
+
+// timedOut reports whether ctx ended because the job ran past its
+// Timeout.
+func (j *job) timedOut(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), ErrJobTimeout) && j.parent.Err() == nil
 }
 
 // why names what ended ctx, for a log line.

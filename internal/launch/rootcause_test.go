@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,6 +34,10 @@ import (
 //	gopanic  panic in a goroutine
 //	exit0    os.Exit(0), its communicator left open
 //	stop     SIGSTOP itself
+//	wrongtag receive tag 7 from rank 0, which sends tag 8 and enters a
+//	         Barrier (a hang, for the flight records to explain)
+//	mismatch Bcast from rank 0 where the others run the Allreduce (a hang
+//	         or a failure)
 func commRole(mode string, who int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -68,6 +73,14 @@ func commRole(mode string, who int) int {
 			return 3
 		case "exit0":
 			os.Exit(0)
+		case "wrongtag":
+			_, err := comm.Recv(ctx, c, buf.Block(), 0, 7)
+			fmt.Fprintln(os.Stderr, "recv:", err)
+			return 1
+		case "mismatch":
+			err := comm.Bcast(ctx, c, buf, 0)
+			fmt.Fprintln(os.Stderr, "bcast:", err)
+			return 1
 		case "stop":
 			// The stop may land a moment after kill returns: the rank
 			// must not take part in the next collective meanwhile.
@@ -75,6 +88,17 @@ func commRole(mode string, who int) int {
 			<-ctx.Done()
 			return 3
 		}
+	}
+	if mode == "wrongtag" && c.Rank() == 0 {
+		if err := comm.Send(ctx, c, buf.Block(), who, 8); err != nil {
+			fmt.Fprintln(os.Stderr, "send:", err)
+			return 1
+		}
+		if err := comm.Barrier(ctx, c); err != nil {
+			fmt.Fprintln(os.Stderr, "barrier:", err)
+			return 1
+		}
+		return 0
 	}
 	if err := comm.Allreduce(ctx, c, buf, buf, comm.Sum); err != nil {
 		fmt.Fprintln(os.Stderr, "allreduce:", err)
@@ -193,4 +217,54 @@ func TestRootCauseStoppedRankLost(t *testing.T) {
 		"(and 2 other ranks failed)", err.Error())
 	assert.Contains(t, out, "\nxpu run: rank 1 (stopped by a signal) still running 2s after rank ")
 	assert.Contains(t, out, ": peer lost: rank 1 vanished while the job ran (rank ")
+}
+
+// A receive waits for a tag its peer never sends: when the timeout
+// expires, the ranks' flight records say which receive waits, for what,
+// and which message nothing received; and that the peer waits in a
+// Barrier the receiver never entered.
+func TestTimeoutExplainsWrongTag(t *testing.T) {
+	_, err, out := commJob(t, 2, "wrongtag 1", func(s *Spec) { s.Timeout = 3 * time.Second })
+	require.ErrorIs(t, err, ErrJobTimeout, out)
+	assert.Contains(t, out, "\nxpu run: flight records of 2 ranks say:\n")
+	assert.Regexp(t, `(?m)^xpu run:   rank 1 waits in Recv\(src 0, tag 7, 64 bytes\) for [\d.]+m?s; `+
+		`rank 0 sent tag 8 \(1 message\) to rank 1, unmatched$`, out)
+	assert.Regexp(t, `(?m)^xpu run:   rank 1 never entered Barrier #2, which rank 0 waits in for [\d.]+m?s; `+
+		`its last collective was Allreduce #1 \(float64 × 8, sum\) \(done\); it waits in Recv\(src 0, tag 7, 64 bytes\)`, out)
+}
+
+// The job's own directory of flight records is removed when it ends; one
+// the environment names is the user's, and kept.
+func TestFlightDirectory(t *testing.T) {
+	j := &job{spec: Spec{LogPrefix: ""}}
+	env, rm := j.flightSetup([]string{"A=1"})
+	require.NotEmpty(t, j.flightDir)
+	assert.Contains(t, env, "XPU_FLIGHT_DIR="+j.flightDir)
+	assert.DirExists(t, j.flightDir)
+	require.NoError(t, os.WriteFile(filepath.Join(j.flightDir, "flight.rank0.1.json"), []byte("{}"), 0o600))
+	rm()
+	assert.NoDirExists(t, j.flightDir)
+
+	mine := t.TempDir()
+	j = &job{spec: Spec{Env: []string{"XPU_FLIGHT_DIR=" + mine}}}
+	env, rm = j.flightSetup(j.spec.Env)
+	assert.Equal(t, mine, j.flightDir)
+	assert.Equal(t, []string{"XPU_FLIGHT_DIR=" + mine}, env)
+	assert.True(t, j.flightKept())
+	rm()
+	assert.DirExists(t, mine)
+}
+
+// Ranks call different collectives, over links that carry the shared
+// algorithms' messages (shared memory finds the mismatch itself): the
+// records name the first collective where they differ, and who called
+// what.
+func TestTimeoutExplainsMismatch(t *testing.T) {
+	_, err, out := commJob(t, 3, "mismatch 1", func(s *Spec) {
+		s.Timeout = 3 * time.Second
+		s.Env = withEnv(s.Env, "XPU_LINKS=tcp")
+	})
+	require.ErrorIs(t, err, ErrJobTimeout, out)
+	assert.Contains(t, out, "\nxpu run:   mismatched collectives at #2: ranks 0, 2 in Allreduce #2 (float64 × 8, sum); "+
+		"rank 1 in Bcast #2 (root 0, byte × 64)\n")
 }

@@ -121,7 +121,7 @@ func runWatchdog(in io.Reader, grace time.Duration) {
 	}
 	stopGroups(left, grace)
 	for _, f := range files {
-		_ = os.Remove(f)
+		_ = os.RemoveAll(f) // a file, or a directory of the job's own
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
@@ -547,6 +548,11 @@ func (a across) Irecv(b memspace.Block, src, tag int) (comm.Request, error) {
 	return a.n.host.Irecv(b, src, tag)
 }
 func (a across) Close() error { return nil }
+
+// FlightRecorder returns none (comm.Recording): the collectives across
+// the nodes are parts of the collective the user called, which the
+// communicator records.
+func (a across) FlightRecorder() *flight.Recorder { return nil }
 
 // leaderIndex returns the place of rank's leader among the leaders.
 func (n *Node) leaderIndex(rank int) int {

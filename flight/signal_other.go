@@ -1,0 +1,13 @@
+//go:build !unix
+
+package flight
+
+import "os"
+
+// DumpSignal is the signal that makes a process whose environment names
+// a DumpDir write its records there; none where signals are not Unix's:
+// the records are written through the API (WriteAll) and on revocation
+// only.
+var DumpSignal os.Signal
+
+func watchQuit() {}
