@@ -36,28 +36,35 @@ func SizeFromEnv() int {
 // DumpDir returns the directory EnvDir names, "" when unset.
 func DumpDir() string { return os.Getenv(EnvDir) }
 
-// live is the set of open recorders, which a SIGQUIT dumps.
+// live is the set of open recorders, which DumpSignal and SIGQUIT write
+// while there is one and DumpDir names a directory.
 var live struct {
-	mu   sync.Mutex
-	recs map[*Recorder]struct{}
+	mu    sync.Mutex
+	recs  map[*Recorder]struct{}
+	watch *watcher
 }
 
 func register(r *Recorder) {
 	live.mu.Lock()
+	defer live.mu.Unlock()
 	if live.recs == nil {
 		live.recs = map[*Recorder]struct{}{}
 	}
 	live.recs[r] = struct{}{}
-	live.mu.Unlock()
-	if DumpDir() != "" {
-		watchOnce.Do(watchQuit)
+	if live.watch == nil && DumpDir() != "" {
+		live.watch = startWatch()
 	}
 }
 
 func unregister(r *Recorder) {
 	live.mu.Lock()
 	delete(live.recs, r)
+	var w *watcher
+	if len(live.recs) == 0 {
+		w, live.watch = live.watch, nil
+	}
 	live.mu.Unlock()
+	w.stop()
 }
 
 // WriteAll writes the record of every open recorder of the process into
@@ -106,5 +113,3 @@ func (r *Recorder) DumpOnce(reason string) {
 		fmt.Fprintf(os.Stderr, "xpu: flight record of rank %d: %v\n", r.context.Rank, err)
 	}
 }
-
-var watchOnce sync.Once

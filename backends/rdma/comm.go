@@ -10,6 +10,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/p2p"
@@ -45,9 +46,12 @@ func wrID(kind uint64, peer, slot int) uint64 {
 // by RDMA READ straight into the receive buffer. It implements comm.Comm
 // and is safe for concurrent use by many goroutines.
 type Comm struct {
-	cfg   Config
-	rank  int
-	size  int
+	cfg  Config
+	rank int
+	size int
+	// rec is the flight recorder, made by start (nil when off), closed
+	// by Close.
+	rec   *flight.Recorder
 	fc    fabric.Context
 	regs  *regCache
 	peers []*peer
@@ -143,7 +147,10 @@ type engine struct {
 	stopping atomic.Bool
 }
 
-var _ comm.Comm = (*Comm)(nil)
+var (
+	_ comm.Comm      = (*Comm)(nil)
+	_ comm.Recording = (*Comm)(nil)
+)
 
 // peer is this rank's state for one other rank. Guarded by Comm.mu.
 type peer struct {
@@ -270,6 +277,7 @@ func (c *Comm) prepost(p *peer, ep fabric.Endpoint) error {
 
 // start runs the progress engine and the watchers of the peers' endpoints.
 func (c *Comm) start() {
+	c.rec = flight.New(flight.SizeFromEnv(), flight.Context{Rank: c.rank, Size: c.size, Backend: Name, Comm: "world"})
 	c.progressStarted = true
 	now := timeNow().UnixNano()
 	c.clock.Store(now)
@@ -388,6 +396,17 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	r := &request{c: c, kind: kindSend, peer: dest, tag: tag, buf: data, blk: buf}
+	r.Flight = c.flightPost(flight.OpSend, dest, tag, len(data))
+	rq, err := c.isend(r, dest, tag, data)
+	if err != nil {
+		r.Flight.End(err, false)
+		return nil, err
+	}
+	return rq, nil
+}
+
+// isend starts the send r.
+func (c *Comm) isend(r *request, dest, tag int, data []byte) (comm.Request, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -479,6 +498,31 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 		return nil, err
 	}
 	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data, blk: buf}
+	r.Flight = c.flightPost(flight.OpRecv, source, tag, len(data))
+	rq, err := c.irecv(r, source, tag)
+	if err != nil {
+		r.Flight.End(err, false)
+		return nil, err
+	}
+	return rq, nil
+}
+
+// FlightRecorder returns the communicator's flight recorder
+// (comm.Recording), nil when XPU_FLIGHT_SIZE turned it off. The requests
+// of user tags are recorded; those of the collective algorithms (reserved
+// tags) are part of their collective's entry.
+func (c *Comm) FlightRecorder() *flight.Recorder { return c.rec }
+
+// flightPost records a request of a user tag as posted.
+func (c *Comm) flightPost(op flight.Op, peer, tag, n int) flight.Ticket {
+	if tag > comm.MaxTag || c.rec == nil {
+		return flight.Ticket{}
+	}
+	return c.rec.Post(op, peer, tag, int64(n), "", "")
+}
+
+// irecv starts the receive r.
+func (c *Comm) irecv(r *request, source, tag int) (comm.Request, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

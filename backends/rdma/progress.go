@@ -630,6 +630,7 @@ func (c *Comm) close() {
 	close(c.stop)
 	c.fc.Wake()
 	c.bg.Wait()
+	c.rec.Close()
 	for _, g := range c.failInFlight() {
 		_ = g.Close()
 	}
