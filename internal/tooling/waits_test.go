@@ -385,3 +385,75 @@ func exprString(e ast.Expr) string {
 	}
 	return "…"
 }
+
+// TestUnboundedWaitsFound runs the check of TestBoundedWaits on small test
+// files: each unbounded wait is reported on its line, each bounded one,
+// and each that says why, is not.
+func TestUnboundedWaitsFound(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []string // "line: the start of the report"; the body starts on line 4
+	}{
+		{"receive statement", "<-done", []string{"4: a receive from done outside a select"}},
+		{"receive assigned", "v, ok := <-ch\n_, _ = v, ok", []string{"4: a receive from ch outside a select"}},
+		{"receive in a call", "require.NoError(t, <-errc)", []string{"4: a receive from errc outside a select"}},
+		{"receive of a context", "<-ctx.Done()", []string{"4: a receive from ctx.Done() outside a select"}},
+		{"receive in a cleanup", "t.Cleanup(func() { <-exited })", []string{"4: a receive from exited outside a select"}},
+		{"receive in a subtest", "t.Run(\"x\", func(t *testing.T) {\n<-done\n})", []string{"5: a receive from done outside a select"}},
+		{"receive in a select", "select {\ncase <-done:\ncase v := <-ch:\n_ = v\ncase <-time.After(time.Second):\n}", nil},
+		{"receive in a goroutine", "go func() { <-release }()", nil},
+		{"receive in a function the code runs", "s.Enqueue(func(context.Context) error { <-gate; return nil })", nil},
+		{"receive bounded", "testwait.Recv(t, done, \"the worker\")", nil},
+		{"receive said why", "<-done // unbounded: closed by the line above", nil},
+		{"exemption without reason", "<-done // unbounded:", []string{"4: \"// unbounded:\" without a reason"}},
+		{"group by name", "wg.Wait()", []string{"4: wg.Wait() of a sync.WaitGroup"}},
+		{"group of a field", "s.wg.Wait()", []string{"4: s.wg.Wait() of a sync.WaitGroup"}},
+		{"group by type", "var started sync.WaitGroup\nstarted.Wait()", []string{"5: started.Wait() of a sync.WaitGroup"}},
+		{"group made by new", "g := new(sync.WaitGroup)\ng.Wait()", []string{"5: g.Wait() of a sync.WaitGroup"}},
+		{"other Wait without arguments", "cmd.Wait()", nil},
+		{"group bounded", "testwait.Group(t, &wg, \"the senders\")", nil},
+		{"background context", "comm.Send(context.Background(), c, b, 1, 0)", []string{"4: Send(context.Background(), …) waits for ever"}},
+		{"todo context", "r.Wait(context.TODO())", []string{"4: Wait(context.TODO(), …) waits for ever"}},
+		{"the test's context", "s.Synchronize(t.Context())", []string{"4: Synchronize(t.Context(), …) waits for ever"}},
+		{"a Block collective", "comm.AllreduceBlock[int](context.Background(), c, s, r, op)", []string{"4: AllreduceBlock(context.Background(), …) waits for ever"}},
+		{"a variable of one", "ctx := context.Background()\ncomm.Barrier(ctx, c)", []string{"5: Barrier(ctx, …) waits for ever"}},
+		{"a variable set again", "ctx := context.Background()\nctx, cancel := context.WithTimeout(ctx, time.Second)\ndefer cancel()\ncomm.Barrier(ctx, c)", nil},
+		{"a context with a deadline", "ctx, cancel := context.WithTimeout(context.Background(), time.Second)\ndefer cancel()\ncomm.Recv(ctx, c, b, 0, 0)", nil},
+		{"a bounded context", "comm.Recv(testwait.Ctx(t), c, b, 0, 0)", nil},
+		{"a call that does not wait", "xpu.Open(context.Background(), \"cpu\", nil)", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "package x_test\n\nfunc TestX(t *testing.T) {\n" + tc.body + "\n}\n"
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "x_test.go", src, parser.ParseComments)
+			require.NoError(t, err)
+			got := unboundedWaits(fset, "x_test.go", f)
+			require.Len(t, got, len(tc.want), "reports: %q", got)
+			for i, w := range tc.want {
+				require.True(t, strings.HasPrefix(got[i], "x_test.go:"+w), "report %q, want one that starts %q", got[i], "x_test.go:"+w)
+			}
+		})
+	}
+
+	// What is not read: the methods of fakes, benchmarks and their
+	// helpers, and examples but for their contexts.
+	src := `package x_test
+
+func (f fake) Wait(context.Context) error { <-f.never; return nil }
+
+func BenchmarkX(b *testing.B) { wg.Wait(); comm.Barrier(context.Background(), c) }
+
+func sendAll(b *testing.B, c comm.Comm) { <-ready }
+
+func ExampleX() {
+	<-done
+	wg.Wait()
+	comm.Barrier(context.Background(), c)
+}
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "x_test.go", src, parser.ParseComments)
+	require.NoError(t, err)
+	got := unboundedWaits(fset, "x_test.go", f)
+	require.Equal(t, []string{"x_test.go:12: Barrier(context.Background(), …) waits for ever: use testwait.Ctx or testwait.Call, or a context with a deadline"}, got)
+}
