@@ -13,13 +13,14 @@ import (
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
 func TestInvalidArguments(t *testing.T) {
 	cs := newGroup(t, 3, local.Options{})
 	c := cs[1] // not the root in the cases below, unless said
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	f := func(n int) *memspace.Buffer[float64] { return buf(t, make([]float64, n)) }
 	x := func(n int) *memspace.Buffer[complex64] { return buf(t, make([]complex64, n)) }
 	big := f(12)
@@ -76,7 +77,7 @@ func TestInvalidArguments(t *testing.T) {
 		})
 	}
 	// Nothing was sent: the group still works.
-	for r, err := range onRanks(ctx, cs, func(ctx context.Context, c comm.Comm) error { return comm.Barrier(ctx, c) }) {
+	for r, err := range onRanks(t, ctx, cs, func(ctx context.Context, c comm.Comm) error { return comm.Barrier(ctx, c) }) {
 		require.NoError(t, err, "rank %d", r)
 	}
 }
@@ -93,8 +94,8 @@ func TestFreedBuffer(t *testing.T) {
 	b, err := memspace.Alloc[int32](sp, 4)
 	require.NoError(t, err)
 	require.NoError(t, b.Free())
-	require.ErrorIs(t, comm.Allreduce(context.Background(), cs[0], b, b, comm.Sum), comm.ErrClosed)
-	require.ErrorIs(t, comm.Bcast(context.Background(), cs[0], b, 0), comm.ErrClosed)
+	require.ErrorIs(t, comm.Allreduce(testwait.Ctx(t), cs[0], b, b, comm.Sum), comm.ErrClosed)
+	require.ErrorIs(t, comm.Bcast(testwait.Ctx(t), cs[0], b, 0), comm.ErrClosed)
 }
 
 func TestDoneContextStartsNothing(t *testing.T) {
@@ -184,7 +185,7 @@ func TestDeviceMemoryWithoutNativeIsNotSupported(t *testing.T) {
 	d, err := memspace.Alloc[float32](deviceSpace{}, 8)
 	require.NoError(t, err)
 	h := buf(t, make([]float32, 16))
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	c := cs[0]
 	for name, call := range map[string]func() error{
 		"allreduce":      func() error { return comm.Allreduce(ctx, c, d, d, comm.Sum) },
@@ -266,7 +267,7 @@ func TestNativeCollectivesAreUsedThroughWrappers(t *testing.T) {
 	cs := newGroup(t, 2, local.Options{})
 	n := &native{Comm: cs[0]}
 	var c comm.Comm = wrapper{wrapper{n}}
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	b := buf(t, make([]uint8, 4))
 	b2 := buf(t, make([]uint8, 8))
 	require.NoError(t, comm.Barrier(ctx, c))
@@ -298,7 +299,7 @@ func TestNativeFallbackRunsSharedAlgorithm(t *testing.T) {
 	cs := newGroup(t, p, local.Options{})
 	natives := make([]*native, p)
 	want := reference[int32](comm.Sum, p, cnt)
-	for r, err := range onRanks(context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+	for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
 		n := &native{Comm: c, decline: true}
 		natives[c.Rank()] = n
 		w := wrapper{n}
@@ -321,7 +322,7 @@ func TestNativeFallbackRunsSharedAlgorithm(t *testing.T) {
 	// Device memory declined by the native method: not supported.
 	d, err := memspace.Alloc[float32](deviceSpace{}, 8)
 	require.NoError(t, err)
-	require.ErrorIs(t, comm.Allreduce(context.Background(), natives[0], d, d, comm.Sum), comm.ErrNotSupported)
+	require.ErrorIs(t, comm.Allreduce(testwait.Ctx(t), natives[0], d, d, comm.Sum), comm.ErrNotSupported)
 }
 
 func TestAnyTagNeverSeesCollectiveTraffic(t *testing.T) {
@@ -333,7 +334,7 @@ func TestAnyTagNeverSeesCollectiveTraffic(t *testing.T) {
 	wild, err := cs[0].Irecv(buf(t, user).Block(), comm.AnySource, comm.AnyTag)
 	require.NoError(t, err)
 	defer comm.SetRingChunk(64)()
-	for r, err := range onRanks(context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+	for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
 		s := buf(t, inputs[float64](comm.Sum, c.Rank(), 2000))
 		if err := comm.Allreduce(ctx, c, s, s, comm.Sum); err != nil {
 			return err
@@ -352,7 +353,7 @@ func TestAnyTagNeverSeesCollectiveTraffic(t *testing.T) {
 	_, done, _ := wild.Test()
 	require.False(t, done, "the AnyTag receive matched collective traffic")
 	// It still gets the user's message.
-	require.NoError(t, comm.Send(context.Background(), cs[2], buf(t, []byte("hello")).Block(), 0, 7))
+	require.NoError(t, comm.Send(testwait.Ctx(t), cs[2], buf(t, []byte("hello")).Block(), 0, 7))
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
 	st, err := wild.Wait(ctx)
@@ -452,7 +453,7 @@ func TestCancellationSettlesEveryRequest(t *testing.T) {
 				// A rank whose part does not need the missing one may finish
 				// (a leaf of a tree); the others must give up.
 				gaveUp := 0
-				for r, err := range onRanks(ctx, ts, coll) {
+				for r, err := range onRanks(t, ctx, ts, coll) {
 					if err != nil {
 						require.ErrorIs(t, err, context.DeadlineExceeded, "rank %d", r)
 						gaveUp++
@@ -463,7 +464,7 @@ func TestCancellationSettlesEveryRequest(t *testing.T) {
 				assert.Positive(t, gaveUp)
 				// User traffic still flows between the ranks that were in it.
 				msg := buf(t, make([]byte, 3))
-				for r, err := range onRanks(context.Background(), cs[:2], func(ctx context.Context, c comm.Comm) error {
+				for r, err := range onRanks(t, context.Background(), cs[:2], func(ctx context.Context, c comm.Comm) error {
 					if c.Rank() == 0 {
 						return comm.Send(ctx, c, buf(t, []byte("abc")).Block(), 1, 1)
 					}
@@ -500,7 +501,7 @@ func TestPeerLost(t *testing.T) {
 	for i := range ts {
 		ts[i] = &tracker{Comm: cs[i]}
 	}
-	errs := onRanks(ctx, ts, func(ctx context.Context, c comm.Comm) error {
+	errs := onRanks(t, ctx, ts, func(ctx context.Context, c comm.Comm) error {
 		if c.Rank() == 2 {
 			cs[2].(*local.Comm).Kill()
 			return nil
@@ -538,7 +539,7 @@ func TestConcurrentCommunicators(t *testing.T) {
 	for g := range groups {
 		cs := newGroup(t, p, protocols[g%2].opts)
 		wg.Go(func() {
-			for r, err := range onRanks(context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+			for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
 				for i := range rounds {
 					n := 1 + 997*((g+i)%3)
 					want := reference[int64](comm.Sum, p, n)
@@ -567,7 +568,7 @@ func TestConcurrentCommunicators(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the groups' collectives")
 	for _, err := range errs {
 		require.NoError(t, err)
 	}

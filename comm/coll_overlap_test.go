@@ -1,13 +1,13 @@
 package comm_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -28,7 +28,7 @@ func (otherSpace) Free(memspace.Block) error { return comm.ErrNotSupported }
 // that touch are apart, one shared byte is an overlap, and equal addresses
 // in different spaces are apart.
 func TestOverlapChecksAtTheEdges(t *testing.T) {
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	c := &nopColl{rank: 1, size: 2}
 	whole := buf(t, make([]float64, 8)).Block()
 	sub := func(off, n int) memspace.Block {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -88,7 +89,7 @@ func testOps[T comm.Number](t *testing.T) {
 			if comm.DTypeOf[T]().IsComplex() && (op == comm.Min || op == comm.Max) {
 				cs := newGroup(t, 2, protocols[0].opts)
 				s := buf(t, make([]T, 3))
-				err := comm.Allreduce(context.Background(), cs[0], s, s, op)
+				err := comm.Allreduce(testwait.Ctx(t), cs[0], s, s, op)
 				require.ErrorIs(t, err, comm.ErrInvalidArgument)
 				return
 			}

@@ -65,7 +65,7 @@ func TestDispatchFollowsCollalg(t *testing.T) {
 				for i, r := range ranks {
 					ranks[i] = tagRecorder{Comm: r, mu: &mu, tags: tags}
 				}
-				for r, err := range onRanks(context.Background(), ranks, func(ctx context.Context, cm comm.Comm) error {
+				for r, err := range onRanks(t, context.Background(), ranks, func(ctx context.Context, cm comm.Comm) error {
 					v := buf(t, make([]float64, count))
 					switch c {
 					case collalg.Bcast:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
@@ -12,6 +13,8 @@ import (
 
 // Four ranks in one process sum their vectors; every rank gets the total.
 func ExampleAllreduce() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	ranks, err := local.NewGroup(4, local.Options{})
 	if err != nil {
 		panic(err)
@@ -24,7 +27,7 @@ func ExampleAllreduce() {
 			r := float64(c.Rank())
 			data, _ := memspace.FromSlice([]float64{r, 10 * r, 100 * r})
 			// send == recv: in place.
-			if err := comm.Allreduce(context.Background(), c, data, data, comm.Sum); err != nil {
+			if err := comm.Allreduce(ctx, c, data, data, comm.Sum); err != nil {
 				panic(err)
 			}
 			results[c.Rank()], _ = data.Host()
@@ -44,6 +47,8 @@ func ExampleAllreduce() {
 // Rank 0 broadcasts a vector of structs; any fixed-size, pointer-free
 // element type will do.
 func ExampleBcast() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	type point struct{ X, Y float32 }
 	ranks, err := local.NewGroup(3, local.Options{})
 	if err != nil {
@@ -59,7 +64,7 @@ func ExampleBcast() {
 				pts = []point{{1, 2}, {3, 4}}
 			}
 			b, _ := memspace.FromSlice(pts)
-			if err := comm.Bcast(context.Background(), c, b, 0); err != nil {
+			if err := comm.Bcast(ctx, c, b, 0); err != nil {
 				panic(err)
 			}
 			got[c.Rank()] = pts
@@ -72,6 +77,8 @@ func ExampleBcast() {
 
 // Every rank contributes its rank and gets everyone's, in rank order.
 func ExampleAllgather() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	ranks, err := local.NewGroup(3, local.Options{})
 	if err != nil {
 		panic(err)
@@ -84,7 +91,7 @@ func ExampleAllgather() {
 			send, _ := memspace.FromSlice([]int32{int32(c.Rank()) * 10})
 			all := make([]int32, c.Size())
 			recv, _ := memspace.FromSlice(all)
-			if err := comm.Allgather(context.Background(), c, send, recv); err != nil {
+			if err := comm.Allgather(ctx, c, send, recv); err != nil {
 				panic(err)
 			}
 			got[c.Rank()] = all
@@ -97,6 +104,8 @@ func ExampleAllgather() {
 
 // Rank i of the result holds block i of the element-wise sum.
 func ExampleReduceScatter() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	ranks, err := local.NewGroup(2, local.Options{})
 	if err != nil {
 		panic(err)
@@ -109,7 +118,7 @@ func ExampleReduceScatter() {
 			send, _ := memspace.FromSlice([]int64{1, 2, 3, 4}) // 2 ranks × 2
 			mine := make([]int64, 2)
 			recv, _ := memspace.FromSlice(mine)
-			if err := comm.ReduceScatter(context.Background(), c, send, recv, comm.Sum); err != nil {
+			if err := comm.ReduceScatter(ctx, c, send, recv, comm.Sum); err != nil {
 				panic(err)
 			}
 			got[c.Rank()] = mine
@@ -127,7 +136,8 @@ func ExamplePrepareBatch() {
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	const page = 4
 	pool := []byte("aaaabbbbccccddddeeee") // five pages of rank 0
 	var got []byte

@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/tooling/commtest"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -45,8 +46,8 @@ func newGroup(t testing.TB, n int, opts local.Options) []comm.Comm {
 }
 
 // onRanks runs fn on every rank concurrently, under the guard, and returns
-// each rank's error.
-func onRanks(ctx context.Context, cs []comm.Comm, fn func(ctx context.Context, c comm.Comm) error) []error {
+// each rank's error; it fails t when a rank's fn ignores the guard.
+func onRanks(t testing.TB, ctx context.Context, cs []comm.Comm, fn func(ctx context.Context, c comm.Comm) error) []error {
 	ctx, cancel := context.WithTimeout(ctx, guard)
 	defer cancel()
 	errs := make([]error, len(cs))
@@ -54,8 +55,9 @@ func onRanks(ctx context.Context, cs []comm.Comm, fn func(ctx context.Context, c
 	for i, c := range cs {
 		wg.Go(func() { errs[i] = fn(ctx, c) })
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "every rank's part")
 	return errs
+
 }
 
 // run runs fn on a fresh group of n ranks and requires every rank to
@@ -63,7 +65,7 @@ func onRanks(ctx context.Context, cs []comm.Comm, fn func(ctx context.Context, c
 func run(t testing.TB, n int, opts local.Options, fn func(ctx context.Context, c comm.Comm) error) {
 	t.Helper()
 	cs := newGroup(t, n, opts)
-	for r, err := range onRanks(context.Background(), cs, fn) {
+	for r, err := range onRanks(t, context.Background(), cs, fn) {
 		require.NoError(t, err, "rank %d of %d", r, n)
 	}
 }

@@ -1,7 +1,6 @@
 package comm_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // comm.Put and comm.Get stage a local block the host cannot touch: the
@@ -18,7 +18,7 @@ import (
 // such a block.
 func TestOneSidedStaged(t *testing.T) {
 	registerStagePaths(t)
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	for _, stager := range []bool{true, false} {
 		rs := newStageRanks(1, stager)
 		cs := newGroup(t, 2, local.Options{})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
@@ -307,12 +308,12 @@ func devBuf(t testing.TB, r *stageRank, vals []int32) (*memspace.Buffer[int32], 
 	b, err := whole.Slice(0, len(vals))
 	require.NoError(t, err)
 	if len(vals) > 0 {
-		require.NoError(t, transfer.Copy(context.Background(), b, buf(t, vals)))
+		require.NoError(t, transfer.Copy(testwait.Ctx(t), b, buf(t, vals)))
 	}
 	return b, func() []int32 {
 		out := make([]int32, len(vals))
 		if len(vals) > 0 {
-			require.NoError(t, transfer.Copy(context.Background(), buf(t, out), b))
+			require.NoError(t, transfer.Copy(testwait.Ctx(t), buf(t, out), b))
 		}
 		require.NoError(t, whole.Free())
 		return out
@@ -596,7 +597,7 @@ func runStageCase(t *testing.T, sc stageCase, p, n int, rs []*stageRank, dev fun
 		}
 	}
 	cs := newGroup(t, p, local.Options{})
-	errs := onRanks(context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+	errs := onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
 		if all[c.Rank()].bufs == nil {
 			return nil
 		}
@@ -689,7 +690,7 @@ func TestStagedEmptyMessages(t *testing.T) {
 	b0, done0 := devBuf(t, rs[0], nil)
 	b1, done1 := devBuf(t, rs[1], nil)
 	cs := newGroup(t, 2, local.Options{})
-	for r, err := range onRanks(context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+	for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
 		if c.Rank() == 0 {
 			return comm.Send(ctx, c, b0.Block(), 1, 0)
 		}
@@ -784,7 +785,7 @@ func TestStagingFaults(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				defer cancel()
 				cs := newGroup(t, p, local.Options{})
-				errs := onRanks(ctx, cs, func(ctx context.Context, c comm.Comm) error {
+				errs := onRanks(t, ctx, cs, func(ctx context.Context, c comm.Comm) error {
 					if all[c.Rank()] == nil {
 						return nil
 					}
@@ -824,7 +825,7 @@ func TestStagingErrorShape(t *testing.T) {
 	b, done := devBuf(t, rs[0], vals(1, 0, 8))
 	rs[0].pinned.budget(0)
 	cs := newGroup(t, 1, local.Options{})
-	err := comm.Allreduce(context.Background(), cs[0], b, b, comm.Sum)
+	err := comm.Allreduce(testwait.Ctx(t), cs[0], b, b, comm.Sum)
 	require.ErrorIs(t, err, memspace.ErrOutOfMemory)
 	var xe *xerr.Error
 	require.ErrorAs(t, err, &xe)
@@ -832,7 +833,7 @@ func TestStagingErrorShape(t *testing.T) {
 	assert.Equal(t, "allreduce", xe.Op)
 	assert.Contains(t, err.Error(), "comm allreduce: ")
 	rs[0].pinned.budget(-1)
-	require.NoError(t, comm.Allreduce(context.Background(), cs[0], b, b, comm.Sum))
+	require.NoError(t, comm.Allreduce(testwait.Ctx(t), cs[0], b, b, comm.Sum))
 	done()
 	checkLedgers(t, rs)
 }
@@ -858,7 +859,7 @@ func TestStagingOutOfMemory(t *testing.T) {
 					r.pinned.budget(budget)
 				}
 				cs := newGroup(t, p, local.Options{})
-				for r, err := range onRanks(context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+				for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
 					if all[c.Rank()] == nil {
 						return memspace.ErrOutOfMemory // no buffers: nothing to stage
 					}
@@ -888,13 +889,13 @@ func TestStagedPointToPointFaults(t *testing.T) {
 	rs[0].dev.fault.Store(&fault)
 	rs[1].dev.fault.Store(&fault)
 	cs := newGroup(t, 2, local.Options{})
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 
 	err := comm.Send(ctx, cs[0], s.Block(), 1, 0)
 	require.ErrorIs(t, err, errFakeFault)
 	assert.Contains(t, err.Error(), "comm send: ")
 	// Nothing was sent: a host receive finds no message.
-	ok, err := probeNone(cs[1])
+	ok, err := probeNone(t, cs[1])
 	require.NoError(t, err)
 	assert.True(t, ok, "the failed send delivered a message")
 
@@ -908,7 +909,7 @@ func TestStagedPointToPointFaults(t *testing.T) {
 	_, err = comm.Sendrecv(ctx, cs[0], s.Block(), 0, 1, buf(t, make([]int32, 16)).Block(), 0, 1)
 	require.ErrorIs(t, err, errFakeFault)
 	assert.Contains(t, err.Error(), "comm sendrecv: ")
-	ok, err = probeNone(cs[0])
+	ok, err = probeNone(t, cs[0])
 	require.NoError(t, err)
 	assert.True(t, ok, "the failed sendrecv delivered a message")
 
@@ -921,7 +922,7 @@ func TestStagedPointToPointFaults(t *testing.T) {
 
 // probeNone reports whether no user message waits for c: a receive posted
 // and canceled at once matches none.
-func probeNone(c comm.Comm) (bool, error) {
+func probeNone(t testing.TB, c comm.Comm) (bool, error) {
 	r, err := c.Irecv(memspace.Block{}, comm.AnySource, comm.AnyTag)
 	if err != nil {
 		return false, err
@@ -930,7 +931,7 @@ func probeNone(c comm.Comm) (bool, error) {
 		return false, nil
 	}
 	_ = r.Cancel()
-	_, err = r.Wait(context.Background())
+	_, err = r.Wait(testwait.Ctx(t))
 	return errors.Is(err, comm.ErrCanceled), nil
 }
 
@@ -959,7 +960,7 @@ func TestStagedCallsHonourCancellation(t *testing.T) {
 				r.dev.fault.Store(&fault)
 			}
 			cs := newGroup(t, p, local.Options{})
-			for r, err := range onRanks(ctx, cs, func(ctx context.Context, c comm.Comm) error {
+			for r, err := range onRanks(t, ctx, cs, func(ctx context.Context, c comm.Comm) error {
 				return sc.op(ctx, c, n, all[c.Rank()])
 			}) {
 				require.ErrorIs(t, err, context.Canceled, "rank %d", r)
@@ -981,7 +982,7 @@ func TestNoPathIsNotSupported(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, d.Free()) }()
 	cs := newGroup(t, 2, local.Options{})
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	require.ErrorIs(t, comm.Send(ctx, cs[0], d.Block(), 1, 0), comm.ErrNotSupported)
 	_, err = comm.Recv(ctx, cs[0], d.Block(), 1, 0)
 	require.ErrorIs(t, err, comm.ErrNotSupported)
@@ -990,7 +991,7 @@ func TestNoPathIsNotSupported(t *testing.T) {
 	h := buf(t, make([]int32, 16))
 	require.ErrorIs(t, comm.Scatter(ctx, cs[0], h, d, 0), comm.ErrNotSupported)
 	require.ErrorIs(t, comm.Bcast(ctx, cs[1], d, 0), comm.ErrNotSupported)
-	ok, err := probeNone(cs[1])
+	ok, err := probeNone(t, cs[1])
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Zero(t, rs[0].pinned.Stats().Live)
@@ -1027,7 +1028,7 @@ func TestStagingOverlapsCopies(t *testing.T) {
 		r.dev.fault.Store(&fault)
 	}
 	cs := newGroup(t, p, local.Options{})
-	for r, err := range onRanks(context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+	for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
 		return sc.op(ctx, c, n, all[c.Rank()])
 	}) {
 		require.NoError(t, err, "rank %d", r)

@@ -10,6 +10,7 @@ import (
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/faults"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // TestCloseIsNotPeerLoss is the regression test of a wrapper that injects
@@ -39,7 +40,7 @@ func TestCloseIsNotPeerLoss(t *testing.T) {
 	_, err = pending.Wait(ctx)
 	require.ErrorIs(t, err, comm.ErrClosed, "a receive pending at Close, waited for after it")
 	require.NotErrorIs(t, err, comm.ErrPeerLost)
-	err = <-during
+	err = testwait.Recv(t, during, "the receive waited for when Close came")
 	require.ErrorIs(t, err, comm.ErrClosed, "a receive waited for when Close came")
 	require.NotErrorIs(t, err, comm.ErrPeerLost)
 	_, done, err := pending.Test()

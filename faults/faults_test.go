@@ -16,6 +16,7 @@ import (
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/faults"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -178,7 +179,7 @@ func TestSpaceLoseDevice(t *testing.T) {
 // A communicator has no device: a LoseDevice fault fails the one operation.
 func TestCommLoseDevice(t *testing.T) {
 	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Nth(1, faults.Fault{LoseDevice: true})))
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	_, err := g[0].Isend(bytesBuf(t, 8).Block(), 1, 2)
 	assert.ErrorIs(t, err, xerr.ErrDeviceLost)
 	assert.ErrorIs(t, err, faults.ErrInjected)
@@ -225,7 +226,7 @@ func TestCommFailNth(t *testing.T) {
 	boom := errors.New("link flap")
 	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Nth(2, faults.Fault{Err: boom})))
 	buf := bytesBuf(t, 8)
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	go func() { _, _ = comm.Recv(ctx, g[1], bytesBuf(t, 8).Block(), 0, 7) }()
 	require.NoError(t, comm.Send(ctx, g[0], buf.Block(), 1, 7))
 	err := comm.Send(ctx, g[0], buf.Block(), 1, 7)
@@ -235,7 +236,7 @@ func TestCommFailNth(t *testing.T) {
 
 func TestCommDrop(t *testing.T) {
 	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Nth(1, faults.Fault{Drop: true})))
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	src := bytesBuf(t, 4)
 	h, _ := src.Host()
 	copy(h, "drop")
@@ -260,7 +261,7 @@ func TestCommDrop(t *testing.T) {
 func TestCommDelay(t *testing.T) {
 	const delay = 80 * time.Millisecond
 	g := faultyPair(t, faults.OnKind(faults.Isend, faults.Always(faults.Fault{Delay: delay})))
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	start := time.Now()
 	r, err := g[0].Isend(bytesBuf(t, 8).Block(), 1, 3)
 	require.NoError(t, err)
@@ -281,7 +282,7 @@ func TestCommDelay(t *testing.T) {
 
 func TestCommLosePeer(t *testing.T) {
 	g := group(t, 3, func(int) faults.Injector { return faults.None })
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 
 	// A pending receive from the peer is released when it is lost.
 	r, err := g[0].Irecv(bytesBuf(t, 8).Block(), 2, 0)
@@ -331,7 +332,7 @@ func TestAllreducePeerLost(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the ranks' Allreduces")
 	require.NoError(t, ctx.Err(), "no rank may hang")
 	assert.ErrorIs(t, errs[1], comm.ErrPeerLost)
 	for r, err := range errs {

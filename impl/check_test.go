@@ -11,6 +11,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -85,7 +86,7 @@ func TestWaitDone(t *testing.T) {
 	assert.ErrorIs(t, impl.WaitDone(ctx, done), context.Canceled, "the context ended first")
 	close(done)
 	assert.NoError(t, impl.WaitDone(ctx, done), "a completion wins over an ended context")
-	assert.NoError(t, impl.WaitDone(context.Background(), done))
+	assert.NoError(t, impl.WaitDone(testwait.Ctx(t), done))
 	pending := make(chan struct{})
 	tctx, tcancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer tcancel()

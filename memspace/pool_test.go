@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -730,7 +731,7 @@ func TestPoolConcurrent(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the goroutines allocating and freeing")
 	close(errc)
 	for err := range errc {
 		require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 )
@@ -46,7 +47,7 @@ func TestRegister(t *testing.T) {
 	assert.Contains(t, transfer.Paths(), sk+"->"+dk)
 	got, err := transfer.Lookup(dst, src)
 	require.NoError(t, err)
-	require.NoError(t, got.Copy(context.Background(), memspace.Block{}, memspace.Block{}))
+	require.NoError(t, got.Copy(testwait.Ctx(t), memspace.Block{}, memspace.Block{}))
 	assert.Equal(t, 1, calls, "Lookup returns the registered path")
 	_, err = transfer.Lookup(src, dst)
 	assert.ErrorIs(t, err, transfer.ErrNotSupported, "a path has a direction")
@@ -83,7 +84,7 @@ func TestRegisterShadows(t *testing.T) {
 		t.Helper()
 		p, err := transfer.Lookup(dst, src)
 		require.NoError(t, err)
-		require.NoError(t, p.Copy(context.Background(), memspace.Block{}, memspace.Block{}))
+		require.NoError(t, p.Copy(testwait.Ctx(t), memspace.Block{}, memspace.Block{}))
 	}
 	removeA := transfer.Register(dk, sk, path("a"))
 	removeB := transfer.Register(dk, sk, path("b"))
@@ -124,12 +125,12 @@ func TestRegisteredBeforeHost(t *testing.T) {
 	defer unregister()
 	p, err = transfer.Lookup(sp, sp)
 	require.NoError(t, err)
-	require.NoError(t, p.Copy(context.Background(), memspace.Block{}, memspace.Block{}))
+	require.NoError(t, p.Copy(testwait.Ctx(t), memspace.Block{}, memspace.Block{}))
 	assert.Equal(t, 1, calls)
 }
 
 func TestCopyBlockErrors(t *testing.T) {
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	a, b := goBlock(t, 100), goBlock(t, 101)
 	assert.ErrorIs(t, transfer.CopyBlock(ctx, a, b), transfer.ErrInvalidArgument)
 	assert.ErrorIs(t, transfer.CopyBlock(ctx, memspace.Block{}, a), transfer.ErrInvalidArgument)
@@ -203,7 +204,7 @@ func copyExact(t *testing.T, path transfer.Path, n int) {
 	for i := range sb {
 		sb[i] = byte(i*7 + i>>12)
 	}
-	require.NoError(t, path.Copy(context.Background(), dst, src))
+	require.NoError(t, path.Copy(testwait.Ctx(t), dst, src))
 	db, _ := dst.Bytes()
 	require.True(t, bytes.Equal(db, sb), "copy of %d bytes", n)
 }
@@ -244,7 +245,7 @@ func TestParallelHostSplits(t *testing.T) {
 	hi, _ := buf.Block().Slice(1<<20, 2<<20)
 	want := slices.Clone(mem[:2<<20])
 	before, _ := w.record()
-	require.NoError(t, path.Copy(context.Background(), hi, lo))
+	require.NoError(t, path.Copy(testwait.Ctx(t), hi, lo))
 	assert.Equal(t, want, mem[1<<20:])
 	calls, _ := w.record()
 	assert.Equal(t, before, calls, "overlapping copies are not split")

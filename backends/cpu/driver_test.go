@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 )
@@ -117,7 +118,7 @@ func TestBackendCloseReportsLeak(t *testing.T) {
 	err = b.Close()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "1 blocks")
-	assert.ErrorIs(t, b.Exec.(*cpu.Executor).ParallelFor(context.Background(), 1, func(int) {}), executor.ErrClosed)
+	assert.ErrorIs(t, b.Exec.(*cpu.Executor).ParallelFor(testwait.Ctx(t), 1, func(int) {}), executor.ErrClosed)
 }
 
 func TestInfo(t *testing.T) {
@@ -149,7 +150,7 @@ func TestInfo(t *testing.T) {
 func TestHostPathCopies(t *testing.T) {
 	sizes := []int{1, 100, 64 << 10, 256<<10 - 1, 256 << 10, 1<<20 + 3, 3 << 20, 16 << 20, 16<<20 + 65}
 	run := func(t *testing.T, sp memspace.Space) {
-		ctx := context.Background()
+		ctx := testwait.Ctx(t)
 		for _, n := range sizes {
 			src, err := sp.Allocate(n, 0)
 			require.NoError(t, err)
@@ -210,7 +211,7 @@ func TestHostPathCanceled(t *testing.T) {
 // Two backends may be open at once; closing either leaves host copies
 // working, served by the path of a backend still open.
 func TestHostPathTwoBackends(t *testing.T) {
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	a, err := xpu.Open(ctx, "cpu", xpu.Options{"workers": "2"})
 	require.NoError(t, err)
 	b, err := xpu.Open(ctx, "cpu", xpu.Options{"workers": "3"})

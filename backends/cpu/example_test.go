@@ -3,6 +3,7 @@ package cpu_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cpu"
@@ -14,7 +15,8 @@ import (
 // Open the backend by name, allocate typed buffers off the Go heap, fill
 // one in parallel, copy it, and reduce the copy.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	b, err := xpu.Open(ctx, "cpu", xpu.Options{"workers": "2"})
 	if err != nil {
 		panic(err)
@@ -59,7 +61,10 @@ func ExampleExecutor_NewStream() {
 		_ = s.Enqueue(func(context.Context) error { total += i; return nil })
 	}
 	end, _ := s.Record()
-	_ = end.Wait(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = end.Wait(ctx)
+
 	d, err := executor.Elapsed(start, end)
 	fmt.Println(total, d >= 0, err)
 	// Output: 10 true <nil>

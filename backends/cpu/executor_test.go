@@ -16,6 +16,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 func newExec(t *testing.T, workers int) *cpu.Executor {
@@ -42,7 +43,7 @@ func TestExecutorWorkers(t *testing.T) {
 // Every index is visited exactly once, and every chunk is exactly
 // [k*grain, min((k+1)*grain, n)), for many shapes and worker counts.
 func TestParallelRangeChunks(t *testing.T) {
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	for _, workers := range []int{1, 2, 5} {
 		e := newExec(t, workers)
 		for _, n := range []int{1, 2, 3, 7, 64, 100, 1000, 4097} {
@@ -82,7 +83,7 @@ func TestParallelForSums(t *testing.T) {
 	e := newExec(t, 3)
 	for _, n := range []int{1, 5, 999, 100000} {
 		out := make([]int, n)
-		require.NoError(t, e.ParallelFor(context.Background(), n, func(i int) { out[i] = i * i }))
+		require.NoError(t, e.ParallelFor(testwait.Ctx(t), n, func(i int) { out[i] = i * i }))
 		for i, v := range out {
 			require.Equal(t, i*i, v)
 		}
@@ -91,7 +92,7 @@ func TestParallelForSums(t *testing.T) {
 
 func TestParallelBadArguments(t *testing.T) {
 	e := newExec(t, 2)
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	assert.ErrorIs(t, e.ParallelFor(ctx, -1, func(int) {}), executor.ErrInvalidArgument)
 	assert.ErrorIs(t, e.ParallelRange(ctx, -5, 1, func(int, int) {}), executor.ErrInvalidArgument)
 	assert.ErrorIs(t, e.ParallelFor(ctx, 10, nil), executor.ErrInvalidArgument)
@@ -106,7 +107,7 @@ func TestParallelPanic(t *testing.T) {
 	for _, workers := range []int{1, 2, 4} {
 		e := newExec(t, workers)
 		var ran atomic.Int64
-		err := e.ParallelRange(context.Background(), 10000, 1, func(lo, hi int) {
+		err := e.ParallelRange(testwait.Ctx(t), 10000, 1, func(lo, hi int) {
 			if ran.Add(1) == 3 {
 				panic("boom")
 			}
@@ -119,7 +120,7 @@ func TestParallelPanic(t *testing.T) {
 		assert.Less(t, ran.Load(), int64(10000), "scheduling stopped after the panic")
 		// The executor is still usable.
 		var sum atomic.Int64
-		require.NoError(t, e.ParallelFor(context.Background(), 100, func(i int) { sum.Add(int64(i)) }))
+		require.NoError(t, e.ParallelFor(testwait.Ctx(t), 100, func(i int) { sum.Add(int64(i)) }))
 		assert.Equal(t, int64(4950), sum.Load())
 	}
 }
@@ -127,7 +128,7 @@ func TestParallelPanic(t *testing.T) {
 func TestParallelPanicWithError(t *testing.T) {
 	e := newExec(t, 2)
 	sentinel := errors.New("mine")
-	err := e.ParallelFor(context.Background(), 4, func(i int) { panic(sentinel) })
+	err := e.ParallelFor(testwait.Ctx(t), 4, func(i int) { panic(sentinel) })
 	assert.ErrorIs(t, err, executor.ErrPanic)
 	assert.ErrorIs(t, err, sentinel, "a panic with an error unwraps to it")
 }
@@ -153,7 +154,7 @@ func TestParallelCancel(t *testing.T) {
 	err = e.ParallelRange(dctx, 1<<20, 1, func(lo, hi int) { time.Sleep(100 * time.Microsecond) })
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	// Usable after.
-	require.NoError(t, e.ParallelFor(context.Background(), 10, func(int) {}))
+	require.NoError(t, e.ParallelFor(testwait.Ctx(t), 10, func(int) {}))
 }
 
 // Nested loops complete even when every worker is inside the outer loop.
@@ -162,7 +163,7 @@ func TestParallelNested(t *testing.T) {
 		e := newExec(t, workers)
 		const outer, inner = 16, 1000
 		var total atomic.Int64
-		err := e.ParallelFor(context.Background(), outer, func(i int) {
+		err := e.ParallelFor(testwait.Ctx(t), outer, func(i int) {
 			err := e.ParallelFor(context.Background(), inner, func(j int) {
 				// and one more level
 				_ = e.ParallelRange(context.Background(), 4, 1, func(lo, hi int) { total.Add(1) })
@@ -180,7 +181,7 @@ func TestReduceWithExecutor(t *testing.T) {
 	e := newExec(t, 3)
 	const n = 1000003
 	for _, grain := range []int{0, 1, 1000, n} {
-		sum, err := executor.Reduce(context.Background(), e, n, grain, int64(0),
+		sum, err := executor.Reduce(testwait.Ctx(t), e, n, grain, int64(0),
 			func(lo, hi int, acc int64) int64 {
 				for i := lo; i < hi; i++ {
 					acc += int64(i)
@@ -193,7 +194,7 @@ func TestReduceWithExecutor(t *testing.T) {
 	}
 	// Floating point: deterministic for a given grain.
 	f := func() float64 {
-		v, err := executor.Reduce(context.Background(), e, 100000, 977, 0.0,
+		v, err := executor.Reduce(testwait.Ctx(t), e, 100000, 977, 0.0,
 			func(lo, hi int, acc float64) float64 {
 				for i := lo; i < hi; i++ {
 					acc += 1 / float64(i+1)
@@ -248,9 +249,9 @@ func TestParallelManyBlockedCallers(t *testing.T) {
 			})
 		}()
 	}
-	started.Wait() // every caller is inside its loop: none was starved
+	testwait.Group(t, &started, "every caller inside its loop (one starved)")
 	close(release)
-	wg.Wait()
+	testwait.Group(t, &wg, "the callers' loops")
 }
 
 func TestExecute(t *testing.T) {
@@ -289,7 +290,7 @@ func goid() string {
 // Execute hands its function to a helper when one is idle, and runs it on
 // the caller when there is no helper.
 func TestExecuteOnHelper(t *testing.T) {
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	e1 := newExec(t, 1)
 	me := goid()
 	for range 5 {
@@ -314,7 +315,7 @@ func TestExecuteOnHelper(t *testing.T) {
 func TestExecutorClose(t *testing.T) {
 	e := cpu.NewExecutor(3)
 	require.NoError(t, e.Close())
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	assert.ErrorIs(t, e.ParallelFor(ctx, 10, func(int) {}), executor.ErrClosed)
 	assert.ErrorIs(t, e.ParallelRange(ctx, 10, 1, func(int, int) {}), executor.ErrClosed)
 	assert.ErrorIs(t, e.Execute(ctx, func(context.Context) error { return nil }), executor.ErrClosed)
@@ -337,9 +338,10 @@ func TestExecutorCloseDuringLoop(t *testing.T) {
 			count.Add(1)
 		})
 	}()
-	<-started
+	testwait.Closed(t, started, "the loop's start")
 	require.NoError(t, e.Close())
-	require.NoError(t, <-done)
+	require.NoError(t, testwait.Recv(t, done, "the loop, while the executor closes"))
+
 	assert.Equal(t, int64(200), count.Load())
 }
 
@@ -349,7 +351,7 @@ func TestExecutorWakesAfterIdle(t *testing.T) {
 	for range 3 {
 		time.Sleep(2 * time.Millisecond) // past the spin: helpers park
 		var n atomic.Int64
-		require.NoError(t, e.ParallelRange(context.Background(), 64, 1, func(lo, hi int) {
+		require.NoError(t, e.ParallelRange(testwait.Ctx(t), 64, 1, func(lo, hi int) {
 			time.Sleep(10 * time.Microsecond)
 			n.Add(1)
 		}))
@@ -364,7 +366,7 @@ func TestParallelGoexitOnHelper(t *testing.T) {
 	e := newExec(t, 2)
 	caller := goid()
 	var helperHit atomic.Bool
-	err := e.ParallelRange(context.Background(), 2, 1, func(lo, hi int) {
+	err := e.ParallelRange(testwait.Ctx(t), 2, 1, func(lo, hi int) {
 		if goid() != caller {
 			helperHit.Store(true)
 			runtime.Goexit()
@@ -380,7 +382,7 @@ func TestParallelGoexitOnHelper(t *testing.T) {
 	// workers: the replaced helper is there.
 	var arrived atomic.Int32
 	var timedOut atomic.Bool
-	require.NoError(t, e.ParallelRange(context.Background(), 2, 1, func(lo, hi int) {
+	require.NoError(t, e.ParallelRange(testwait.Ctx(t), 2, 1, func(lo, hi int) {
 		arrived.Add(1)
 		deadline := time.Now().Add(10 * time.Second)
 		for arrived.Load() < 2 {
@@ -400,7 +402,7 @@ func TestParallelRangeHugeGrain(t *testing.T) {
 	const n = 1<<62 + 5
 	var mu sync.Mutex
 	var got [][2]int
-	require.NoError(t, e.ParallelRange(context.Background(), n, 1<<62, func(lo, hi int) {
+	require.NoError(t, e.ParallelRange(testwait.Ctx(t), n, 1<<62, func(lo, hi int) {
 		mu.Lock()
 		got = append(got, [2]int{lo, hi})
 		mu.Unlock()

@@ -3,6 +3,8 @@ package cpu_test
 import (
 	"sync"
 	"testing"
+
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // concurrently runs work(g) for g in [0, n) on n goroutines and reports each error it returns.
@@ -19,8 +21,9 @@ func concurrently(t *testing.T, n int, work func(g int) error) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the concurrent work")
 	close(errs)
+
 	for err := range errs {
 		t.Error(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/executor"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 func newStream(t *testing.T, e *cpu.Executor) executor.Stream {
@@ -34,7 +35,7 @@ func TestStreamOrder(t *testing.T) {
 			return nil
 		}))
 	}
-	require.NoError(t, s.Synchronize(context.Background()))
+	require.NoError(t, testwait.Call(t, "s.Synchronize", s.Synchronize))
 	require.Len(t, got, 1000)
 	for i, v := range got {
 		require.Equal(t, i, v)
@@ -55,8 +56,9 @@ func TestStreamConcurrentEnqueue(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
-	require.NoError(t, s.Synchronize(context.Background()))
+	testwait.Group(t, &wg, "the goroutines enqueueing")
+	require.NoError(t, testwait.Call(t, "s.Synchronize", s.Synchronize))
+
 	assert.Equal(t, int64(1600), count.Load())
 }
 
@@ -72,7 +74,7 @@ func TestStreamStickyError(t *testing.T) {
 	require.NoError(t, s.Enqueue(func(context.Context) error { ran[1] = true; return nil }))
 	after, err := s.Record()
 	require.NoError(t, err)
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	assert.NoError(t, before.Wait(ctx), "an event before the failure is clean")
 	assert.ErrorIs(t, after.Wait(ctx), boom, "an event after the failure carries it")
 	done, qerr := after.Query()
@@ -91,9 +93,9 @@ func TestStreamPanic(t *testing.T) {
 	e := newExec(t, 1)
 	s := newStream(t, e)
 	require.NoError(t, s.Enqueue(func(context.Context) error { panic("in stream") }))
-	err := s.Synchronize(context.Background())
+	err := testwait.Call(t, "s.Synchronize", s.Synchronize)
 	require.ErrorIs(t, err, executor.ErrPanic)
-	require.NoError(t, s.Synchronize(context.Background()))
+	require.NoError(t, testwait.Call(t, "s.Synchronize", s.Synchronize))
 }
 
 func TestStreamCrossWaitEvent(t *testing.T) {
@@ -117,7 +119,7 @@ func TestStreamCrossWaitEvent(t *testing.T) {
 	done, _ := bev.Query()
 	assert.False(t, done, "b waits for a's event")
 	close(gate)
-	require.NoError(t, b.Synchronize(context.Background()))
+	require.NoError(t, testwait.Call(t, "b.Synchronize", b.Synchronize))
 	assert.Equal(t, int64(42), seen)
 }
 
@@ -133,9 +135,9 @@ func TestStreamWaitForeignEvent(t *testing.T) {
 	require.NoError(t, b.WaitEvent(foreign{ev}))
 	ran := false
 	require.NoError(t, b.Enqueue(func(context.Context) error { ran = true; return nil }))
-	assert.ErrorIs(t, b.Synchronize(context.Background()), boom)
+	assert.ErrorIs(t, testwait.Call(t, "b.Synchronize", b.Synchronize), boom)
 	assert.False(t, ran)
-	assert.ErrorIs(t, a.Synchronize(context.Background()), boom)
+	assert.ErrorIs(t, testwait.Call(t, "a.Synchronize", a.Synchronize), boom)
 }
 
 // foreign hides the concrete type of an event.
@@ -149,7 +151,7 @@ func TestEventTiming(t *testing.T) {
 	require.NoError(t, s.Enqueue(func(context.Context) error { time.Sleep(20 * time.Millisecond); return nil }))
 	end, err := s.Record()
 	require.NoError(t, err)
-	require.NoError(t, end.Wait(context.Background()))
+	require.NoError(t, end.Wait(testwait.Ctx(t)))
 	d, err := executor.Elapsed(start, end)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, d, 20*time.Millisecond)
@@ -166,7 +168,7 @@ func TestEventTiming(t *testing.T) {
 	_, err = executor.Elapsed(start, pending)
 	assert.ErrorIs(t, err, executor.ErrInvalidArgument, "not complete yet")
 	close(gate)
-	require.NoError(t, s.Synchronize(context.Background()))
+	require.NoError(t, testwait.Call(t, "s.Synchronize", s.Synchronize))
 }
 
 func TestStreamSynchronizeCancel(t *testing.T) {
@@ -185,7 +187,7 @@ func TestStreamSynchronizeCancel(t *testing.T) {
 	assert.ErrorIs(t, ev.Wait(wctx), context.Canceled)
 	close(gate)
 	// The error was not lost by the canceled Synchronize.
-	assert.ErrorIs(t, s.Synchronize(context.Background()), boom)
+	assert.ErrorIs(t, testwait.Call(t, "s.Synchronize", s.Synchronize), boom)
 }
 
 func TestStreamCloseDrains(t *testing.T) {
@@ -210,7 +212,7 @@ func TestStreamCloseDrains(t *testing.T) {
 	_, err = s.Record()
 	assert.ErrorIs(t, err, executor.ErrClosed)
 	assert.ErrorIs(t, s.WaitEvent(ev), executor.ErrClosed)
-	assert.ErrorIs(t, s.Synchronize(context.Background()), executor.ErrClosed)
+	assert.ErrorIs(t, testwait.Call(t, "s.Synchronize", s.Synchronize), executor.ErrClosed)
 	assert.ErrorIs(t, s.Close(), executor.ErrClosed)
 }
 
@@ -243,7 +245,7 @@ func TestStreamContext(t *testing.T) {
 	s := newStream(t, e)
 	var ctxErr error = errors.New("not run")
 	require.NoError(t, s.Enqueue(func(ctx context.Context) error { ctxErr = ctx.Err(); return nil }))
-	require.NoError(t, s.Synchronize(context.Background()))
+	require.NoError(t, testwait.Call(t, "s.Synchronize", s.Synchronize))
 	assert.NoError(t, ctxErr)
 }
 
@@ -256,10 +258,10 @@ func TestStreamGoexit(t *testing.T) {
 	ran := false
 	require.NoError(t, s.Enqueue(func(context.Context) error { runtime.Goexit(); return nil }))
 	require.NoError(t, s.Enqueue(func(context.Context) error { ran = true; return nil }))
-	require.ErrorIs(t, s.Synchronize(context.Background()), executor.ErrPanic)
+	require.ErrorIs(t, testwait.Call(t, "s.Synchronize", s.Synchronize), executor.ErrPanic)
 	assert.False(t, ran, "skipped after the failure")
 	require.NoError(t, s.Enqueue(func(context.Context) error { ran = true; return nil }))
-	require.NoError(t, s.Synchronize(context.Background()))
+	require.NoError(t, testwait.Call(t, "s.Synchronize", s.Synchronize))
 	assert.True(t, ran)
 	require.NoError(t, s.Close())
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/xpu-go/xpu/backends/cuda/internal/fakecuda"
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
@@ -46,7 +47,7 @@ func onLocalRanks(t *testing.T, p int, fn func(ctx context.Context, c comm.Comm)
 	for i, c := range cs {
 		wg.Go(func() { errs[i] = fn(ctx, c) })
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "every rank's part")
 	for r, err := range errs {
 		require.NoError(t, err, "rank %d of %d", r, p)
 	}

@@ -5,6 +5,7 @@ package cuda_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cuda"
@@ -15,7 +16,8 @@ import (
 
 // Allocate on the GPU, fill, axpy, reduce, copy back.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	b, err := xpu.Open(ctx, cuda.Name, nil) // device 0
 	if err != nil {
 		fmt.Println(err) // xpu.ErrUnavailable with the reason on a machine without a GPU
@@ -47,7 +49,8 @@ func Example() {
 // A kernel of one's own: PTX text, loaded, found by name, launched with a
 // typed argument list on a stream.
 func ExampleFunction_Launch() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	b, err := xpu.Open(ctx, cuda.Name, nil)
 	if err != nil {
 		fmt.Println(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/xpu-go/xpu/backends/cuda"
 	"github.com/xpu-go/xpu/backends/cuda/internal/fakecuda"
 	"github.com/xpu-go/xpu/backends/cuda/internal/kernels"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
@@ -120,7 +121,7 @@ func TestFaultStickyDevice(t *testing.T) {
 func TestFaultCopy(t *testing.T) {
 	f := needFake(t)
 	noDriverLeaks(t)
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	const n = 4096
 	// side returns a block of n bytes: pageable host memory, pinned
 	// memory of g's device, or its device memory.

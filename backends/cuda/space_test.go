@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/backends/cuda"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 )
@@ -125,7 +126,7 @@ func TestDevicesFromManyGoroutines(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the allocating goroutines")
 	close(errs)
 	for err := range errs {
 		t.Error(err)

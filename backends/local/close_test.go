@@ -11,6 +11,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // leavers are the two ways a rank leaves.
@@ -40,7 +41,7 @@ func TestUseAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, comm.ErrClosed)
 	_, err = c.Irecv(blk(t, []byte{1}), 1, 1)
 	require.ErrorIs(t, err, comm.ErrClosed)
-	err = comm.Send(context.Background(), c, blk(t, []byte{1}), 1, 1)
+	err = comm.Send(testwait.Ctx(t), c, blk(t, []byte{1}), 1, 1)
 	require.ErrorIs(t, err, comm.ErrClosed)
 	require.NoError(t, c.Close())
 	c.Kill()
@@ -81,7 +82,7 @@ func TestPeerLost(t *testing.T) {
 			require.ErrorIs(t, err, comm.ErrPeerLost)
 			_, err = cs[0].Isend(blk(t, []byte{1}), 2, 1)
 			require.ErrorIs(t, err, comm.ErrPeerLost)
-			_, err = comm.Recv(context.Background(), cs[1], blk(t, make([]byte, 1)), 2, comm.AnyTag)
+			_, err = comm.Recv(testwait.Ctx(t), cs[1], blk(t, make([]byte, 1)), 2, comm.AnyTag)
 			require.ErrorIs(t, err, comm.ErrPeerLost)
 			// The withdrawn message never arrives.
 			r7 := irecv(t, cs[0], make([]byte, 1), comm.AnySource, 7)
@@ -180,7 +181,7 @@ func TestCloseUnblocksWaiters(t *testing.T) {
 			for _, c := range cs {
 				l.leave(c)
 			}
-			wg.Wait()
+			testwait.Group(t, &wg, "the ranks' receives and sends, after every rank left")
 			close(errs)
 			count := 0
 			for err := range errs {
@@ -234,7 +235,7 @@ func TestCloseRace(t *testing.T) {
 			for _, c := range cs {
 				l.leave(c)
 			}
-			wg.Wait()
+			testwait.Group(t, &wg, "the ranks' traffic, after every rank left")
 		})
 	}
 }

@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // header of a test message: sender rank, sender goroutine, sequence number.
@@ -51,7 +51,7 @@ func msgSize(seq int) int { return hdr + (seq*37)%120 }
 func TestOrderWildcard(t *testing.T) {
 	const senders, perRank, msgs = 4, 2, 1000
 	cs := group(t, senders+1, local.Options{EagerLimit: 64})
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	root := cs[senders]
 	var wg sync.WaitGroup
 	for r := range senders {
@@ -84,7 +84,7 @@ func TestOrderWildcard(t *testing.T) {
 		require.Equal(t, next[key], seq, "stream %v out of order", key)
 		next[key]++
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the senders")
 	for r := range senders {
 		for g := range perRank {
 			assert.Equal(t, msgs, next[[2]int{r, g}])
@@ -100,7 +100,7 @@ func TestAllToAllConcurrent(t *testing.T) {
 	for _, p := range []local.Options{{EagerLimit: 64}, {EagerLimit: -1}} {
 		t.Run(fmt.Sprintf("eager=%d", p.EagerLimit), func(t *testing.T) {
 			cs := group(t, n, p)
-			ctx := context.Background()
+			ctx := testwait.Ctx(t)
 			var wg sync.WaitGroup
 			for src := range n {
 				for dst := range n {
@@ -130,7 +130,7 @@ func TestAllToAllConcurrent(t *testing.T) {
 					}
 				}
 			}
-			wg.Wait()
+			testwait.Group(t, &wg, "the pairs' senders and receivers")
 		})
 	}
 }
@@ -140,7 +140,7 @@ func TestAllToAllConcurrent(t *testing.T) {
 func TestManyGoroutinesAnySource(t *testing.T) {
 	const n, msgs, receivers = 4, 300, 4
 	cs := group(t, n, local.Options{EagerLimit: 64})
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	var wg sync.WaitGroup
 	for src := 1; src < n; src++ {
 		wg.Go(func() {
@@ -172,7 +172,7 @@ func TestManyGoroutinesAnySource(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the receivers")
 	assert.Len(t, seen, (n-1)*msgs)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
@@ -17,8 +18,10 @@ func ExampleNewGroup() {
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
+
 	out := make([]string, len(ranks))
 	for _, c := range ranks {
 		wg.Go(func() {

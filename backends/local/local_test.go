@@ -12,6 +12,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -49,7 +50,7 @@ func TestGroupFunc(t *testing.T) {
 			require.NoError(t, c.Close())
 		}
 	}()
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	go func() { _ = comm.Send(ctx, cs[0], blk(t, []byte("hi")), 1, 3) }()
 	got := make([]byte, 2)
 	st, err := comm.Recv(ctx, cs[1], blk(t, got), 0, 3)
@@ -228,7 +229,7 @@ func TestBadArguments(t *testing.T) {
 
 func TestWildcards(t *testing.T) {
 	cs := group(t, 3, local.Options{})
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	// AnySource and AnyTag report the actual source and tag.
 	isend(t, cs[2], []byte{2}, 0, 7)
 	got := make([]byte, 1)
@@ -302,7 +303,7 @@ func TestMatchOrder(t *testing.T) {
 				assert.Equal(t, comm.Status{Source: 1, Tag: 1, Count: 1}, st)
 				assert.Equal(t, byte(i), bufs[i][0], "receive %d got message %d", i, bufs[i][0])
 			}
-			require.NoError(t, comm.WaitAll(context.Background(), sends...))
+			require.NoError(t, comm.WaitAll(testwait.Ctx(t), sends...))
 
 			// Messages first: from rank 2, then rank 1, then rank 2 again.
 			sends = sends[:0]
@@ -320,7 +321,7 @@ func TestMatchOrder(t *testing.T) {
 			st, err = wait(t, irecv(t, cs[0], got, 2, comm.AnyTag))
 			require.NoError(t, err)
 			assert.Equal(t, byte(2), got[0])
-			require.NoError(t, comm.WaitAll(context.Background(), sends...))
+			require.NoError(t, comm.WaitAll(testwait.Ctx(t), sends...))
 		})
 	}
 }
@@ -433,7 +434,7 @@ func TestCancelRace(t *testing.T) {
 					done <- r
 				}()
 				require.NoError(t, rr.Cancel())
-				sr := <-done
+				sr := testwait.Recv(t, done, "the Isend")
 				require.NotNil(t, sr)
 				if i%2 == 0 {
 					require.NoError(t, sr.Cancel())
@@ -544,7 +545,7 @@ func TestEagerBudget(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, pattern(100, byte(i)), got, "message %d in order", i)
 	}
-	require.NoError(t, comm.WaitAll(context.Background(), sends...))
+	require.NoError(t, comm.WaitAll(testwait.Ctx(t), sends...))
 
 	// There is no unbounded budget.
 	_, err = local.NewGroup(2, local.Options{EagerLimit: 100, EagerBudget: -1})
@@ -555,7 +556,7 @@ func TestEagerBudget(t *testing.T) {
 // comm.Recv.
 func TestBlocking(t *testing.T) {
 	var _ comm.Blocking = (*local.Comm)(nil)
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	cs := group(t, 2, local.Options{EagerLimit: 8})
 	// Reserved tags are carried by the native calls.
 	reserved := comm.MaxTag + 5
@@ -589,5 +590,5 @@ func TestBlocking(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, comm.Status{Source: 0, Tag: 2, Count: 64}, st)
 	assert.Equal(t, pattern(64, 1), big)
-	require.NoError(t, <-errc)
+	require.NoError(t, testwait.Recv(t, errc, "the rendezvous Send"))
 }

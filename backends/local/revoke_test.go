@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -90,7 +91,7 @@ func TestGracefulCloseDoesNotRevoke(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Wait(ctx)
 	assert.NoError(t, err, "the survivors' collective traffic is not revoked")
-	wg.Wait()
+	testwait.Group(t, &wg, "rank 1's send to rank 2")
 }
 
 // An allreduce on ranks that never exchange data with a crashed rank still
@@ -113,7 +114,7 @@ func TestAllreduceFailsEverywhereAfterKill(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	g[0].Kill()
-	wg.Wait()
+	testwait.Group(t, &wg, "the survivors' Allreduce, after rank 0 was killed")
 	for r := 1; r < n; r++ {
 		assert.ErrorIs(t, errs[r], comm.ErrPeerLost, "rank %d", r)
 	}

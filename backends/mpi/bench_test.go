@@ -244,7 +244,7 @@ func sizeName(n int) string {
 // command tells the other ranks what to run: a case index and an
 // iteration count, or stop (index -1).
 func command(c *mpi.Comm, cmd []int64) error {
-	return comm.Bcast(context.Background(), c, mustBuffer(cmd), 0)
+	return comm.Bcast(context.Background(), c, mustBuffer(cmd), 0) // unbounded: the benchmark ranks' command loop, as long as -benchtime says
 }
 
 func mustBuffer(s []int64) *memspace.Buffer[int64] {
@@ -299,7 +299,7 @@ func followBenchmarks(c *mpi.Comm) error {
 			run = benchCases[cmd[0]].make(c)
 			runs[cmd[0]] = run
 		}
-		if err := comm.Barrier(context.Background(), c); err != nil {
+		if err := comm.Barrier(context.Background(), c); err != nil { // unbounded: the benchmark ranks' command loop, as long as -benchtime says
 			return err
 		}
 		if err := run(int(cmd[1])); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -278,7 +279,7 @@ func testNonOvertaking(t *testing.T, c *mpi.Comm) {
 			require.Equal(t, uint64(i), binary.LittleEndian.Uint64(m[:]), "AnyTag message order")
 			require.Equal(t, 300+i%3, st.Tag)
 		}
-		require.NoError(t, <-done)
+		require.NoError(t, testwait.Recv(t, done, "the sender"))
 		cancel()
 	}
 }
@@ -462,7 +463,7 @@ func testContext(t *testing.T, c *mpi.Comm) {
 func testBadArguments(t *testing.T, c *mpi.Comm) {
 	p := c.Size()
 	b := buf(t, make([]byte, 4))
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	for _, dest := range []int{-1, comm.AnySource, p, p + 100} {
 		_, err := c.Isend(b, dest, 0)
 		require.ErrorIs(t, err, comm.ErrInvalidArgument, "isend to %d", dest)
@@ -570,7 +571,7 @@ func (deviceSpace) Free(memspace.Block) error { return memspace.ErrNotSupported 
 // reportErrs waits for wg, then reports every error sent on errs.
 func reportErrs(t *testing.T, wg *sync.WaitGroup, errs chan error) {
 	t.Helper()
-	wg.Wait()
+	testwait.Group(t, wg, "the goroutines")
 	close(errs)
 	for err := range errs {
 		t.Error(err)

@@ -3,7 +3,6 @@
 package mpi_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,13 +11,14 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
 // TestBuiltWithoutMPI: without the mpi tag the driver is registered, says
 // why it cannot run, and every entry point fails with ErrUnavailable.
 func TestBuiltWithoutMPI(t *testing.T) {
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	info, err := xpu.Describe(ctx, mpi.Name)
 	require.NoError(t, err)
 	assert.False(t, info.Available)

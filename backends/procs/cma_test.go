@@ -18,6 +18,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/shm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -41,7 +42,7 @@ func cmaGroup(t *testing.T, n int, tmpl Config) []*Comm {
 	defer cancel()
 	cs, err := NewLoopbackGroupConfig(ctx, n, tmpl)
 	require.NoError(t, err)
-	t.Cleanup(func() { closeEach(cs) })
+	t.Cleanup(func() { closeEach(t, cs) })
 	return cs
 }
 
@@ -142,7 +143,7 @@ func TestSingleCopyStream(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "both ranks' windows of messages")
 	require.Equal(t, uint64(window), pulls(cs[0], 1))
 	require.Equal(t, uint64(window), pulls(cs[1], 0))
 }
@@ -282,7 +283,7 @@ func TestSingleCopyCancel(t *testing.T) {
 		}
 		r, err = cs[1].Irecv(blk(in), 0, 2)
 		require.NoError(t, err)
-		wg.Wait()
+		testwait.Group(t, &wg, "the send's Cancel")
 		_, serr := s.Wait(ctx)
 		if serr == nil {
 			_, err := r.Wait(ctx)
@@ -530,7 +531,7 @@ func TestSingleCopyPeerDies(t *testing.T) {
 			}()
 			t.Cleanup(func() {
 				_ = cmd.Process.Kill()
-				<-exited
+				testwait.Closed(t, exited, "the rank process's exit, after its kill")
 			})
 			lines := make(chan string, 16)
 			go func() {
@@ -588,7 +589,7 @@ func TestSingleCopyPeerDies(t *testing.T) {
 					_, err := comm.Recv(ctx, c, blk(buf), 1, 1)
 					res <- err
 				}()
-				<-pulling
+				testwait.Closed(t, pulling, "the rank process to say PULLING")
 			} else {
 				s, err := c.Isend(blk(buf), 1, 1)
 				require.NoError(t, err)
@@ -599,9 +600,9 @@ func TestSingleCopyPeerDies(t *testing.T) {
 				expect("PULLING")
 			}
 			require.NoError(t, cmd.Process.Kill())
-			<-exited
+			testwait.Closed(t, exited, "the rank process's exit, after its kill")
 			close(killed)
-			err = <-res
+			err = testwait.Recv(t, res, "the survivor's wait, after its peer's kill")
 			t.Logf("rank 0 after the %s died mid-copy (%v): %v", victim, time.Since(start).Round(time.Millisecond), err)
 			require.ErrorIs(t, err, comm.ErrPeerLost)
 		})
@@ -637,5 +638,5 @@ func TestSingleCopyRank(t *testing.T) {
 		_, err = comm.Recv(ctx, c, blk(buf), 0, 1)
 		t.Fatalf("the receive returned: %v", err)
 	}
-	<-ctx.Done()
+	<-ctx.Done() // unbounded: ctx ends within a minute; this rank process waits there for its kill
 }

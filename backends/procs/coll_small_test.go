@@ -13,6 +13,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -48,7 +49,7 @@ func TestSmallAllreduceAbort(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 			require.NoError(t, cs[3].Close())
-			wg.Wait()
+			testwait.Group(t, &wg, "the survivors' Allreduce, after rank 3 closed")
 			for r, err := range errs {
 				assert.ErrorIs(t, err, comm.ErrPeerLost, "rank %d", r)
 				assert.False(t, errors.Is(err, context.DeadlineExceeded), "rank %d waited for its context: %v", r, err)

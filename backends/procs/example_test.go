@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
@@ -13,7 +14,8 @@ import (
 // A job of 3 ranks over loopback TCP in one process; in a real job each
 // rank is its own process and calls procs.FromEnv.
 func ExampleNewLoopbackGroup() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	ranks, err := procs.NewLoopbackGroup(ctx, 3)
 	if err != nil {
 		panic(err)

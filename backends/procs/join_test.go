@@ -24,6 +24,7 @@ import (
 	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/internal/launch"
 	"github.com/xpu-go/xpu/internal/tooling/jointest"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // joinSlack is what a rank may take past its join timeout to give up: the
@@ -53,7 +54,7 @@ func dialAsync(ctx context.Context, cfg procs.Config) <-chan dialResult {
 
 // closeOnCleanup closes the ranks a test made.
 func closeOnCleanup(t *testing.T, cs ...*procs.Comm) {
-	t.Cleanup(func() { closeAll(cs) })
+	t.Cleanup(func() { closeAll(t, cs) })
 }
 
 // TestJoinNoMaster checks a rank whose rank 0 never appears: Dial, and the
@@ -65,7 +66,7 @@ func TestJoinNoMaster(t *testing.T) {
 	master := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	const bound = 300 * time.Millisecond
 	start := time.Now()
-	_, err := procs.Dial(context.Background(), procs.Config{Rank: 1, Size: 2, MasterAddr: master, Secret: []byte("s"),
+	_, err := procs.Dial(testwait.Ctx(t), procs.Config{Rank: 1, Size: 2, MasterAddr: master, Secret: []byte("s"),
 		JoinTimeout: bound, Logger: quiet})
 	took := time.Since(start)
 	require.ErrorIs(t, err, procs.ErrJoinTimeout)
@@ -108,11 +109,11 @@ func TestJoinMissingRank(t *testing.T) {
 	cfg := procs.Config{Size: 3, MasterAddr: master, Secret: []byte(newSecret(t)), JoinTimeout: bound, Logger: quiet}
 	cfg0 := cfg
 	cfg0.Listener = ln
-	r0 := dialAsync(context.Background(), cfg0)
+	r0 := dialAsync(testwait.Ctx(t), cfg0)
 	cfg.Rank = 1
-	r1 := dialAsync(context.Background(), cfg)
+	r1 := dialAsync(testwait.Ctx(t), cfg)
 	for rank, ch := range []<-chan dialResult{r0, r1} {
-		res := <-ch
+		res := testwait.Recv(t, ch, fmt.Sprintf("rank %d's Dial", rank))
 		require.Nil(t, res.c)
 		t.Logf("rank %d after %v: %v", rank, res.took.Round(time.Millisecond), res.err)
 		require.ErrorIs(t, res.err, procs.ErrJoinTimeout, "rank %d", rank)
@@ -139,18 +140,18 @@ func TestJoinMissingRankNames(t *testing.T) {
 		if r == 0 {
 			c.Listener = ln
 		}
-		rs[r] = dialAsync(context.Background(), c)
+		rs[r] = dialAsync(testwait.Ctx(t), c)
 	}
-	res := <-rs[0]
+	res := testwait.Recv(t, rs[0], "rank 0's Dial")
 	require.ErrorIs(t, res.err, procs.ErrJoinTimeout)
 	require.ErrorContains(t, res.err, "procs dial: rank 0 of 4: rank 2 of 4 never joined at "+master+" after 1s: join timed out")
 
-	res = <-rs[3]
+	res = testwait.Recv(t, rs[3], "rank 3's Dial")
 	require.ErrorIs(t, res.err, procs.ErrJoinTimeout)
 	require.ErrorContains(t, res.err, "rank 3 of 4: address of rank 2: rank 0 gave up: rank 2 of 4 never joined at "+master+" after 1s")
 	require.Less(t, time.Since(start), time.Second+joinSlack, "rank 3 is told when rank 0 gives up, long before its own minute")
 
-	res = <-rs[1]
+	res = testwait.Recv(t, rs[1], "rank 1's Dial")
 	require.ErrorIs(t, res.err, procs.ErrJoinTimeout)
 	require.ErrorContains(t, res.err, "rank 1 of 4: rank 2 of 4 never connected with rank 1 after 1.5s")
 }
@@ -168,7 +169,7 @@ func TestJoinProgressLogged(t *testing.T) {
 	dial := func(r int) {
 		c := cfg
 		c.Rank, c.Logger = r, logs[r].Logger()
-		rs[r] = dialAsync(context.Background(), c)
+		rs[r] = dialAsync(testwait.Ctx(t), c)
 	}
 	dial(1)
 	require.Eventually(t, func() bool { return strings.Contains(logs[1].String(), "waiting for rank 0 to listen at "+master) },
@@ -180,7 +181,7 @@ func TestJoinProgressLogged(t *testing.T) {
 	dial(2)
 	var cs []*procs.Comm
 	for r, ch := range rs {
-		res := <-ch
+		res := testwait.Recv(t, ch, fmt.Sprintf("rank %d's Dial", r))
 		require.NoError(t, res.err, "rank %d", r)
 		cs = append(cs, res.c)
 	}
@@ -241,12 +242,12 @@ func TestJoinForeignMaster(t *testing.T) {
 	other := dialAsync(ctx, procs.Config{Rank: 0, Size: 2, Listener: ln, Secret: []byte("job A"), Logger: quiet})
 	defer func() {
 		cancel()
-		require.ErrorIs(t, (<-other).err, context.Canceled)
+		require.ErrorIs(t, (testwait.Recv(t, other, "job A's canceled Dial")).err, context.Canceled)
 	}()
 
 	var log jointest.Log
 	start := time.Now()
-	_, err = procs.Dial(context.Background(), procs.Config{Rank: 1, Size: 2, MasterAddr: master, Secret: []byte("job B"),
+	_, err = procs.Dial(testwait.Ctx(t), procs.Config{Rank: 1, Size: 2, MasterAddr: master, Secret: []byte("job B"),
 		JoinTimeout: 800 * time.Millisecond, Logger: log.Logger()})
 	require.Less(t, time.Since(start), 800*time.Millisecond+joinSlack)
 	t.Log(err)
@@ -264,7 +265,7 @@ func TestJoinForeignMaster(t *testing.T) {
 func TestJoinWaitsOutForeignMaster(t *testing.T) {
 	defer procs.SetJoinInterval(20 * time.Millisecond)()
 	master := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	a := procs.Config{Size: 2, MasterAddr: master, Secret: []byte("job A"), JoinTimeout: 20 * time.Second, Logger: quiet}
 	b := a
 	b.Secret = []byte("job B")
@@ -279,14 +280,14 @@ func TestJoinWaitsOutForeignMaster(t *testing.T) {
 	a1 := dialAsync(ctx, a)
 	var job [2][]*procs.Comm
 	for _, ch := range []<-chan dialResult{a0, a1} {
-		res := <-ch
+		res := testwait.Recv(t, ch, "a Dial of job A")
 		require.NoError(t, res.err)
 		job[0] = append(job[0], res.c)
 	}
 	closeOnCleanup(t, job[0]...)
 	b0 := dialAsync(ctx, b)
 	for _, ch := range []<-chan dialResult{b0, b1} {
-		res := <-ch
+		res := testwait.Recv(t, ch, "a Dial of job B")
 		require.NoError(t, res.err)
 		job[1] = append(job[1], res.c)
 	}
@@ -305,7 +306,7 @@ func TestMasterPortInUse(t *testing.T) {
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 	start := time.Now()
-	_, err = procs.Dial(context.Background(), procs.Config{Rank: 0, Size: 2, MasterAddr: ln.Addr().String(), Secret: []byte("s")})
+	_, err = procs.Dial(testwait.Ctx(t), procs.Config{Rank: 0, Size: 2, MasterAddr: ln.Addr().String(), Secret: []byte("s")})
 	require.Less(t, time.Since(start), time.Second)
 	require.ErrorIs(t, err, syscall.EADDRINUSE)
 	require.NotErrorIs(t, err, procs.ErrJoinTimeout)
@@ -462,7 +463,7 @@ func TestTwoXpuRunJobs(t *testing.T) {
 			outs[k] = outcome{res, err, stdout.String()}
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the jobs' launches")
 	for k, o := range outs {
 		require.NoError(t, o.err, "job %d: %s", k, o.stdout)
 		require.Equal(t, 3, strings.Count(o.stdout, "] OK\n"), "job %d: %s", k, o.stdout)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -35,7 +36,7 @@ func TestNodeCollectivesChosen(t *testing.T) {
 			defer cancel()
 			cs := group(t, 3, tc.cfg)
 			// The nodes' regions are set up at the first collective.
-			require.NoError(t, errors.Join(onEach(cs, func(c *procs.Comm) error { return comm.Barrier(ctx, c) })...))
+			require.NoError(t, errors.Join(onEach(t, cs, func(c *procs.Comm) error { return comm.Barrier(ctx, c) })...))
 			for _, c := range cs {
 				require.Equal(t, tc.want, procs.NodeCollectives(c), "rank %d", c.Rank())
 			}
@@ -44,7 +45,7 @@ func TestNodeCollectivesChosen(t *testing.T) {
 }
 
 // onEach runs body on every rank of cs at once and returns their errors.
-func onEach(cs []*procs.Comm, body func(c *procs.Comm) error) []error {
+func onEach(t testing.TB, cs []*procs.Comm, body func(c *procs.Comm) error) []error {
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for i, c := range cs {
@@ -54,7 +55,7 @@ func onEach(cs []*procs.Comm, body func(c *procs.Comm) error) []error {
 			errs[i] = body(c)
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "every rank's body")
 	return errs
 }
 
@@ -78,7 +79,7 @@ func testNodeAllreduceChunks(t *testing.T, cfg procs.Config, p int) {
 	cs := group(t, p, cfg)
 	for _, n := range []int{1, 7, 2048, 2049, 32768, 32769, 100_003} {
 		for _, inPlace := range []bool{false, true} {
-			errs := onEach(cs, func(c *procs.Comm) error {
+			errs := onEach(t, cs, func(c *procs.Comm) error {
 				f, u := reductionInputs(c.Rank(), n)
 				fo, uo := f, u
 				if !inPlace {
@@ -100,7 +101,7 @@ func testNodeAllreduceChunks(t *testing.T, cfg procs.Config, p int) {
 	}
 	// A broadcast of several chunks from each root.
 	for root := range cs {
-		errs := onEach(cs, func(c *procs.Comm) error {
+		errs := onEach(t, cs, func(c *procs.Comm) error {
 			b := make([]byte, 600_001)
 			if c.Rank() == root {
 				for i := range b {
@@ -164,7 +165,7 @@ func TestNodeExchange(t *testing.T) {
 	const p = 3
 	cs := group(t, p, procs.Config{})
 	for _, k := range []int{1, 7, 87_381, 100_000, 300_001} {
-		errs := onEach(cs, func(c *procs.Comm) error {
+		errs := onEach(t, cs, func(c *procs.Comm) error {
 			r := c.Rank()
 			send, recv := make([]byte, p*k), make([]byte, p*k)
 			for j := range p {
@@ -206,7 +207,7 @@ func TestNodeCollectivesDisagree(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs := group(t, 2, procs.Config{})
-	errs := onEach(cs, func(c *procs.Comm) error {
+	errs := onEach(t, cs, func(c *procs.Comm) error {
 		v := make([]float64, 4+4*c.Rank())
 		return comm.AllreduceBlock(ctx, c, blk(v), blk(v), comm.Float64, comm.Sum)
 	})
@@ -223,7 +224,7 @@ func TestNodeCollectivesPeerLost(t *testing.T) {
 	defer cancel()
 	cs := group(t, 3, procs.Config{})
 	start := time.Now()
-	errs := onEach(cs, func(c *procs.Comm) error {
+	errs := onEach(t, cs, func(c *procs.Comm) error {
 		if c.Rank() == 2 {
 			time.Sleep(50 * time.Millisecond)
 			return c.Close()
@@ -247,7 +248,7 @@ func TestNodeCollectivesPeerLost(t *testing.T) {
 	}
 	// The region the node's leader made is nobody's once the setup failed:
 	// nothing of it stays open after the ranks have closed.
-	closeAll(cs)
+	closeAll(t, cs)
 	if runtime.GOOS == "linux" {
 		require.Empty(t, memFiles(t), "memory files left open by a node setup that lost a rank")
 	}
@@ -265,7 +266,7 @@ func TestNodeReduce(t *testing.T) {
 	for _, n := range []int{1, 7, 126, 127, 32768, 32769, 100_003} {
 		for root := range p {
 			for _, inPlace := range []bool{false, true} {
-				errs := onEach(cs, func(c *procs.Comm) error {
+				errs := onEach(t, cs, func(c *procs.Comm) error {
 					r := c.Rank()
 					f, u := reductionInputs(r, n)
 					fo, uo := make([]float64, n), make([]int32, n)
@@ -305,7 +306,7 @@ func TestNodeRingRunsAhead(t *testing.T) {
 	defer cancel()
 	const p = 3
 	cs := group(t, p, procs.Config{})
-	require.NoError(t, errors.Join(onEach(cs, func(c *procs.Comm) error { return comm.Barrier(ctx, c) })...))
+	require.NoError(t, errors.Join(onEach(t, cs, func(c *procs.Comm) error { return comm.Barrier(ctx, c) })...))
 	require.True(t, procs.NodeCollectives(cs[0]))
 	ahead := procs.NodeRing - 1
 	late := make(chan struct{})
@@ -326,7 +327,7 @@ func TestNodeRingRunsAhead(t *testing.T) {
 		}
 		return nil
 	}
-	errs := onEach(cs, func(c *procs.Comm) error {
+	errs := onEach(t, cs, func(c *procs.Comm) error {
 		if c.Rank() == 2 {
 			select {
 			case <-late:

@@ -41,7 +41,7 @@ func notifyPingPong(t *testing.T, links procs.LinkMode) {
 	defer cancel()
 	keys := exposeEach(t, cs, 64)
 	const rounds = 2000
-	err := errors.Join(onEach(cs, func(c *procs.Comm) error {
+	err := errors.Join(onEach(t, cs, func(c *procs.Comm) error {
 		me := c.Rank()
 		src := blk(make([]byte, 8))
 		wait := func(i int) error {
@@ -91,7 +91,7 @@ func putThenMessage(t *testing.T, links procs.LinkMode) {
 	defer cancel()
 	keys := exposeEach(t, cs, 64)
 	const rounds = 3000
-	err := errors.Join(onEach(cs, func(c *procs.Comm) error {
+	err := errors.Join(onEach(t, cs, func(c *procs.Comm) error {
 		me := c.Rank()
 		src := blk(make([]byte, 8))
 		msg := blk(make([]byte, 8))

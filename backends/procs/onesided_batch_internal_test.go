@@ -94,7 +94,7 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 		defer cancel()
 		cs, err := NewLoopbackGroupConfig(ctx, 2, Config{Links: LinkTCP})
 		require.NoError(t, err)
-		t.Cleanup(func() { closeEach(cs) })
+		t.Cleanup(func() { closeEach(t, cs) })
 		run(t, cs)
 	})
 	t.Run("closed", func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestOneSidedBatchSingleCopy(t *testing.T) {
 		defer cancel()
 		cs, err := NewLoopbackGroupConfig(ctx, 2, Config{Links: LinkTCP})
 		require.NoError(t, err)
-		t.Cleanup(func() { closeEach(cs) })
+		t.Cleanup(func() { closeEach(t, cs) })
 		reg, err := cs[1].Expose(blk(pattern(page*pages, 1)))
 		require.NoError(t, err)
 		defer reg.Close()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/shm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // A Put or a Get of directMin bytes or more to a region in the peer's
@@ -87,7 +88,7 @@ func TestOneSidedDirectCloseWaits(t *testing.T) {
 	old := cmaWrite
 	cmaWrite = func(pid int, addr uint64, src []byte) error {
 		close(entered)
-		<-release
+		<-release // unbounded: the hooked copy, on the Put's goroutine, is released below
 		return old(pid, addr, src)
 	}
 	t.Cleanup(func() { cmaWrite = old })
@@ -98,7 +99,7 @@ func TestOneSidedDirectCloseWaits(t *testing.T) {
 	key := reg.Key()
 	put := make(chan error, 1)
 	go func() { put <- comm.Put(testCtx(t), cs[0], blk(pattern(directMin, 2)), key, 0) }()
-	<-entered
+	testwait.Closed(t, entered, "the Put's copy into the region")
 	closed := make(chan struct{})
 	go func() {
 		assert.NoError(t, reg.Close())
@@ -110,8 +111,8 @@ func TestOneSidedDirectCloseWaits(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	require.NoError(t, <-put)
-	<-closed
+	require.NoError(t, testwait.Recv(t, put, "the Put, after its copy was released"))
+	testwait.Closed(t, closed, "the region's Close, after the copy")
 	require.Equal(t, pattern(directMin, 2), region)
 	cmaWrite = old
 	err = comm.Put(testCtx(t), cs[0], blk(pattern(directMin, 3)), key, 0)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -171,7 +172,7 @@ func testDirectWaitContext(t *testing.T, tmpl procs.Config) {
 	require.NoError(t, err)
 	require.Equal(t, len(want), st.Count)
 	require.True(t, bytes.Equal(want, got), "the message arrived damaged")
-	require.NoError(t, <-sent)
+	require.NoError(t, testwait.Recv(t, sent, "rank 1's Send"))
 }
 
 // TestDirectWaitContextReused ends a direct wait through a context that
@@ -268,7 +269,7 @@ func TestProgressWithoutWaiting(t *testing.T) {
 	go func() { _, err := comm.Recv(ctx, cs[0], bytesBlock(one), 1, 1); res <- err }()
 	waitDirectReads(t, cs[0], 1, before)
 	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, 3)), 0, 1))
-	require.NoError(t, <-res)
+	require.NoError(t, testwait.Recv(t, res, "rank 0's Recv"))
 
 	got := make([]byte, 4<<20)
 	r, err := cs[0].Irecv(bytesBlock(got), 1, 2)
@@ -336,7 +337,7 @@ func testDirectWaitMany(t *testing.T, tmpl procs.Config) {
 			}
 		}
 	}()
-	wg.Wait()
+	testwait.Group(t, &wg, "the senders")
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)

@@ -121,7 +121,7 @@ func runTorn(ctx context.Context, c *procs.Comm) int {
 		usr1 := make(chan os.Signal, 1)
 		signal.Notify(usr1, syscall.SIGUSR1)
 		fmt.Println("READY")
-		<-usr1
+		<-usr1 // unbounded: a rank process's role: it waits for the test's signal, and the test kills it past its bound
 		r, err := c.Isend(b.Block(), 0, tornTag)
 		if err != nil {
 			fmt.Println("FAIL send:", err)
@@ -133,7 +133,7 @@ func runTorn(ctx context.Context, c *procs.Comm) int {
 			return 1
 		}
 		fmt.Println("SENDING")
-		<-ctx.Done()
+		<-ctx.Done() // unbounded: a rank process's role: ctx has a deadline, and the test kills it before
 		return 1
 	}
 	fmt.Println("READY")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/join"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -78,24 +79,24 @@ func startJobTimeout(t *testing.T, size, real int, secret []byte, sink *logSink,
 	}
 	// Registered first, so that it runs after the cleanups of joinOthers
 	// (which hang up the test's own connections).
-	t.Cleanup(func() { closeEach(out) })
+	t.Cleanup(func() { closeEach(t, out) })
 	if joinOthers != nil {
 		joinOthers(ln.Addr().String())
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the ranks' Dials")
 	require.NoError(t, errors.Join(errs...))
 	return out
 }
 
 // closeEach closes, all at once, every rank of cs that formed.
-func closeEach(cs []*Comm) {
+func closeEach(t testing.TB, cs []*Comm) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		if c != nil {
 			wg.Go(func() { _ = c.Close() })
 		}
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the ranks' Close")
 }
 
 func blk(b []byte) memspace.Block {
@@ -121,7 +122,7 @@ func exchange(t *testing.T, cs []*Comm, a, b int) {
 		serr = comm.Send(ctx, cs[a], blk(msg), b, 1)
 	}()
 	_, err := comm.Recv(ctx, cs[b], blk(in), a, 1)
-	wg.Wait()
+	testwait.Group(t, &wg, "the Send")
 	require.NoError(t, serr)
 	require.NoError(t, err)
 	require.Equal(t, msg, in)
@@ -157,8 +158,8 @@ func TestStrangersRefused(t *testing.T) {
 	}
 	dial(0)
 	t.Cleanup(func() {
-		wg.Wait()
-		closeEach(cs)
+		testwait.Group(t, &wg, "the ranks' Dials")
+		closeEach(t, cs)
 	})
 
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
@@ -183,7 +184,7 @@ func TestStrangersRefused(t *testing.T) {
 
 	dial(1)
 	dial(2)
-	wg.Wait()
+	testwait.Group(t, &wg, "the ranks' Dials")
 	require.NoError(t, errors.Join(errs...))
 	exchange(t, cs, 0, 1)
 	exchange(t, cs, 2, 0)
@@ -192,7 +193,7 @@ func TestStrangersRefused(t *testing.T) {
 	for i, c := range cs {
 		bwg.Go(func() { berrs[i] = comm.Barrier(ctx, c) })
 	}
-	bwg.Wait()
+	testwait.Group(t, &bwg, "the ranks' Barrier")
 	require.NoError(t, errors.Join(berrs...))
 	// The silent stranger was cut when the job formed.
 	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))

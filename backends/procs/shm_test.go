@@ -18,6 +18,7 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // TestLinksChosen: ranks of one node link through shared memory unless
@@ -75,7 +76,7 @@ func dialEach(t *testing.T, cfgs []procs.Config) ([]*procs.Comm, []error) {
 			cs[i], errs[i] = procs.Dial(ctx, cfg)
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the ranks' Dials")
 	t.Cleanup(func() {
 		for _, c := range cs {
 			if c != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -23,11 +24,11 @@ func group(t testing.TB, n int, tmpl procs.Config) []*procs.Comm {
 	defer cancel()
 	cs, err := procs.NewLoopbackGroupConfig(ctx, n, tmpl)
 	require.NoError(t, err)
-	t.Cleanup(func() { closeAll(cs) })
+	t.Cleanup(func() { closeAll(t, cs) })
 	return cs
 }
 
-func closeAll(cs []*procs.Comm) {
+func closeAll(t testing.TB, cs []*procs.Comm) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		wg.Add(1)
@@ -36,7 +37,7 @@ func closeAll(cs []*procs.Comm) {
 			_ = c.Close()
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the ranks' Close")
 }
 
 // each runs f on every rank at once and fails the test on any error.
@@ -44,7 +45,7 @@ func each(t *testing.T, cs []*procs.Comm, f func(ctx context.Context, c *procs.C
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	require.NoError(t, errors.Join(onEach(cs, func(c *procs.Comm) error { return f(ctx, c) })...))
+	require.NoError(t, errors.Join(onEach(t, cs, func(c *procs.Comm) error { return f(ctx, c) })...))
 }
 
 // TestRingChunks runs the native ring with small chunks, so that blocks
@@ -115,7 +116,7 @@ func TestCloseUnblocks(t *testing.T) {
 func TestDriver(t *testing.T) {
 	t.Setenv(procs.EnvRank, "")
 	t.Setenv(procs.EnvWorldSize, "")
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	b, err := xpu.Open(ctx, procs.Name, xpu.Options{procs.OptTimeout: "2s"})
 	require.NoError(t, err)
 	defer b.Close()
@@ -133,7 +134,7 @@ func TestDriver(t *testing.T) {
 
 // TestDialInvalid checks Dial's argument errors.
 func TestDialInvalid(t *testing.T) {
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	for name, cfg := range map[string]procs.Config{
 		"size 0":        {Size: 0, Secret: []byte("s")},
 		"rank too big":  {Rank: 2, Size: 2, MasterAddr: "127.0.0.1:1", Secret: []byte("s")},
@@ -167,7 +168,7 @@ func TestDialInvalid(t *testing.T) {
 // link completes without one) — and every message arrives whole.
 func TestBlockingAllocs(t *testing.T) {
 	cs := group(t, 2, procs.Config{})
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	const warm, rounds = 100, 5000
 	echo := make(chan error, 1)
 	go func() {
@@ -213,7 +214,7 @@ func TestBlockingAllocs(t *testing.T) {
 // canceling it does nothing.
 func TestIsendDoneAtOnce(t *testing.T) {
 	cs := group(t, 2, procs.Config{})
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 	msg := []byte("eager and early")
 	r, err := cs[0].Isend(bytesBlock(msg), 1, 9)
 	require.NoError(t, err)

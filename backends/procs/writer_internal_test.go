@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // blockingConn is a connection whose writes wait until release is closed.
@@ -33,12 +35,12 @@ func TestAwaitQuiet(t *testing.T) {
 		w.mu.Lock()
 		wrote <- w.writeInline(make([]byte, headerSize), nil)
 	}()
-	<-bc.started
+	testwait.Closed(t, bc.started, "the inline write to start")
 	w.mu.Lock()
 	w.down = errors.New("link down")
 	w.mu.Unlock()
 
 	waitsFor(t, "awaitQuiet", w.awaitQuiet, "the write's end", func() { close(bc.release) })
-	require.NoError(t, <-wrote)
+	require.NoError(t, testwait.Recv(t, wrote, "the inline write"))
 	w.awaitQuiet() // nothing writes: returns at once
 }

@@ -47,7 +47,7 @@ func TestDriverOnSim(t *testing.T) {
 		require.Equal(t, i, ranks[i].Rank())
 	}
 	send, recv := make([]float64, 1000), make([]float64, 1000)
-	require.NoError(t, onEvery(ranks, func(i int, c comm.Comm) error {
+	require.NoError(t, onEvery(t, ranks, func(i int, c comm.Comm) error {
 		s := append([]float64(nil), send...)
 		for k := range s {
 			s[k] = float64(i + k)
@@ -74,7 +74,7 @@ func TestJoinOverTCPBootstrap(t *testing.T) {
 	cs := joinSim(t, sim.New(), 4, procs.LinkAuto)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+	require.NoError(t, onEvery(t, cs, func(me int, c *rdma.Comm) error {
 		buf := make([]int64, 4)
 		if me == 0 {
 			buf = []int64{1, 2, 3, 4}

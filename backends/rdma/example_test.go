@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/comm"
@@ -13,7 +14,8 @@ import (
 // A rank of a job started by `xpu run -n 4 -- prog` (or mpirun, or srun)
 // joins over RDMA and sums a buffer with the others.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c, err := rdma.FromEnv(ctx)
 	if err != nil {
 		log.Fatal(err) // no device, no -tags rdma, or no job: the error says which
@@ -29,7 +31,8 @@ func Example() {
 // Every rank exposes a region, the ranks exchange its key, and each writes
 // into the next rank's region with Put, then tells it with a message.
 func ExampleComm_Put() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c, err := rdma.FromEnv(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -126,7 +126,7 @@ func StrangerDuringJoin(ctx context.Context, prov fabric.Provider, host string) 
 		serr = fmt.Errorf("the stranger was let in")
 	}
 	err1 := cs[1].connect(ctx, lns[1], addrs, secret)
-	err0 := <-errc
+	err0 := <-errc // unbounded: rank 0's connect ends with ctx, the caller's bounded context
 	if err0 != nil || err1 != nil {
 		return serr, fmt.Errorf("rank 0: %v; rank 1: %v", err0, err1)
 	}

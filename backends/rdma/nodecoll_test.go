@@ -15,6 +15,7 @@ import (
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -38,7 +39,7 @@ func joinSim(t *testing.T, fab *sim.Network, n int, links procs.LinkMode) []*rdm
 			}, rdma.Config{})
 		})
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the ranks' Dials")
 	t.Cleanup(func() {
 		for _, c := range cs {
 			if c != nil {
@@ -62,13 +63,13 @@ func joinOneMachine(t *testing.T, n int) ([]*rdma.Comm, context.Context) {
 }
 
 // onEvery runs f on every rank at once and returns their errors joined.
-func onEvery[C any](cs []C, f func(me int, c C) error) error {
+func onEvery[C any](t testing.TB, cs []C, f func(me int, c C) error) error {
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for me, c := range cs {
 		wg.Go(func() { errs[me] = f(me, c) })
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "every rank's f")
 	return errors.Join(errs...)
 }
 
@@ -92,7 +93,7 @@ func TestOneMachineCollectivesInSharedMemory(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			before := fab.Stats()
-			err := onEvery(cs, func(me int, c *rdma.Comm) error {
+			err := onEvery(t, cs, func(me int, c *rdma.Comm) error {
 				v := make([]float64, count)
 				for i := range v {
 					v[i] = float64(me*1000 + i%13)
@@ -120,7 +121,7 @@ func TestOneMachineCollectivesInSharedMemory(t *testing.T) {
 			}
 			// Point-to-point messages go over the queue pairs either way.
 			before = fab.Stats()
-			require.NoError(t, onEvery(cs[:2], func(me int, c *rdma.Comm) error {
+			require.NoError(t, onEvery(t, cs[:2], func(me int, c *rdma.Comm) error {
 				buf := make([]byte, 100)
 				if me == 0 {
 					return comm.Send(ctx, c, blk(buf), 1, 5)
@@ -148,7 +149,7 @@ func TestOneMachineCollectivesRevoked(t *testing.T) {
 	failed := time.Now()
 	require.NoError(t, rdma.FailLink(cs[0], 1))
 	for range n - 1 {
-		err := <-errs
+		err := testwait.Recv(t, errs, "a waiting rank, after the link failed")
 		require.ErrorIs(t, err, comm.ErrPeerLost)
 		require.NoError(t, ctx.Err(), "a rank waited for its context: %v", err)
 	}
@@ -168,7 +169,7 @@ func TestOneMachineCollectivesPeerClosed(t *testing.T) {
 	var closing atomic.Int64
 	errs := make([]error, n)
 	failed := make([]time.Duration, n)
-	_ = onEvery(cs, func(me int, c *rdma.Comm) error {
+	_ = onEvery(t, cs, func(me int, c *rdma.Comm) error {
 		if me == n-1 {
 			time.Sleep(50 * time.Millisecond)
 			closing.Store(time.Now().UnixNano())

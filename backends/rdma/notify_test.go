@@ -14,6 +14,7 @@ import (
 	"github.com/xpu-go/xpu/backends/rdma"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -42,7 +43,7 @@ func testNotify(t *testing.T, k kit) {
 	defer space.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+	require.NoError(t, onEvery(t, cs, func(me int, c *rdma.Comm) error {
 		mem, err := memspace.Alloc[byte](space, size)
 		if err != nil {
 			return err
@@ -147,7 +148,7 @@ func testNotify(t *testing.T, k kit) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	require.NoError(t, cs[1].Close())
-	require.ErrorIs(t, <-done, comm.ErrClosed)
+	require.ErrorIs(t, testwait.Recv(t, done, "the WaitNotification, after Close"), comm.ErrClosed)
 	_, err = cs[1].WaitNotification(ctx)
 	require.ErrorIs(t, err, comm.ErrClosed)
 }

@@ -29,7 +29,7 @@ func testOneSided(t *testing.T, k kit) {
 	defer space.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+	require.NoError(t, onEvery(t, cs, func(me int, c *rdma.Comm) error {
 		var mine memspace.Block
 		if me == 0 {
 			b, err := memspace.Alloc[byte](space, n*part)

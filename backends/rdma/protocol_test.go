@@ -17,6 +17,7 @@ import (
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
 	"github.com/xpu-go/xpu/backends/rdma/internal/verbs"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -186,12 +187,12 @@ func testKillMidAllreduce(t *testing.T, k kit) {
 		}
 	}()
 	for range 3 {
-		<-started
+		testwait.Recv(t, started, "a sender to start")
 	}
 	time.Sleep(20 * time.Millisecond)
 	killed = time.Now()
 	k.crash(t, cs[victim])
-	wg.Wait()
+	testwait.Group(t, &wg, "the senders, after the crash")
 	for i, err := range errs {
 		if i == victim {
 			continue
@@ -241,7 +242,7 @@ func testShakenOrder(t *testing.T, k kit) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	sizes := []int{0, 1, 100, 1 << 10, 5000, 70000}
-	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+	require.NoError(t, onEvery(t, cs, func(me int, c *rdma.Comm) error {
 		var reqs []comm.Request
 		bufs := map[[3]int][]byte{}
 		for peer := range n {
@@ -306,7 +307,7 @@ func testFailedLink(t *testing.T, k kit) {
 			got <- err
 		}()
 		require.NoError(t, comm.Send(ctx, cs[2], blk([]byte("hello")), peer, 9))
-		require.NoError(t, <-got)
+		require.NoError(t, testwait.Recv(t, got, "the Recv"))
 		require.Equal(t, "hello", string(in))
 	}
 }
@@ -364,7 +365,7 @@ func testFrozenPeer(t *testing.T, k kit) {
 		got <- err
 	}()
 	require.NoError(t, comm.Send(ctx, cs[0], blk([]byte("ok")), 1, 3))
-	require.NoError(t, <-got)
+	require.NoError(t, testwait.Recv(t, got, "the Recv"))
 }
 
 func TestAllreduceStress(t *testing.T) { k, _ := simKit(); testAllreduceStress(t, k, 100) }
@@ -378,7 +379,7 @@ func testAllreduceStress(t *testing.T, k kit, iters int) {
 	cs := k.group(t, n, rdma.Config{})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	require.NoError(t, onEvery(cs, func(me int, c *rdma.Comm) error {
+	require.NoError(t, onEvery(t, cs, func(me int, c *rdma.Comm) error {
 		for it := range iters {
 			count := []int{1, 1000, 2048, 8192, 40000}[it%5]
 			v := make([]float64, count)
@@ -431,7 +432,7 @@ func TestNoSpinWaiterIsWoken(t *testing.T) {
 		_, err := comm.Recv(ctx, cs[0], blk(buf), 1, 1)
 		require.NoError(t, err)
 	}
-	require.NoError(t, <-echo)
+	require.NoError(t, testwait.Recv(t, echo, "the echoing rank"))
 	took := time.Since(start)
 	t.Logf("20 round trips without spinning: %v", took)
 	require.Less(t, took, 150*time.Millisecond, "blocked waiters' completions waited for the engine's next unprompted look")
@@ -473,7 +474,7 @@ func TestLossDuringPoll(t *testing.T) {
 	defer restore()
 	buf := make([]byte, 32)
 	st, err := comm.Recv(ctx, cs[0], blk(buf), 1, 9)
-	require.NoError(t, <-hookErr)
+	require.NoError(t, testwait.Recv(t, hookErr, "the hook"))
 	require.NoError(t, err, "a message sent before the sender closed")
 	require.Equal(t, "last words", string(buf[:st.Count]))
 	_, err = comm.Recv(ctx, cs[0], blk(buf), 1, 9)

@@ -23,6 +23,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/internal/launch"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -238,7 +239,7 @@ func TestVerbsDriver(t *testing.T) {
 			rerr = fmt.Errorf("got %q", in)
 		}
 	}()
-	require.NoError(t, comm.Send(t.Context(), ranks[0], blk([]byte("hello")), 1, 1))
-	wg.Wait()
+	require.NoError(t, comm.Send(testwait.Ctx(t), ranks[0], blk([]byte("hello")), 1, 1))
+	testwait.Group(t, &wg, "the receiving rank")
 	require.NoError(t, rerr)
 }

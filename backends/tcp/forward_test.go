@@ -11,6 +11,7 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/backends/tcp"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -46,7 +47,7 @@ func TestFormerNameForwards(t *testing.T) {
 	go func() { errc <- ranks[1].Send(ctx, block(t, []byte("forwards")), 0, 1) }()
 	_, err = ranks[0].Recv(ctx, block(t, got), 1, 1)
 	require.NoError(t, err)
-	require.NoError(t, <-errc)
+	require.NoError(t, testwait.Recv(t, errc, "rank 1's Send"))
 	assert.Equal(t, "forwards", string(got))
 
 	m, err := tcp.ParseLinkMode("shm")

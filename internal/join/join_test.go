@@ -17,6 +17,7 @@ import (
 	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/internal/tooling/jointest"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -103,7 +104,7 @@ func TestTimeoutNamesTheMissing(t *testing.T) {
 			w, ctx := join.Start(context.Background(), join.Params{Backend: "tcp", Rank: 0, Size: 8,
 				Master: "10.0.0.1:29500", Timeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 			tc.setup(w)
-			<-ctx.Done()
+			testwait.Closed(t, ctx.Done(), "the join's context, after its timeout of 50ms")
 			require.True(t, w.TimedOut())
 			err := w.End(ctx.Err())
 			require.ErrorIs(t, err, join.ErrTimeout)
@@ -138,7 +139,7 @@ func TestCallerContextWins(t *testing.T) {
 			}
 			w, ctx := join.Start(parent, join.Params{Backend: "tcp", Rank: 1, Size: 2, Master: "h:1", Timeout: time.Hour})
 			w.Reaching()
-			<-ctx.Done()
+			testwait.Closed(t, ctx.Done(), "the join's context, after its parent's end")
 			err := w.End(fmt.Errorf("store: %w", ctx.Err()))
 			require.ErrorIs(t, err, parent.Err())
 			require.NotErrorIs(t, err, join.ErrTimeout)

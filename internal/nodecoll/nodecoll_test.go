@@ -17,6 +17,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/nodecoll"
 	"github.com/xpu-go/xpu/internal/shm"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -96,7 +97,7 @@ func onEvery(t *testing.T, n int, f func(ctx context.Context, r int) error) []er
 			errs[r] = f(ctx, r)
 		}()
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "every rank's f")
 	return errs
 }
 

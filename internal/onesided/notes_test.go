@@ -11,6 +11,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/onesided"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 func TestNotesOrderPollAndClose(t *testing.T) {
@@ -33,7 +34,7 @@ func TestNotesOrderPollAndClose(t *testing.T) {
 	got, err = n.Wait(ended)
 	require.NoError(t, err, "a poll finds what is queued, though its context ended")
 	assert.Equal(t, comm.Notification{Source: 1, Msg: []byte("a")}, got)
-	got, err = n.Wait(context.Background())
+	got, err = n.Wait(testwait.Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, 2, got.Source)
 
@@ -47,7 +48,7 @@ func TestNotesOrderPollAndClose(t *testing.T) {
 	}()
 	time.Sleep(10 * time.Millisecond)
 	n.Push(3, []byte("late"))
-	assert.Equal(t, "late", string((<-res).Msg))
+	assert.Equal(t, "late", string((testwait.Recv(t, res, "the Wait for a notification pushed late")).Msg))
 
 	closedErr := errors.New("closed")
 	errs := make(chan error)
@@ -59,7 +60,7 @@ func TestNotesOrderPollAndClose(t *testing.T) {
 	n.Push(4, nil)
 	n.Close(closedErr)
 	n.Close(errors.New("twice"))
-	err = <-errs
+	err = testwait.Recv(t, errs, "the Wait when the notes close")
 	if err != nil {
 		assert.ErrorIs(t, err, closedErr)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/internal/onesided"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -83,7 +84,7 @@ func TestCloseWaitsForCopies(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	doneAt := time.Now()
 	got.Done()
-	wg.Wait()
+	testwait.Group(t, &wg, "the Close of the table")
 	assert.False(t, closedAt.Before(doneAt), "Close returned before the copy under way was done")
 
 	h := expose(t, &tb, 8)
@@ -145,9 +146,9 @@ func TestStagedRegion(t *testing.T) {
 
 	found, _ := tb.Find(g.Key(), 10, 5)
 	require.Same(t, g, found)
-	require.NoError(t, g.Store(t.Context(), 10, []byte("hello")))
+	require.NoError(t, g.Store(testwait.Ctx(t), 10, []byte("hello")))
 	out := make([]byte, 5)
-	require.NoError(t, g.Load(t.Context(), 10, out))
+	require.NoError(t, g.Load(testwait.Ctx(t), 10, out))
 	found.Done()
 	assert.Equal(t, "hello", string(out))
 	assert.Equal(t, "hello", string(mem[10:15]))

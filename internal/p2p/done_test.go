@@ -10,6 +10,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/p2p"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -37,13 +38,13 @@ func TestDoneLifeCycle(t *testing.T) {
 
 	woke := make(chan comm.Status)
 	go func() {
-		st, _ := d.Wait(context.Background(), "x")
+		st, _ := d.Wait(testwait.Ctx(t), "x")
 		woke <- st
 	}()
 	time.Sleep(10 * time.Millisecond)
 	want := comm.Status{Source: 3, Tag: 7, Count: 8}
 	require.True(t, d.Complete(want, nil))
-	require.Equal(t, want, <-woke)
+	require.Equal(t, want, testwait.Recv(t, woke, "the Wait, after Complete"))
 	require.False(t, d.Complete(comm.Status{}, xerr.ErrCanceled), "a second completion took effect")
 	st, done, err := d.Test()
 	require.True(t, done)
@@ -70,12 +71,12 @@ func TestDoneBeginPublish(t *testing.T) {
 	default:
 	}
 	d.Publish()
-	<-ch
+	testwait.Recv(t, ch, "the wake-up after Publish")
 	require.True(t, d.IsDone())
 
 	var c p2p.Done
 	c.Completed(comm.Status{Count: 2}, xerr.ErrTruncated)
-	st, err := c.Wait(context.Background(), "x")
+	st, err := c.Wait(testwait.Ctx(t), "x")
 	require.ErrorIs(t, err, xerr.ErrTruncated)
 	require.Equal(t, 2, st.Count)
 	c.Forget()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // Each side publishes in its own directory and copies through the
@@ -86,12 +88,12 @@ func TestDirWithdrawRace(t *testing.T) {
 		}
 		if n := own.Busy(3); n != 0 {
 			close(stop)
-			wg.Wait()
+			testwait.Group(t, &wg, "the copiers, stopped")
 			t.Fatalf("round %d: %d copies still counted %v after the withdrawal", round, n, stallAfter)
 		}
 		require.Zero(t, inside.Load(), "round %d: a copier inside a withdrawn range", round)
 		close(stop)
-		wg.Wait()
+		testwait.Group(t, &wg, "the copiers, stopped")
 		require.True(t, own.Free(3))
 	}
 }

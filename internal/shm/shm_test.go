@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -152,7 +154,7 @@ func TestStream(t *testing.T) {
 					}
 				}()
 			}
-			wg.Wait()
+			testwait.Group(t, &wg, "the streams' readers and writers")
 			close(errs)
 			for err := range errs {
 				t.Error(err)

@@ -1,7 +1,6 @@
 package commtest_test
 
 import (
-	"context"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -9,11 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
 	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/tooling/commtest"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,7 +40,7 @@ func TestBufferAndBlock(t *testing.T) {
 	ft := &fakeT{TB: t}
 	done := make(chan memspace.Block)
 	go func() { done <- commtest.Block(ft, []*int{nil}) }()
-	assert.True(t, (<-done).IsZero())
+	assert.True(t, (testwait.Recv(t, done, "Block on another goroutine")).IsZero())
 	assert.True(t, ft.Failed())
 }
 
@@ -48,7 +49,7 @@ func TestGroupAndWait(t *testing.T) {
 	in, out := []byte{0}, []byte{42}
 	r, err := cs[1].Irecv(commtest.Block(t, in), 0, 5)
 	require.NoError(t, err)
-	require.NoError(t, comm.Send(context.Background(), cs[0], commtest.Block(t, out), 1, 5))
+	require.NoError(t, comm.Send(testwait.Ctx(t), cs[0], commtest.Block(t, out), 1, 5))
 	st, err := commtest.Wait(t, r, commtest.Guard)
 	require.NoError(t, err)
 	assert.Equal(t, 0, st.Source)
@@ -63,7 +64,7 @@ func TestGroupAndWait(t *testing.T) {
 		defer func() { stopped <- ft.Failed() }()
 		_, _ = commtest.Wait(ft, r, time.Millisecond)
 	}()
-	assert.True(t, <-stopped)
+	assert.True(t, testwait.Recv(t, stopped, "Wait on another goroutine"))
 	require.NoError(t, cs[0].Close()) // and again when the test ends
 }
 

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // CUresult values the tests expect.
@@ -417,7 +419,7 @@ func TestContextsArePerThread(t *testing.T) {
 		defer runtime.UnlockOSThread()
 		_, other = f.cuMemAlloc(16)
 	}()
-	<-done
+	testwait.Closed(t, done, "the allocation on another thread")
 	f.want(other, rInvalidContext, "cuMemAlloc_v2 on another thread")
 	if s := f.ctl.Stats(); s.ContextRefs != 1 || s.DeviceAllocs != 1 {
 		t.Fatalf("stats %+v", s)
@@ -1158,7 +1160,7 @@ func TestConcurrentStreams(t *testing.T) {
 			f.cuModuleUnload(mod)
 		}(g)
 	}
-	wg.Wait()
+	testwait.Group(t, &wg, "the goroutines using the driver")
 	close(errs)
 	for e := range errs {
 		t.Error(e)

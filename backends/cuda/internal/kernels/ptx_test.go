@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/backends/cuda/internal/kernels"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // module is what the structural tests read of a PTX module.
@@ -202,7 +203,7 @@ func TestCheckModuleCatches(t *testing.T) {
 			defer close(done)
 			checkModule(r, ptx+"\x00", table)
 		}()
-		<-done
+		testwait.Closed(t, done, "checkModule")
 		return !r.failed
 	}
 	require.True(t, ok(ptx, good), "the good module")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/backends/rdma/internal/verbs"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -169,7 +170,7 @@ func connect(t testing.TB) *pair {
 	if err != nil {
 		t.Fatalf("Dial(%s): %v", ln.Addr(), err)
 	}
-	acc := <-ch
+	acc := testwait.Recv(t, ch, "the accept")
 	if acc.err != nil {
 		ea.Close()
 		t.Fatalf("Accept: %v", acc.err)
@@ -461,7 +462,7 @@ func TestPrivateData(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d bytes: Dial: %v", n, err)
 		}
-		if err := <-done; err != nil {
+		if err := testwait.Recv(t, done, "the accept"); err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
 		if !bytes.Equal(got, reply) {
@@ -574,7 +575,7 @@ func TestContextClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eb := <-accepted
+	eb := testwait.Recv(t, accepted, "the accept")
 	if eb == nil {
 		t.Fatal("accept failed")
 	}
@@ -585,7 +586,7 @@ func TestContextClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-waiting; err != nil && !errors.Is(err, xerr.ErrClosed) {
+	if err := testwait.Recv(t, waiting, "the wait, after Close"); err != nil && !errors.Is(err, xerr.ErrClosed) {
 		t.Errorf("Wait during Close: %v", err)
 	}
 	t.Logf("Close took %v", time.Since(start))
@@ -740,7 +741,7 @@ func TestBatch(t *testing.T) {
 		}()
 	}
 	for range n / 2 {
-		if err := <-errs; err != nil {
+		if err := testwait.Recv(t, errs, "a posting goroutine"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -788,7 +789,7 @@ func TestOneContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ea.Close()
-	eb := <-accepted
+	eb := testwait.Recv(t, accepted, "the accept")
 	if eb == nil {
 		t.Fatal("accept failed")
 	}
@@ -817,7 +818,7 @@ func TestListenerClose(t *testing.T) {
 	c := open(t, name)
 	ln := listen(t, c, ip)
 	go func() { time.Sleep(50 * time.Millisecond); ln.Close() }()
-	if _, err := ln.Accept(context.Background()); !errors.Is(err, xerr.ErrClosed) {
+	if _, err := ln.Accept(testwait.Ctx(t)); !errors.Is(err, xerr.ErrClosed) {
 		t.Errorf("Accept during Close: %v", err)
 	}
 	if err := ln.Close(); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric/sim"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // rank is one process of a test: a context with one registered buffer.
@@ -113,7 +114,7 @@ func connect(t *testing.T, a, b *rank, c fabric.EndpointConfig) (ea, eb fabric.E
 	}()
 	ea, _, err = a.c.Dial(ctx, l.Addr(), c, nil)
 	require.NoError(t, err)
-	require.NoError(t, <-done)
+	require.NoError(t, testwait.Recv(t, done, "the accept"))
 	return ea, eb
 }
 
@@ -161,8 +162,8 @@ func TestSendWithoutReceive(t *testing.T) {
 	c := a.next() // unsignaled, but failed requests always complete
 	require.ErrorIs(t, c.Err, fabric.ErrRemote)
 	require.ErrorContains(t, c.Err, "receiver not ready")
-	<-ea.Lost()
-	<-eb.Lost()
+	testwait.Closed(t, ea.Lost(), "endpoint ea to be lost")
+	testwait.Closed(t, eb.Lost(), "endpoint eb to be lost")
 	require.ErrorIs(t, ea.Err(), fabric.ErrRemote)
 	require.ErrorIs(t, eb.Err(), fabric.ErrRemote)
 	require.Equal(t, uint64(1), n.Stats().RNR)
@@ -180,8 +181,8 @@ func TestReceiveTooShort(t *testing.T) {
 	require.ErrorIs(t, c.Err, fabric.ErrRemote)
 	b.nextErr(7, fabric.ErrLocal)
 	b.nextErr(8, fabric.ErrFlushed)
-	<-ea.Lost()
-	<-eb.Lost()
+	testwait.Closed(t, ea.Lost(), "endpoint ea to be lost")
+	testwait.Closed(t, eb.Lost(), "endpoint eb to be lost")
 }
 
 func TestWriteRead(t *testing.T) {
@@ -244,8 +245,8 @@ func TestBadMemory(t *testing.T) {
 			a.nextErr(1, tc.want)
 			a.nextErr(2, fabric.ErrFlushed)
 			b.nextErr(9, fabric.ErrFlushed)
-			<-ea.Lost()
-			<-eb.Lost()
+			testwait.Closed(t, ea.Lost(), "endpoint ea to be lost")
+			testwait.Closed(t, eb.Lost(), "endpoint eb to be lost")
 		})
 	}
 }
@@ -389,8 +390,8 @@ func TestFail(t *testing.T) {
 	))
 	require.NoError(t, ea.Fail())
 	n.Resume()
-	<-ea.Lost()
-	<-eb.Lost()
+	testwait.Closed(t, ea.Lost(), "endpoint ea to be lost")
+	testwait.Closed(t, eb.Lost(), "endpoint eb to be lost")
 	require.ErrorIs(t, ea.Err(), fabric.ErrFlushed)
 	require.ErrorIs(t, eb.Err(), fabric.ErrRemote)
 
@@ -419,7 +420,7 @@ func TestClose(t *testing.T) {
 	require.NoError(t, eb.PostRecv(20, b.sge(0, 8)))
 	require.NoError(t, ea.PostRecv(10, a.sge(0, 8)))
 	require.NoError(t, ea.Close())
-	<-eb.Lost()
+	testwait.Closed(t, eb.Lost(), "endpoint eb to be lost")
 	require.ErrorIs(t, eb.Err(), fabric.ErrRemote)
 	require.ErrorIs(t, b.next().Err, fabric.ErrFlushed)
 	require.ErrorIs(t, a.next().Err, fabric.ErrFlushed)
@@ -429,8 +430,8 @@ func TestClose(t *testing.T) {
 	// Closing a context disconnects its endpoints.
 	ea2, eb2 := connect(t, a, b, cfg)
 	a.close()
-	<-ea2.Lost()
-	<-eb2.Lost()
+	testwait.Closed(t, ea2.Lost(), "endpoint ea2 to be lost")
+	testwait.Closed(t, eb2.Lost(), "endpoint eb2 to be lost")
 	require.ErrorIs(t, eb2.Err(), fabric.ErrRemote)
 	_, err := a.c.Poll(make([]fabric.Completion, 1))
 	require.ErrorIs(t, err, net.ErrClosed)
@@ -445,15 +446,15 @@ func TestKill(t *testing.T) {
 	require.NoError(t, eb.PostSend(fabric.SendWR{ID: 21, Op: fabric.OpWrite, Local: b.sge(0, 8), RemoteAddr: a.remote(0), RKey: a.mr.RKey}))
 	require.NoError(t, n.Kill(a.c))
 	n.Resume()
-	<-ea.Lost()
-	<-eb.Lost()
+	testwait.Closed(t, ea.Lost(), "endpoint ea to be lost")
+	testwait.Closed(t, eb.Lost(), "endpoint eb to be lost")
 	b.nextErr(21, fabric.ErrRemote)
 	require.ErrorIs(t, eb.Err(), fabric.ErrRemote)
 
 	_, err = a.c.Poll(make([]fabric.Completion, 1))
 	require.Error(t, err, "a dead process polls nothing")
 	require.Error(t, a.c.Wait(time.Second))
-	_, _, err = b.c.Dial(context.Background(), l.Addr(), cfg, nil)
+	_, _, err = b.c.Dial(testwait.Ctx(t), l.Addr(), cfg, nil)
 	require.ErrorIs(t, err, fabric.ErrRefused, "a dead process listens no more")
 	require.Error(t, n.Kill(a.c))
 }
@@ -528,8 +529,8 @@ func TestCQOverrun(t *testing.T) {
 	for i := range 3 {
 		require.NoError(t, ea.PostSend(fabric.SendWR{ID: uint64(i), Op: fabric.OpWrite, Local: a.sge(0, 8), RemoteAddr: b.remote(0), RKey: b.mr.RKey, Signaled: true}))
 	}
-	<-ea.Lost()
-	<-eb.Lost()
+	testwait.Closed(t, ea.Lost(), "endpoint ea to be lost")
+	testwait.Closed(t, eb.Lost(), "endpoint eb to be lost")
 	_, err := a.c.Poll(make([]fabric.Completion, 4))
 	require.ErrorContains(t, err, "overrun")
 }
@@ -537,7 +538,7 @@ func TestCQOverrun(t *testing.T) {
 func TestDial(t *testing.T) {
 	n := sim.New()
 	a, b := newRank(t, n, 16), newRank(t, n, 16)
-	ctx := context.Background()
+	ctx := testwait.Ctx(t)
 
 	_, _, err := a.c.Dial(ctx, "10.9.9.9:1", cfg, nil)
 	require.ErrorIs(t, err, fabric.ErrRefused, "nobody listens")
@@ -559,8 +560,8 @@ func TestDial(t *testing.T) {
 	ep, reply, err := a.c.Dial(ctx, l.Addr(), cfg, priv)
 	require.NoError(t, err)
 	require.Equal(t, []byte("welcome"), reply)
-	require.NoError(t, <-served)
-	<-ep.Lost()
+	require.NoError(t, testwait.Recv(t, served, "the listener's serving"))
+	testwait.Closed(t, ep.Lost(), "endpoint ep to be lost")
 	require.NoError(t, ep.Close())
 
 	// Cancellation ends Dial and Accept promptly.
@@ -579,7 +580,7 @@ func TestDial(t *testing.T) {
 	}()
 	time.Sleep(10 * time.Millisecond)
 	require.NoError(t, l.Close())
-	require.ErrorIs(t, <-done, fabric.ErrRefused)
+	require.ErrorIs(t, testwait.Recv(t, done, "the Dial, after the listener closed"), fabric.ErrRefused)
 	require.ErrorIs(t, l.Close(), net.ErrClosed)
 }
 
