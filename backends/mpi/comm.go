@@ -4,6 +4,8 @@ package mpi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/metrics"
@@ -13,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -30,6 +33,8 @@ import (
 // so a comm.AnyTag receive (MPI_ANY_TAG) can never match collective
 // traffic.
 type Comm struct {
+	// rec is the flight recorder (nil when off), closed by Close.
+	rec    *flight.Recorder
 	main   handle
 	res    []handle // carry the reserved tags, tagUB+1 tags each
 	note   handle   // carries notifications (Notify), and the window is over it
@@ -66,6 +71,7 @@ var (
 	_ comm.Comm        = (*Comm)(nil)
 	_ comm.Blocking    = (*Comm)(nil)
 	_ comm.Collectives = (*Comm)(nil)
+	_ comm.Recording   = (*Comm)(nil)
 	_ comm.OneSided    = (*Comm)(nil)
 	_ comm.Notifier    = (*Comm)(nil)
 )
@@ -118,6 +124,10 @@ var (
 	worldLock  atomic.Int64
 )
 
+// made counts the communicators the process made, to label their flight
+// records.
+var made atomic.Int64
+
 // newComm wraps the MPI objects of s and counts them as live.
 func newComm(s set) (*Comm, error) {
 	if err := acquireLib(); err != nil {
@@ -133,6 +143,11 @@ func newComm(s set) (*Comm, error) {
 	c.pending = map[*req]struct{}{}
 	c.freed = make(chan struct{})
 	c.state.Store(1)
+	label := "world"
+	if n := made.Add(1); n > 1 {
+		label = fmt.Sprintf("comm %d", n) // a split or a dup
+	}
+	c.rec = flight.New(flight.SizeFromEnv(), flight.Context{Rank: c.rank, Size: c.size, Backend: Name, Comm: label})
 	return c, nil
 }
 
@@ -295,6 +310,7 @@ func (c *Comm) Close() error {
 		r.closeCancel()
 	}
 	progressOrphans()
+	c.rec.Close()
 	c.exit() // the reference held since creation
 	select {
 	case <-c.freed:
@@ -302,6 +318,26 @@ func (c *Comm) Close() error {
 	default:
 		return nil
 	}
+}
+
+// FlightRecorder returns the communicator's flight recorder
+// (comm.Recording), nil when XPU_FLIGHT_SIZE turned it off. The requests
+// and blocking calls of user tags are recorded; those of the collective
+// algorithms (reserved tags) are part of their collective's entry.
+func (c *Comm) FlightRecorder() *flight.Recorder { return c.rec }
+
+// flightPostIf records a point-to-point call of a user tag as posted,
+// when record is set.
+func (c *Comm) flightPostIf(record bool, op flight.Op, peer, tag, n int) flight.Ticket {
+	if !record || tag > comm.MaxTag || c.rec == nil {
+		return flight.Ticket{}
+	}
+	return c.rec.Post(op, peer, tag, int64(n), "", "")
+}
+
+// isCanceled reports whether err ends a call its caller canceled.
+func isCanceled(err error) bool {
+	return errors.Is(err, comm.ErrCanceled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // direct reports whether a call may block inside MPI: when ctx can never
@@ -384,6 +420,12 @@ func (c *Comm) p2pArgs(op string, buf memspace.Block, peer, tag int, recv bool) 
 // Isend starts sending buf to rank dest with tag (MPI_Isend). Go memory
 // is pinned until the request completes.
 func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	return c.isend(buf, dest, tag, true)
+}
+
+// isend is Isend; record says whether it is recorded (not when it is part
+// of a Send, which is).
+func (c *Comm) isend(buf memspace.Block, dest, tag int, record bool) (comm.Request, error) {
 	p, n, h, wire, err := c.p2pArgs("isend", buf, dest, tag, false)
 	if err != nil {
 		return nil, err
@@ -392,7 +434,7 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 		return nil, errClosed("isend")
 	}
 	defer c.exit()
-	r := c.newReq(buf, true, dest, tag, n, h)
+	r := c.newReq(buf, true, dest, tag, n, h, c.flightPostIf(record, flight.OpSend, dest, tag, n))
 	lock()
 	mr, rc := cIsend(p, n, dest, wire, h)
 	unlock()
@@ -411,6 +453,12 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 // request of the communicator is tested; so MPI's matching rules hold
 // (non-overtaking, the earliest receive a message fits).
 func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	return c.irecv(buf, source, tag, true)
+}
+
+// irecv is Irecv; record says whether it is recorded (not when it is part
+// of a Recv, which is).
+func (c *Comm) irecv(buf memspace.Block, source, tag int, record bool) (comm.Request, error) {
 	_, n, h, wire, err := c.p2pArgs("irecv", buf, source, tag, true)
 	if err != nil {
 		return nil, err
@@ -423,7 +471,7 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 		return nil, errClosed("irecv")
 	}
 	defer c.exit()
-	r := c.newReq(buf, false, source, tag, n, h)
+	r := c.newReq(buf, false, source, tag, n, h, c.flightPostIf(record, flight.OpRecv, source, tag, n))
 	r.wsrc, r.wire = src, wire
 	c.pmu.Lock()
 	c.pending[r] = struct{}{}
@@ -444,6 +492,14 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 // returned; a send MPI could not cancel stays in flight from the copy and
 // may still be delivered.
 func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
+	t := c.flightPostIf(true, flight.OpSend, dest, tag, buf.Len())
+	err := c.sendAny(ctx, buf, dest, tag)
+	t.End(err, err != nil && isCanceled(err))
+	return err
+}
+
+// sendAny is Send, unrecorded.
+func (c *Comm) sendAny(ctx context.Context, buf memspace.Block, dest, tag int) error {
 	// The fast path, one cgo call: a context that cannot end, a user tag,
 	// a rank, host memory.
 	if ctx != nil && !serial && uint(dest) < uint(c.size) && uint(tag) <= uint(c.userUB) && recvq.n.Load() == 0 &&
@@ -485,7 +541,7 @@ func (c *Comm) send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 	}
 	if ctx.Done() == nil {
 		// Nothing can end the wait: no copy is needed.
-		r, err := c.Isend(buf, dest, tag)
+		r, err := c.isend(buf, dest, tag, false)
 		if err != nil {
 			return err
 		}
@@ -502,6 +558,14 @@ func (c *Comm) send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 // message longer than buf fails with an error matching comm.ErrTruncated,
 // its first len(buf) bytes delivered (Status.Count).
 func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
+	t := c.flightPostIf(true, flight.OpRecv, source, tag, buf.Len())
+	st, err := c.recvAny(ctx, buf, source, tag)
+	t.End(err, err != nil && isCanceled(err))
+	return st, err
+}
+
+// recvAny is Recv, unrecorded.
+func (c *Comm) recvAny(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
 	// The fast path, one cgo call: a context that cannot end, a user tag
 	// or AnyTag, a rank, host memory.
 	if ctx != nil && !serial && (uint(source) < uint(c.size) || source == comm.AnySource) && uint(tag+1) <= uint(c.userUB+1) &&
@@ -544,7 +608,7 @@ func (c *Comm) recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 	if err := ctx.Err(); err != nil {
 		return comm.Status{}, xerr.Op(Name, "recv", err)
 	}
-	cr, err := c.Irecv(buf, source, tag)
+	cr, err := c.irecv(buf, source, tag, false)
 	if err != nil {
 		return comm.Status{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -48,12 +49,13 @@ type req struct {
 	mpiCanc  bool // it ended canceled
 	st       comm.Status
 	err      error
+	fl       flight.Ticket // the request's flight record
 }
 
 var _ comm.Request = (*req)(nil)
 
-func (c *Comm) newReq(buf memspace.Block, send bool, peer, tag, n int, h handle) *req {
-	r := &req{c: c, send: send, peer: peer, tag: tag, n: n, h: h, buf: buf}
+func (c *Comm) newReq(buf memspace.Block, send bool, peer, tag, n int, h handle, t flight.Ticket) *req {
+	r := &req{c: c, send: send, peer: peer, tag: tag, n: n, h: h, buf: buf, fl: t}
 	if p := buf.HostPointer(); p != nil && n > 0 {
 		// MPI keeps the pointer after the call returns: Go memory must stay
 		// where it is (a no-op for memory outside the Go heap).
@@ -66,7 +68,9 @@ func (c *Comm) newReq(buf memspace.Block, send bool, peer, tag, n int, h handle)
 func (c *Comm) started(r *req, mr request, rc int) (comm.Request, error) {
 	if rc != 0 {
 		r.pin.Unpin()
-		return nil, mpiError("isend", rc)
+		err := mpiError("isend", rc)
+		r.fl.End(err, false)
+		return nil, err
 	}
 	r.mr, r.posted = mr, true
 	c.pmu.Lock()
@@ -264,6 +268,7 @@ func (r *req) cancelErr() error {
 // request (with r.mu held).
 func (r *req) finish(st comm.Status, err error) {
 	r.done, r.st, r.err = true, st, err
+	r.fl.End(err, r.canceled || r.closed)
 	r.pin.Unpin()
 	r.buf = memspace.Block{}
 	if r.scr != nil {
