@@ -129,5 +129,5 @@ func postP2P(c Comm, op flight.Op, peer, tag, n int) flight.Ticket {
 	if recordsItself(c) {
 		return flight.Ticket{}
 	}
-	return kept.of(c).Post(op, peer, tag, int64(n), "", "")
+	return kept.of(c).Post(op, peer, tag, int64(n))
 }

@@ -25,7 +25,7 @@ func Put(ctx context.Context, c OneSided, src memspace.Block, dst RemoteKey, off
 	if !validComm(c) {
 		return xerr.Detail(ErrInvalidArgument, "comm: Put: a nil communicator")
 	}
-	t := FlightRecorder(c).Post(flight.OpPut, dst.Rank, 0, int64(src.Len()), "", "")
+	t := FlightRecorder(c).Post(flight.OpPut, dst.Rank, 0, int64(src.Len()))
 	defer func() { endFlight(t, err) }()
 	if !needsStage(src) {
 		r, err := c.Put(src, dst, off)
@@ -46,7 +46,7 @@ func Get(ctx context.Context, c OneSided, dst memspace.Block, src RemoteKey, off
 	if !validComm(c) {
 		return xerr.Detail(ErrInvalidArgument, "comm: Get: a nil communicator")
 	}
-	t := FlightRecorder(c).Post(flight.OpGet, src.Rank, 0, int64(dst.Len()), "", "")
+	t := FlightRecorder(c).Post(flight.OpGet, src.Rank, 0, int64(dst.Len()))
 	defer func() { endFlight(t, err) }()
 	if !needsStage(dst) {
 		r, err := c.Get(dst, src, off)

@@ -141,25 +141,31 @@ type Ticket struct {
 // Recorder returns the recorder t belongs to; nil for the zero Ticket.
 func (t Ticket) Recorder() *Recorder { return t.r }
 
-// slot is an entry as the ring keeps it: times as clock readings.
+// slot is an entry as the ring keeps it: times as clock readings, names
+// as indexes into the recorder's table of them (0 is "byte", or none), no
+// pointer, so that writing one costs stores and no write barrier.
 type slot struct {
 	id               uint64
-	op               Op
-	state            State
-	peer, tag        int32
 	count            int64
-	dtype, reduction string
 	seq              uint64
 	posted, ended    int64 // nanoseconds of the clock
-	err              string
+	peer, tag        int32
+	op               Op
+	state            State
+	dtype, reduction uint8
 }
 
 // Recorder is a ring of the last operations of one rank of one
 // communicator. It is safe for concurrent use. A nil *Recorder, or one of
 // size Off, records nothing and costs a nil check.
 type Recorder struct {
-	mu     sync.Mutex
-	ring   []slot
+	mu   sync.Mutex
+	ring []slot // a power of two long
+	mask uint64 // len(ring) - 1
+	// names are the names slots index: "byte", then as met.
+	names []string
+	// errs are the errors of failed entries still in the ring, by ID.
+	errs   map[uint64]string
 	next   uint64 // the ID of the next entry
 	seq    uint64 // the last collective's sequence number
 	clock  *clock
@@ -185,9 +191,10 @@ type Context struct {
 	Comm string
 }
 
-// New returns a recorder of size entries (DefaultSize when size < 0,
-// MaxSize when larger); New(Off) returns nil, which records nothing.
-// Close it when the communicator closes.
+// New returns a recorder of at least size entries (DefaultSize when size
+// < 0, MaxSize when larger; rounded up to a power of two); New(Off)
+// returns nil, which records nothing. Close it when the communicator
+// closes.
 func New(size int, ctx Context) *Recorder {
 	switch {
 	case size == Off:
@@ -197,7 +204,12 @@ func New(size int, ctx Context) *Recorder {
 	case size > MaxSize:
 		size = MaxSize
 	}
-	r := &Recorder{ring: make([]slot, size), next: 1, clock: startClock(), context: ctx, serial: serials.Add(1)}
+	n := 1
+	for n < size {
+		n <<= 1
+	}
+	r := &Recorder{ring: make([]slot, n), mask: uint64(n - 1), names: []string{"byte"}, next: 1,
+		clock: startClock(), context: ctx, serial: serials.Add(1)}
 	register(r)
 	return r
 }
@@ -248,21 +260,23 @@ func (r *Recorder) Context() Context {
 
 // now reads the clock; r.mu is held.
 func (r *Recorder) now() int64 {
-	if r.clock != nil {
-		return r.clock.now()
+	if c := r.clock; c != nil {
+		return c.t.Load()
 	}
-	return time.Now().UnixNano()
+	return wallNow()
 }
 
-// Post records an operation as posted and returns its ticket. peer and
-// tag are as Entry has them; count is in elements of dtype ("" is
-// "byte").
-func (r *Recorder) Post(op Op, peer, tag int, count int64, dtype, reduction string) Ticket {
+// wallNow is the time without the shared clock.
+func wallNow() int64 { return time.Now().UnixNano() }
+
+// Post records a point-to-point or one-sided operation of count bytes as
+// posted and returns its ticket. peer and tag are as Entry has them.
+func (r *Recorder) Post(op Op, peer, tag int, count int64) Ticket {
 	if r == nil {
 		return Ticket{}
 	}
 	r.mu.Lock()
-	t := r.post(op, peer, tag, count, dtype, reduction, 0)
+	t := r.post(op, peer, tag, count, 0, 0, 0)
 	r.mu.Unlock()
 	return t
 }
@@ -285,9 +299,37 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 		return Ticket{}
 	}
 	r.seq++
-	t := r.post(op, root, 0, count, dtype, reduction, r.seq)
+	t := r.post(op, root, 0, count, r.name(dtype), r.name(reduction), r.seq)
 	t.coll, r.active = true, true
 	return t
+}
+
+// name returns the index of s in the table of names ("" is 0, as
+// "byte" for a type and none for a reduction); r.mu is held. The table
+// holds at most 255 names: the types and reductions of package comm are
+// far fewer; past it a name reads "?".
+func (r *Recorder) name(s string) uint8 {
+	if s == "" {
+		return 0
+	}
+	for i, n := range r.names {
+		if n == s {
+			return uint8(i)
+		}
+	}
+	if len(r.names) == 255 {
+		return 255
+	}
+	r.names = append(r.names, s)
+	return uint8(len(r.names) - 1)
+}
+
+// nameOf is the name of index i; r.mu is held.
+func (r *Recorder) nameOf(i uint8) string {
+	if int(i) < len(r.names) {
+		return r.names[i]
+	}
+	return "?"
 }
 
 // Record records an operation that completed as it started (an eager
@@ -297,26 +339,32 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 		return
 	}
 	r.mu.Lock()
-	if t := r.post(op, peer, tag, count, "", "", 0); t.r != nil {
+	if t := r.post(op, peer, tag, count, 0, 0, 0); t.r != nil {
 		s := &r.ring[t.slot]
 		s.state, s.ended = Done, s.posted
 	}
 	r.mu.Unlock()
 }
 
+// forget drops the error of entry id, which the ring drops; r.mu is
+// held.
+func (r *Recorder) forget(id uint64) { delete(r.errs, id) }
+
 // post writes the next entry; r.mu is held.
-func (r *Recorder) post(op Op, peer, tag int, count int64, dtype, reduction string, seq uint64) Ticket {
+func (r *Recorder) post(op Op, peer, tag int, count int64, dtype, reduction uint8, seq uint64) Ticket {
 	if len(r.ring) == 0 {
 		return Ticket{}
 	}
 	id := r.next
 	r.next++
-	i := uint32(id % uint64(len(r.ring)))
-	if dtype == "" {
-		dtype = "byte"
+	i := uint32(id & r.mask)
+	s := &r.ring[i]
+	if s.state == Failed {
+		r.forget(s.id)
 	}
-	r.ring[i] = slot{id: id, op: op, state: Posted, peer: int32(peer), tag: int32(tag), count: count,
-		dtype: dtype, reduction: reduction, seq: seq, posted: r.now()}
+	// Field by field: a composite literal is built apart and copied.
+	s.id, s.count, s.seq, s.posted, s.ended = id, count, seq, r.now(), 0
+	s.peer, s.tag, s.op, s.state, s.dtype, s.reduction = int32(peer), int32(tag), op, Posted, dtype, reduction
 	return Ticket{r: r, id: id, slot: i}
 }
 
@@ -347,7 +395,13 @@ func (t Ticket) End(err error, cancelled bool) {
 	}
 	t.r.mu.Lock()
 	if s := &t.r.ring[t.slot]; s.id == t.id && s.state.Pending() {
-		s.state, s.ended, s.err = state, t.r.now(), msg
+		s.state, s.ended = state, t.r.now()
+		if state == Failed {
+			if t.r.errs == nil {
+				t.r.errs = map[uint64]string{}
+			}
+			t.r.errs[s.id] = msg
+		}
 	}
 	if t.coll {
 		t.r.active = false
@@ -373,9 +427,12 @@ func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 		dropped = first - 1
 	}
 	for id := first; id < r.next; id++ {
-		s := r.ring[id%n]
-		e := Entry{ID: s.id, Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: s.dtype,
-			Reduction: s.reduction, Seq: s.seq, State: s.state, Posted: time.Unix(0, s.posted), Err: s.err}
+		s := r.ring[id&r.mask]
+		e := Entry{ID: s.id, Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: r.nameOf(s.dtype),
+			Seq: s.seq, State: s.state, Posted: time.Unix(0, s.posted), Err: r.errs[s.id]}
+		if s.reduction != 0 {
+			e.Reduction = r.nameOf(s.reduction)
+		}
 		if s.ended != 0 {
 			e.Ended = time.Unix(0, s.ended)
 		}

@@ -27,8 +27,8 @@ func newRec(t *testing.T, size, rank, n int) *flight.Recorder {
 
 func TestRecordStates(t *testing.T) {
 	r := newRec(t, 8, 0, 2)
-	send := r.Post(flight.OpSend, 1, 7, 8, "", "")
-	recv := r.Post(flight.OpRecv, flight.AnyPeer, flight.AnyTag, 16, "", "")
+	send := r.Post(flight.OpSend, 1, 7, 8)
+	recv := r.Post(flight.OpRecv, flight.AnyPeer, flight.AnyTag, 16)
 	coll := r.PostCollective(flight.OpAllreduce, flight.NoPeer, 1024, "float64", "sum")
 	send.End(nil, false)
 	recv.Matched()
@@ -75,9 +75,9 @@ func TestNestedCollective(t *testing.T) {
 // of an overwritten entry changes nothing.
 func TestRingWraps(t *testing.T) {
 	r := newRec(t, 4, 0, 2)
-	first := r.Post(flight.OpSend, 1, 0, 1, "", "")
+	first := r.Post(flight.OpSend, 1, 0, 1)
 	for i := 1; i < 10; i++ {
-		r.Post(flight.OpSend, 1, i, 1, "", "")
+		r.Post(flight.OpSend, 1, i, 1)
 	}
 	first.End(errors.New("late"), false)
 	es, dropped := r.Entries()
@@ -92,7 +92,7 @@ func TestRingWraps(t *testing.T) {
 func TestOff(t *testing.T) {
 	r := flight.New(flight.Off, flight.Context{})
 	assert.Nil(t, r)
-	tk := r.Post(flight.OpSend, 1, 0, 1, "", "")
+	tk := r.Post(flight.OpSend, 1, 0, 1)
 	assert.False(t, tk.Valid())
 	tk.End(nil, false)
 	es, _ := r.Entries()
@@ -109,7 +109,7 @@ func TestConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 500 {
-				tk := r.Post(flight.OpSend, 1, g, int64(i), "", "")
+				tk := r.Post(flight.OpSend, 1, g, int64(i))
 				tk.Matched()
 				tk.End(nil, false)
 			}
@@ -139,7 +139,7 @@ func TestConcurrent(t *testing.T) {
 func TestDumpRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	r := newRec(t, 8, 1, 3)
-	r.Post(flight.OpRecv, 0, 7, 8, "", "")
+	r.Post(flight.OpRecv, 0, 7, 8)
 	r.PostCollective(flight.OpReduce, 2, 5, "float32", "max").End(nil, false)
 	path, err := r.WriteFile(dir, "SIGQUIT")
 	require.NoError(t, err)

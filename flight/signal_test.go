@@ -22,7 +22,7 @@ func TestDumpSignal(t *testing.T) {
 	t.Setenv(flight.EnvDir, dir)
 	a := flight.New(8, flight.Context{Rank: 0, Size: 2, Comm: "world"})
 	b := flight.New(8, flight.Context{Rank: 0, Size: 2, Comm: "split"})
-	a.Post(flight.OpRecv, 1, 3, 8, "", "")
+	a.Post(flight.OpRecv, 1, 3, 8)
 	require.NoError(t, syscall.Kill(syscall.Getpid(), flight.DumpSignal.(syscall.Signal)))
 	want := []string{
 		filepath.Join(dir, flight.FileName(0, a.Serial())),

@@ -20,7 +20,7 @@ func TestFlightCommand(t *testing.T) {
 	t.Cleanup(r0.Close)
 	t.Cleanup(r1.Close)
 	r0.Record(flight.OpSend, 1, 8, 64)
-	r1.Post(flight.OpRecv, 0, 7, 64, "", "")
+	r1.Post(flight.OpRecv, 0, 7, 64)
 	for _, r := range []*flight.Recorder{r0, r1} {
 		_, err := r.WriteFile(dir, "SIGQUIT")
 		require.NoError(t, err)

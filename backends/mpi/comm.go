@@ -332,7 +332,7 @@ func (c *Comm) flightPostIf(record bool, op flight.Op, peer, tag, n int) flight.
 	if !record || tag > comm.MaxTag || c.rec == nil {
 		return flight.Ticket{}
 	}
-	return c.rec.Post(op, peer, tag, int64(n), "", "")
+	return c.rec.Post(op, peer, tag, int64(n))
 }
 
 // isCanceled reports whether err ends a call its caller canceled.

@@ -124,7 +124,7 @@ func (c *Comm) flightPost(op flight.Op, peer, tag, n int) flight.Ticket {
 	if tag > comm.MaxTag || c.rec == nil {
 		return flight.Ticket{}
 	}
-	return c.rec.Post(op, peer, tag, int64(n), "", "")
+	return c.rec.Post(op, peer, tag, int64(n))
 }
 
 // Rank returns this process's rank.
