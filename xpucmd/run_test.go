@@ -237,3 +237,27 @@ func TestRunExamplePagedCache(t *testing.T) {
 		})
 	}
 }
+
+// The hanging example of docs/failure-semantics.md: when --timeout
+// expires, xpu run prints what the ranks' flight records say.
+func TestRunExampleHang(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs examples/hang")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	t.Setenv("XPU_BACKEND", "")
+	prog := filepath.Join(t.TempDir(), "hang")
+	build := exec.CommandContext(testCtx(t), "go", "build", "-o", prog, "../examples/hang")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var stdout, stderr lockedBuffer
+	code := Run(testCtx(t), []string{"run", "-n", "2", "--timeout", "3s", prog}, &stdout, &stderr)
+	require.Equal(t, 1, code, "stderr: %s", stderr.String())
+	got := stderr.String()
+	assert.Contains(t, got, "xpu run: job timed out after 3s; still running: ranks 0, 1")
+	assert.Contains(t, got, "xpu run: flight records of 2 ranks say:\n")
+	assert.Regexp(t, `(?m)^xpu run:   rank 1 waits in Recv\(src 0, tag 7, 64 bytes\) for [\d.]+s; rank 0 sent tag 8 \(1 message\) to rank 1, unmatched$`, got)
+	assert.Regexp(t, `(?m)^xpu run:   rank 1 never entered Barrier #2, which rank 0 waits in for [\d.]+s; its last collective was Allreduce #1 \(float64 × 8, sum\) \(done\); it waits in Recv\(src 0, tag 7, 64 bytes\) for [\d.]+s$`, got)
+}

@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/xpu-go/xpu/backends/mpi"
+	"github.com/xpu-go/xpu/flight"
 )
 
 // launcher is an mpirun matching the MPI library this binary is linked
@@ -158,4 +160,140 @@ func TestExamplePagedCache(t *testing.T) {
 			t.Errorf("the ranks did not print %q; output:\n%s", want, out)
 		}
 	}
+}
+
+// TestExampleHangUnderMPIRun runs examples/hang, which hangs on a wrong
+// tag, as 2 ranks under the launcher with the mpi backend and with procs
+// (over TCP, as under mpirun on several nodes), sends the job SIGUSR2
+// (mpirun passes it to the ranks) once both ranks say where they wait, and
+// checks what their flight records, read as `xpu flight` reads them, say.
+func TestExampleHangUnderMPIRun(t *testing.T) {
+	l := launcherOutside(t, "the example")
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the example")
+	}
+	tags := "mpi"
+	if strings.Contains(mpi.LibraryVersion(), "MPICH") {
+		tags = "mpi mpich"
+	}
+	bin := filepath.Join(t.TempDir(), "hang")
+	build := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, "../../examples/hang")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags %q ./examples/hang: %v\n%s", tags, err, out)
+	}
+	for _, c := range []struct {
+		backend, mode string
+		args          []string
+		ready, want   []string
+	}{
+		{backend: "mpi", mode: "wrongtag", ready: hangReady, want: hangSays},
+		{backend: "procs", mode: "wrongtag", ready: hangReady, want: hangSays},
+		{backend: "mpi", mode: "mismatch", args: []string{"-mismatch"}, ready: mismatchReady, want: mismatchSays},
+		{backend: "procs", mode: "mismatch", args: []string{"-mismatch"}, ready: mismatchReady, want: mismatchSays},
+	} {
+		t.Run(c.backend+"/"+c.mode, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, l.path, append(append(l.args(2), bin), c.args...)...)
+			cmd.Env = append(os.Environ(), "XPU_BACKEND="+c.backend, "XPU_FLIGHT_DIR="+dir, "XPU_LINKS=tcp")
+			var out syncBuffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}()
+			waitFor(t, ctx, &out, c.ready...)
+			var got string
+			// The ranks print before they post: ask until the records show
+			// both waiting, at most 20 times.
+			for range 20 {
+				if err := cmd.Process.Signal(flight.DumpSignal); err != nil {
+					t.Fatalf("signal the launcher: %v", err)
+				}
+				got = analysis(t, dir, 2)
+				if containsAll(got, c.want) {
+					return
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			t.Errorf("the flight records of %s ranks under %s do not say %q; they say:\n%s\nthe job's output:\n%s",
+				c.backend, l.path, c.want, got, out.String())
+		})
+	}
+}
+
+// What examples/hang prints once its ranks are about to wait, and what
+// their records must say then: with a wrong tag, and with -mismatch.
+var (
+	hangReady = []string{"rank 0: sent tag 8; entering the barrier", "rank 1: receiving tag 7"}
+	hangSays  = []string{
+		"rank 1 waits in Recv(src 0, tag 7, 64 bytes) for ",
+		"; rank 0 sent tag 8 (1 message) to rank 1, unmatched",
+		"rank 1 never entered Barrier #2, which rank 0 waits in for ",
+	}
+	mismatchReady = []string{"rank 0: calling Allreduce", "rank 1: calling Bcast"}
+	mismatchSays  = []string{
+		"mismatched collectives at #2: rank 0 in Allreduce #2 (float64 × 8, sum); rank 1 in Bcast #2 (root 0, byte × 64)",
+	}
+)
+
+// analysis reads the records of n ranks in dir, once every rank has
+// written one, and returns what flight.Analyze makes of them ("" while a
+// rank's is missing).
+func analysis(t *testing.T, dir string, n int) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ds, err := flight.ReadDir(dir)
+		if err == nil && len(ds) == n {
+			return strings.Join(flight.Analyze(ds), "\n")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return ""
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor waits until out holds every line of want, at most until ctx
+// ends.
+func waitFor(t *testing.T, ctx context.Context, out *syncBuffer, want ...string) {
+	t.Helper()
+	for !containsAll(out.String(), want) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %q: %v; the job's output:\n%s", want, ctx.Err(), out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's output and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
