@@ -131,19 +131,7 @@ func TestRanks(t *testing.T) {
 // them back with a batch of Puts posted with a notification.
 func TestExamplePagedCache(t *testing.T) {
 	l := launcherOutside(t, "the example")
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the example")
-	}
-	tags := "mpi"
-	if strings.Contains(mpi.LibraryVersion(), "MPICH") {
-		tags = "mpi mpich"
-	}
-	bin := filepath.Join(t.TempDir(), "pagedcache")
-	build := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, "../../examples/pagedcache")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags %q ./examples/pagedcache: %v\n%s", tags, err, out)
-	}
+	bin := buildExample(t, "pagedcache")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, l.path, append(l.args(2), bin)...)
@@ -169,19 +157,7 @@ func TestExamplePagedCache(t *testing.T) {
 // checks what their flight records, read as `xpu flight` reads them, say.
 func TestExampleHangUnderMPIRun(t *testing.T) {
 	l := launcherOutside(t, "the example")
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the example")
-	}
-	tags := "mpi"
-	if strings.Contains(mpi.LibraryVersion(), "MPICH") {
-		tags = "mpi mpich"
-	}
-	bin := filepath.Join(t.TempDir(), "hang")
-	build := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, "../../examples/hang")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags %q ./examples/hang: %v\n%s", tags, err, out)
-	}
+	bin := buildExample(t, "hang")
 	for _, c := range []struct {
 		backend, mode string
 		args          []string
@@ -241,6 +217,27 @@ var (
 		"mismatched collectives at #2: rank 0 in Allreduce #2 (float64 × 8, sum); rank 1 in Bcast #2 (root 0, byte × 64)",
 	}
 )
+
+// buildExample builds examples/name with this backend (the tags of the
+// linked MPI library) and returns the binary; it skips without a go
+// command.
+func buildExample(t *testing.T, name string) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the example")
+	}
+	tags := "mpi"
+	if strings.Contains(mpi.LibraryVersion(), "MPICH") {
+		tags = "mpi mpich"
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	build := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, "../../examples/"+name)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags %q ./examples/%s: %v\n%s", tags, name, err, out)
+	}
+	return bin
+}
 
 // analysis reads the records of n ranks in dir, once every rank has
 // written one, and returns what flight.Analyze makes of them ("" while a
