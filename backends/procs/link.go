@@ -450,6 +450,7 @@ func (l *link) acceptRdv(r *request, tag int, id uint64, size int, inline bool) 
 // memory when it can, else answers with a clear-to-send for it. It
 // returns the error that failed the link, if any.
 func (l *link) accept(r *request, tag int, id uint64, size int, addr uint64, inline bool) error {
+	r.Flight.Matched()
 	r.peer, r.tag, r.size = l.peer, tag, size
 	r.accept = min(size, len(r.buf))
 	if r.accept == 0 {
@@ -498,6 +499,7 @@ func (l *link) onCTS(accept int, id, token uint64) error {
 		return xerr.Detail(ErrProtocol, "clear-to-send for %d bytes of a %d-byte message", accept, len(r.buf))
 	}
 	delete(l.w.announced, id)
+	r.Flight.Matched()
 	r.token, r.accept = token, accept
 	if accept == 0 {
 		l.w.mu.Unlock()

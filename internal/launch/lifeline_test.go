@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // tokenEnv marks every process a launcher-death test starts, down to the
@@ -433,9 +435,9 @@ func TestRanksLiveWhileLauncherLives(t *testing.T) {
 			results[k], errs[k] = Run(ctx, roleSpec(n, "nap "+napFor.String()))
 		}()
 	}
-	long.Wait()
+	testwait.Group(t, &long, "the long jobs")
 	close(stop)
-	wg.Wait()
+	testwait.Group(t, &wg, "the short jobs' loop")
 	t.Logf("%d short jobs ran meanwhile", short)
 	for k := range jobs {
 		require.NoError(t, errs[k], "job %d", k)

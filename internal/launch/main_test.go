@@ -110,7 +110,7 @@ func playRole(args []string) int {
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
 		fmt.Println("ready")
-		fmt.Printf("got %s\n", SignalName(<-c))
+		fmt.Printf("got %s\n", SignalName(<-c)) // unbounded: the rank's role, waiting for the signal the test sends
 		return 0
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)

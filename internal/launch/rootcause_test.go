@@ -69,7 +69,7 @@ func commRole(mode string, who int) int {
 			panic("boom in main")
 		case "gopanic":
 			go func() { panic("boom in a goroutine") }()
-			<-ctx.Done()
+			<-ctx.Done() // unbounded: the rank's role; the panic ends the process, ctx bounds it at a minute
 			return 3
 		case "exit0":
 			os.Exit(0)
@@ -85,7 +85,7 @@ func commRole(mode string, who int) int {
 			// The stop may land a moment after kill returns: the rank
 			// must not take part in the next collective meanwhile.
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-			<-ctx.Done()
+			<-ctx.Done() // unbounded: the rank's role, stopped; the job's signal ends it, ctx bounds it at a minute
 			return 3
 		}
 	}

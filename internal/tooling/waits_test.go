@@ -18,13 +18,6 @@ import (
 // root package alone) whose tests TestBoundedWaits does not read, each
 // with the reason.
 var skipped = map[string]string{
-	// Their waits are bounded in changes of their own: each leaves this
-	// list when its tests pass.
-	".":               "not yet converted",
-	"cmd":             "not yet converted",
-	"examples":        "not yet converted",
-	"internal/launch": "not yet converted",
-	"xpucmd":          "not yet converted",
 	// The suite's cases run under its own watchdog (watchdog.go), which
 	// fails a hung case naming it; its fakes wait for ever on purpose, to
 	// prove that watchdog.
