@@ -8,6 +8,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
@@ -41,6 +42,12 @@ func TestSuiteCatchesBrokenComms(t *testing.T) {
 			"Rank 0 never exchanges messages with rank 2 here (the shared Allreduce: only with ranks [1])",
 			"every rank's pending and later collective operations must fail with ErrPeerLost (revocation",
 			"see docs/backend-guide.md#",
+		}},
+		// Flight records of calls left posted after they returned.
+		{test: "TestBrokenFlightNeverEnded/^comm$/^flight$", want: []string{
+			"--- FAIL: TestBrokenFlightNeverEnded/comm/flight/record/n=2",
+			"rank 0: no Send(peer 1, tag 5, 16 bytes) done in its flight record",
+			"rank 0: Recv(peer 1, tag 5) is still posted in its flight record after the call returned",
 		}},
 		// Refusals returned without the backend's name.
 		{test: "TestBrokenCommBareRefusals/^comm$/^p2p$/^invalid$", want: []string{
@@ -199,6 +206,38 @@ func (c bareRefusals) Irecv(buf memspace.Block, source, tag int) (comm.Request, 
 	}
 	if err := impl.CheckWireTag(tag, true); err != nil {
 		return nil, err
+	}
+	return c.Comm.Irecv(buf, source, tag)
+}
+
+func TestBrokenFlightNeverEnded(t *testing.T) {
+	onlyInChild(t)
+	conformance.TestComm(t, wrappedGroup(func(c comm.Comm) comm.Comm {
+		r := flight.New(64, flight.Context{Rank: c.Rank(), Size: c.Size()})
+		t.Cleanup(r.Close)
+		return neverEnded{Comm: c, rec: r}
+	}))
+}
+
+// neverEnded records its Isend and Irecv (comm.Recording) and never ends
+// their entries.
+type neverEnded struct {
+	comm.Comm
+	rec *flight.Recorder
+}
+
+func (c neverEnded) FlightRecorder() *flight.Recorder { return c.rec }
+
+func (c neverEnded) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
+	if tag <= comm.MaxTag {
+		c.rec.Post(flight.OpSend, dest, tag, int64(buf.Len()))
+	}
+	return c.Comm.Isend(buf, dest, tag)
+}
+
+func (c neverEnded) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
+	if tag <= comm.MaxTag {
+		c.rec.Post(flight.OpRecv, source, tag, int64(buf.Len()))
 	}
 	return c.Comm.Irecv(buf, source, tag)
 }

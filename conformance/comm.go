@@ -139,6 +139,9 @@ func commCases(maxRanks int, regionSpaces []memspace.Space) []section {
 			{name: "peer-lost", ns: lost, groupOnly: needsClose,
 				group: func(c *tcase, g groupFactory, n int) { collPeerLost(c, g.open(c, n)) }},
 		}},
+		{"flight", []rankCase{
+			{name: "record", ns: []int{2, 3}, body: commFlight, stall: ruleFlight},
+		}},
 		{"algorithms", algCases(maxRanks)},
 		{"onesided", oneSidedCases(regionSpaces)},
 	}

@@ -31,6 +31,7 @@ const (
 	guideRevocation   = "comm-revocation"
 	guideCommContexts = "comm-contexts"
 	guideOneSided     = "comm-one-sided"
+	guideFlight       = "comm-flight"
 )
 
 // The rules the communicator cases check, as their failures quote them.
