@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,13 +177,13 @@ func TestExampleHangUnderMPIRun(t *testing.T) {
 			cmd.Env = append(os.Environ(), "XPU_BACKEND="+c.backend, "XPU_FLIGHT_DIR="+dir, "XPU_LINKS=tcp")
 			var out syncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
+			// The launcher and its ranks in a group of their own: a
+			// launcher killed outright leaves its ranks running.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			defer func() {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}()
+			defer stopJob(t, cmd)
 			waitFor(t, ctx, &out, c.ready...)
 			var got string
 			// The ranks print before they post: ask until the records show
@@ -217,6 +218,27 @@ var (
 		"mismatched collectives at #2: rank 0 in Allreduce #2 (float64 × 8, sum); rank 1 in Bcast #2 (root 0, byte × 64)",
 	}
 )
+
+// stopJob stops a launcher and its ranks: SIGTERM, which the launcher
+// passes on, then SIGKILL to the whole group after 10 s.
+func stopJob(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Logf("%s still running 10s after SIGTERM: SIGKILL to its group", cmd.Path)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done // unbounded: the group was killed
+	}
+	// What the ranks started and left in the group goes too.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
 
 // buildExample builds examples/name with this backend (the tags of the
 // linked MPI library) and returns the binary; it skips without a go
