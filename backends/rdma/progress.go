@@ -10,6 +10,7 @@ import (
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/p2p"
+	"github.com/xpu-go/xpu/internal/rankevent"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -460,6 +461,11 @@ func (c *Comm) linkFailed(p *peer, cause error, graceful bool) {
 	}
 	if !errors.Is(cause, comm.ErrPeerLost) {
 		cause = xerr.Detail(comm.ErrPeerLost, "%w", cause)
+	}
+	if !c.closed {
+		// For the launcher, before anything fails of it: the rank lost
+		// this peer while it still had it (ADR 38).
+		rankevent.PeerDown(c.rank, p.rank, graceful, cause)
 	}
 	p.lost = cause
 	c.nlost++
