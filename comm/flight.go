@@ -29,9 +29,9 @@ type Recording interface {
 // keeps for c, in which it records the calls of its functions (Send,
 // Recv, Sendrecv, the collectives, Put, Get, Flush) but not the requests
 // c's Isend and Irecv start when called directly. Package comm keeps a
-// recorder for at most the last 64 such communicators it met. It returns
-// nil for a nil c and for one package comm cannot key (an uncomparable
-// type).
+// recorder for at most the last 64 such communicators it met, each a
+// pointer (a communicator that is a value, a view or a wrapper without
+// Unwrap, gets none). It returns nil for a nil c and for such a value.
 func FlightRecorder(c Comm) *flight.Recorder {
 	if r, ok := c.(Recording); ok {
 		return r.FlightRecorder()
@@ -72,7 +72,9 @@ type keptRecorders struct {
 }
 
 func (k *keptRecorders) of(c Comm) *flight.Recorder {
-	if c == nil || !reflect.TypeOf(c).Comparable() {
+	// A pointer is a key; a value of a comparable type may still hold an
+	// uncomparable one in an interface, which a map refuses by panicking.
+	if c == nil || reflect.TypeOf(c).Kind() != reflect.Pointer {
 		return nil
 	}
 	k.mu.Lock()
