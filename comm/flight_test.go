@@ -110,3 +110,30 @@ func TestFlightOfValueComm(t *testing.T) {
 }
 
 type valueComm struct{ comm.Comm }
+
+// A collective that fails on a lost peer writes the rank's record where
+// the job asked (flight.EnvDir), once, saying why.
+func TestFlightDumpedOnRevocation(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(flight.EnvDir, dir)
+	ranks := newGroup(t, 3, local.Options{})
+	ranks[2].(*local.Comm).Kill()
+	errs := onRanks(t, context.Background(), ranks[:2], func(ctx context.Context, c comm.Comm) error {
+		v := buf(t, []float64{1})
+		return comm.Allreduce(ctx, c, v, v, comm.Sum)
+	})
+	for r, err := range errs {
+		require.ErrorIs(t, err, comm.ErrPeerLost, "rank %d", r)
+	}
+	ds, err := flight.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ds, 2, "a record of each survivor")
+	for _, d := range ds {
+		assert.Contains(t, d.Reason, "revoked: ")
+		require.NotEmpty(t, d.Entries)
+		last := d.Entries[len(d.Entries)-1]
+		assert.Equal(t, "Allreduce", last.Op)
+		assert.Equal(t, "failed", last.State)
+		assert.Contains(t, last.Err, "peer lost")
+	}
+}

@@ -37,20 +37,26 @@ func SizeFromEnv() int {
 func DumpDir() string { return os.Getenv(EnvDir) }
 
 // live is the set of open recorders, which DumpSignal and SIGQUIT write
-// while there is one and DumpDir names a directory.
+// while DumpDir names a directory and a closable recorder (New's) is open:
+// the watcher of the signals lives as long as they do.
 var live struct {
-	mu    sync.Mutex
-	recs  map[*Recorder]struct{}
-	watch *watcher
+	mu       sync.Mutex
+	recs     map[*Recorder]bool // whether it is closable
+	closable int
+	watch    *watcher
 }
 
-func register(r *Recorder) {
+func register(r *Recorder, closable bool) {
 	live.mu.Lock()
 	defer live.mu.Unlock()
 	if live.recs == nil {
-		live.recs = map[*Recorder]struct{}{}
+		live.recs = map[*Recorder]bool{}
 	}
-	live.recs[r] = struct{}{}
+	live.recs[r] = closable
+	if !closable {
+		return
+	}
+	live.closable++
 	if live.watch == nil && DumpDir() != "" {
 		live.watch = startWatch()
 	}
@@ -58,10 +64,14 @@ func register(r *Recorder) {
 
 func unregister(r *Recorder) {
 	live.mu.Lock()
+	closable, ok := live.recs[r]
 	delete(live.recs, r)
 	var w *watcher
-	if len(live.recs) == 0 {
-		w, live.watch = live.watch, nil
+	if ok && closable {
+		live.closable--
+		if live.closable == 0 {
+			w, live.watch = live.watch, nil
+		}
 	}
 	live.mu.Unlock()
 	w.stop()

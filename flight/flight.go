@@ -196,9 +196,18 @@ type Context struct {
 // returns nil, which records nothing. Close it when the communicator
 // closes.
 func New(size int, ctx Context) *Recorder {
+	n, ok := ringSize(size)
+	if !ok {
+		return nil
+	}
+	return newRecorder(n, ctx, true)
+}
+
+// ringSize is the ring's length for size: false for Off.
+func ringSize(size int) (int, bool) {
 	switch {
 	case size == Off:
-		return nil
+		return 0, false
 	case size < 0:
 		size = DefaultSize
 	case size > MaxSize:
@@ -208,26 +217,33 @@ func New(size int, ctx Context) *Recorder {
 	for n < size {
 		n <<= 1
 	}
+	return n, true
+}
+
+// newRecorder makes a recorder of n entries (a power of two); one that
+// will be closed (closable) starts a share of the clock and of the
+// signal watcher.
+func newRecorder(n int, ctx Context, closable bool) *Recorder {
 	r := &Recorder{ring: make([]slot, n), mask: uint64(n - 1), names: []string{"byte"}, next: 1,
-		clock: startClock(), context: ctx, serial: serials.Add(1)}
-	register(r)
+		context: ctx, serial: serials.Add(1)}
+	if closable {
+		r.clock = startClock()
+	}
+	register(r, closable)
 	return r
 }
 
 // NewUnclocked is New for a recorder whose Close may never come (one kept
 // for a communicator by someone who does not see it close): it starts no
-// goroutine, and reads time.Now for each entry. Like New's, it is
-// written by WriteAll and on SIGQUIT until it is closed.
+// goroutine, nor keeps one running, and reads time.Now for each entry.
+// Like New's, it is written by WriteAll, and on the signals while a
+// recorder of New is open, until it is closed.
 func NewUnclocked(size int, ctx Context) *Recorder {
-	r := New(size, ctx)
-	if r != nil {
-		r.mu.Lock()
-		c := r.clock
-		r.clock = nil
-		r.mu.Unlock()
-		c.stop()
+	n, ok := ringSize(size)
+	if !ok {
+		return nil
 	}
-	return r
+	return newRecorder(n, ctx, false)
 }
 
 // dumpTime is the time of a dump; r.mu is held.
