@@ -9,7 +9,7 @@
 // others wait in, and messages sent that no receive matched.
 //
 // Package comm records the operations its functions run (Send, Recv,
-// collectives, Put, Get, Flush) in the recorder of the communicator,
+// collectives, Put, Get) in the recorder of the communicator,
 // found with comm.FlightRecorder; the in-tree backends record the
 // requests they start (Isend, Irecv) themselves, through the shared
 // point-to-point core. A third-party backend gets the operations of
@@ -17,15 +17,18 @@
 // recorded too, it keeps a Recorder and implements comm.Recording.
 //
 // A record costs a lock and a few stores, with a clock of DefaultTick's
-// resolution read from memory: time.Now costs more than a shared-memory
-// message of 8 bytes. DefaultSize entries are kept by default, at most
-// MaxSize; a size of 0 turns the recorder off (Off).
+// resolution read from memory (time.Now costs a third of a shared-memory
+// message of 8 bytes): 8 to 13 ns (see ADR 39). DefaultSize entries are
+// kept by default (EnvSize), at most MaxSize; a size of 0 turns the
+// recorder off (Off).
 //
-// A rank writes its record (Dump, one JSON document) when asked through
-// the API (Recorder.WriteTo, comm.DumpFlight), when a collective is
-// revoked, and — when XPU_FLIGHT_DIR names a directory, as `xpu run` sets
-// it — into that directory on SIGQUIT (before Go's own traceback, which it
-// keeps) or on the signal `xpu run` sends when its --timeout expires.
-// `xpu flight DIR` analyses the dumps in a directory, for jobs started by
-// mpirun or srun.
+// A rank writes its records (one JSON document per recorder,
+// flight.rank<R>.<N>.json) into the directory EnvDir names — `xpu run`
+// sets it to one of the job's own — on DumpSignal (SIGUSR2, which `xpu
+// run` sends when its --timeout expires; the rank goes on), on SIGQUIT
+// (before Go's own traceback and exit, which it keeps), and once when a
+// collective is revoked; a program writes them when it likes (WriteAll,
+// Recorder.WriteFile, Recorder.WriteTo, comm.DumpFlight). The signals are
+// taken only while EnvDir is set and a recorder of New is open. `xpu
+// flight DIR` analyses the records of a job started by mpirun or srun.
 package flight
