@@ -43,9 +43,13 @@ func (j *job) flightReport() {
 		return
 	}
 	before := dumpTimes(j.flightDir)
-	var waiting []int
+	var waiting, stopped []int
 	for i, r := range j.ranks {
-		if r.done || procStopped(r.cmd.Process.Pid) {
+		if r.done {
+			continue
+		}
+		if procStopped(r.cmd.Process.Pid) {
+			stopped = append(stopped, i)
 			continue
 		}
 		if err := r.cmd.Process.Signal(flight.DumpSignal); err == nil {
@@ -75,6 +79,9 @@ func (j *job) flightReport() {
 	}
 	if len(waiting) > 0 {
 		j.logf("no fresh flight record from %s within %v", rankList(waiting), flightWait)
+	}
+	if len(stopped) > 0 {
+		j.logf("%s stopped by a signal: not asked for a record (a stopped process cannot write one)", rankList(stopped))
 	}
 	j.logf("flight records of %d %s say:", len(dumps), plural(len(dumps), "rank"))
 	for _, line := range flight.Analyze(dumps) {

@@ -197,6 +197,11 @@ func TestRootCauseStoppedRankTimeout(t *testing.T) {
 		"sending SIGTERM to 4 ranks\n")
 	assert.NotContains(t, out, "failed first")
 	assert.Equal(t, -1, res.Cause)
+	// The flight records: the stopped rank cannot write one and is not
+	// asked; the others wait in the Allreduce it never entered.
+	assert.Contains(t, out, "\nxpu run: rank 1 stopped by a signal: not asked for a record (a stopped process cannot write one)\n")
+	assert.Contains(t, out, "\nxpu run:   no record from rank 1 (")
+	assert.Regexp(t, `(?m)^xpu run:   rank 0 waits in Allreduce #2 \(float64 × 8, sum\) for [\d.]+m?s$`, out)
 	// The stopped rank got SIGCONT after SIGTERM, and ended of it.
 	assert.Equal(t, syscall.SIGTERM, res.Ranks[1].Signal, "%s", res.Ranks[1])
 }
