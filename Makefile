@@ -1,17 +1,22 @@
 # The two commands of the README: `make demo` (the main job) and `make test`
-# (every test). Each installs what it needs first (scripts/setup.sh).
+# (every test). Each installs what it needs first, and no more: the targets
+# depend on setup-PROFILE, and scripts/setup.sh installs that profile's
+# packages (docs/setup.md lists them, and why each is needed).
 GO       ?= go
 BENCHDIR ?= .bench
 EXAMPLES := examples/arena
 
-.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup refs refs-mpi refs-tcp refs-shm rounds-shm sweep xpu fuzz chaos
+.PHONY: all demo test vet bench bench-mpi bench-rdma conformance setup setup-demo setup-bench setup-test setup-rdma setup-chaos refs refs-mpi refs-tcp refs-shm rounds-shm sweep xpu fuzz chaos
 
 all: test
 
-setup:
-	@bash scripts/setup.sh
+# make setup installs everything make test needs.
+setup: setup-test
 
-xpu: setup
+setup-demo setup-bench setup-test setup-rdma setup-chaos:
+	@bash scripts/setup.sh $(@:setup-%=%)
+
+xpu: setup-demo
 	$(GO) build -o bin/xpu ./cmd/xpu
 
 # The main job: what this machine offers, the conformance matrix, a short
@@ -23,10 +28,10 @@ demo: xpu refs
 	./bin/xpu bench --short --ref $(BENCHDIR)
 	$(GO) run ./examples/gpu
 
-vet: setup
+vet: setup-demo
 	$(GO) vet ./...
 
-test: setup
+test: setup-test
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
 	@bash scripts/setup-mpi.sh
@@ -48,7 +53,7 @@ conformance: xpu
 # gcc too (cuda_ref loads the driver at run time: it builds without CUDA,
 # and prints nothing where no GPU is); the MPI ones with mpicc, run
 # under mpirun (their figures land in .out files that xpu bench reads).
-refs: setup
+refs: setup-demo
 	@mkdir -p $(BENCHDIR)
 	@for src in internal/tooling/bench/ref/cpu_*.c; do \
 		out=$(BENCHDIR)/$$(basename $$src .c); \
@@ -58,7 +63,7 @@ refs: setup
 
 MPIRUN_TCP := mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
 
-refs-mpi: setup
+refs-mpi: setup-bench
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)
 	mpicc -O3 -o $(BENCHDIR)/mpi_tcp_ref internal/tooling/bench/ref/tcp_mpi_ref.c
@@ -144,7 +149,7 @@ sweep: xpu refs-mpi
 # mpirun (docs/results/mpi.md). --bind-to none: bound to one core (Open
 # MPI's default for 2 ranks) Go runs with GOMAXPROCS=1, which doubles the
 # latency of small messages; unbound, each rank sees every core.
-bench-mpi: setup
+bench-mpi: setup-bench
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)/procs
 	$(GO) build -tags mpi -o $(BENCHDIR)/procs/mpibench ./internal/tooling/mpibench
@@ -152,19 +157,19 @@ bench-mpi: setup
 
 # Every fuzz target of the module in turn, FUZZTIME each (default 30s):
 # scripts/fuzz.sh says which settings it reads (FUZZ, FUZZKEEP, ...).
-fuzz: setup
+fuzz: setup-demo
 	@GO=$(GO) bash scripts/fuzz.sh
 
 # The chaos run (docs/results/chaos.md): CHAOS_N repetitions (default 100) of
 # a 4-rank job struck by a killed, frozen or cut rank or a killed launcher;
 # it prints hangs, wrong results, orphans and leftovers, and fails on any.
 # Not part of make test, which runs a short version (go test ./internal/tooling/chaos).
-chaos: setup
+chaos: setup-chaos
 	@GO=$(GO) bash scripts/chaos.sh
 
 # The rdma backend against perftest in one boot of the soft-RoCE guest of
 # internal/tooling/rdmavm (docs/results/rdma.md): 5 rounds of perftest's
 # references and the Go benchmarks, medians and ratios. Not part of make
 # test, which runs no benchmark.
-bench-rdma: setup
+bench-rdma: setup-rdma
 	XPU_RDMA_BENCH=1 $(GO) test -count=1 -run '^TestGuest(Procs)?Bench$$' -v -timeout 60m ./backends/rdma/
