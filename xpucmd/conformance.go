@@ -49,8 +49,11 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if failed > 0 || whole > 0 || code != 0 {
+		// One line per failed requirement; the whole log only with -v
+		// (echoed above as it ran).
+		printFailures(stderr, failures(log, results))
 		if !f.verbose {
-			printFailureLogs(stderr, log, results)
+			fmt.Fprintln(stderr, "(-v prints every case's whole log)")
 		}
 		if failed > 0 {
 			return fmt.Errorf("%d conformance case(s) failed", failed)
@@ -78,7 +81,7 @@ func parseConformanceFlags(args []string, stderr io.Writer) (*conformanceFlags, 
 	f := &conformanceFlags{opts: xpu.Options{}}
 	fs.StringVar(&f.backend, "backend", "", "comma-separated backends to test (default: every available one)")
 	fs.StringVar(&f.runPat, "run", "", "run only the cases whose name matches this regular expression (as go test -run)")
-	fs.BoolVar(&f.verbose, "v", false, "print every case's log")
+	fs.BoolVar(&f.verbose, "v", false, "print every case's whole log (without it, one line per failed requirement)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "fail if the whole run takes longer (0: no limit)")
 	fs.DurationVar(&f.caseTimeout, "case-timeout", 0, fmt.Sprintf(
 		"how long one case may run before its context expires (0: conformance.DefaultTimeout, %v); raise it for a slow device",
@@ -320,30 +323,4 @@ func cellOf(m map[string]*cell, key string) *cell {
 		m[key] = c
 	}
 	return c
-}
-
-// printFailureLogs prints the log lines of each failed case.
-func printFailureLogs(w io.Writer, log []string, rs []result) {
-	failed := map[string]bool{}
-	for _, r := range rs {
-		if r.status == "FAIL" {
-			failed[r.name] = true
-		}
-	}
-	cur := ""
-	for _, line := range log {
-		if strings.HasPrefix(line, "=== RUN") || strings.HasPrefix(line, "=== CONT") || strings.HasPrefix(line, "=== NAME") {
-			f := strings.Fields(line)
-			if len(f) >= 3 {
-				cur = f[2]
-			}
-			if failed[cur] {
-				fmt.Fprintln(w, line)
-			}
-			continue
-		}
-		if failed[cur] {
-			fmt.Fprintln(w, line)
-		}
-	}
 }
