@@ -46,6 +46,7 @@ var guideSections = []struct{ prefix, anchor string }{
 	{"comm/close/peer-lost", "comm-peer-lost"},
 	{"comm/coll/peer-lost", "comm-revocation"},
 	{"comm/context", "comm-contexts"},
+	{"comm/flight", "comm-flight"},
 	{"comm/onesided", "comm-one-sided"},
 	{"comm/onesided/peer-lost", "comm-peer-lost"},
 	{"comm/no-leak", "prove"},
