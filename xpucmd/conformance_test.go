@@ -251,6 +251,7 @@ func TestFailuresByRequirement(t *testing.T) {
 		"    --- FAIL: be/comm/coll/bcast/n=2 (0.01s)",
 		"    --- FAIL: be/comm/coll/bcast/n=3 (0.01s)",
 		"=== RUN   be/comm/coll/reduce",
+		"    coll.go:19: a note of the case, logged",
 		"    coll.go:20: ",
 		"        \tError Trace:\tcoll.go:20",
 		"        \tError:      \tNot equal: ",
@@ -273,7 +274,7 @@ func TestFailuresByRequirement(t *testing.T) {
 	printFailures(&out, failures(log, rs))
 	assert.Equal(t, "FAIL be/comm/coll/bcast [n=2 n=3]: rank 1: Bcast timed out: every rank calls the same collectives and more"+
 		" (and 2 more) (see docs/backend-guide.md#comm-revocation)\n"+
-		"FAIL be/comm/coll/reduce: Reduce(Sum) on rank 0: Not equal: expected: 3 actual : 4 (see docs/backend-guide.md#3-communication-commcomm)\n",
+		"FAIL be/comm/coll/reduce: Reduce(Sum) on rank 0: Not equal: expected: 3 actual : 4 (and 1 more) (see docs/backend-guide.md#3-communication-commcomm)\n",
 		out.String())
 }
 
