@@ -160,6 +160,10 @@ func TestWrittenOutConstantsMatchTheEngines(t *testing.T) {
 	require.Equal(t, join.DefaultTimeout, procs.DefaultJoinTimeout)
 	require.Equal(t, join.ProgressInterval, procs.JoinProgressInterval)
 	require.Equal(t, jobenv.DefaultMasterPort, procs.DefaultMasterPort)
+	require.Same(t, join.ErrAuth, procs.ErrAuth)
+	require.Same(t, join.ErrProtocol, procs.ErrProtocol)
+	require.Equal(t, []procs.LinkMode{procs.LinkMode(shm.Auto), procs.LinkMode(shm.SocketOnly), procs.LinkMode(shm.SharedOnly)},
+		[]procs.LinkMode{procs.LinkAuto, procs.LinkTCP, procs.LinkShm})
 	for internal, written := range map[string]string{
 		jobenv.Rank: procs.EnvRank, jobenv.WorldSize: procs.EnvWorldSize,
 		jobenv.MasterAddr: procs.EnvMasterAddr, jobenv.MasterPort: procs.EnvMasterPort,
