@@ -25,6 +25,9 @@
 // no package of the library outside cmd/ imports internal/tooling but from
 // its tests, and every package below internal/tooling says in the first
 // line of its documentation that it is tooling. The TestDocs tests keep
-// the docs' links and lists true, and TestGuide builds and runs every
-// program of docs/guide.md and compares what it prints with the guide.
+// the docs' links and lists true; TestGuide builds and runs every
+// program of docs/guide.md and compares what it prints with the guide; and
+// TestGoDocLeadsWithEntryPoints and TestBackendOptionsDocumentedOneWay keep
+// the package documentation written for users: entry points first, no
+// internal names, every backend's options documented one way.
 package tooling
