@@ -64,6 +64,15 @@ const (
 	CapTransferHostPar = "transfer.host-parallel"
 )
 
+// Derived lists the concept-level capabilities, those CapabilitiesOf
+// derives from the interfaces a component implements, in the order it
+// lists them.
+var Derived = []string{
+	CapP2P, CapBlocking, CapCollectivesNative, CapOneSided, CapNotify,
+	CapParallel, CapStreams, CapEventsTiming,
+	CapMemoryStats, CapMemoryLookup, CapMemoryAvailable,
+}
+
 // derivations pairs each concept-level capability with the test of the
 // interface it stands for, in the order of Derived.
 var derivations = []struct {
@@ -87,16 +96,6 @@ func implements[I any](c any) bool {
 	_, ok := c.(I)
 	return ok
 }
-
-// Derived lists the concept-level capabilities, those CapabilitiesOf
-// derives from the interfaces a component implements.
-var Derived = func() []string {
-	names := make([]string, len(derivations))
-	for i, d := range derivations {
-		names[i] = d.name
-	}
-	return names
-}()
 
 // CapabilitiesOf returns, sorted, the concept-level capabilities of the
 // given components: each name of Derived whose interface one of them

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/internal/nearest"
-	"github.com/xpu-go/xpu/xerr"
 )
 
 // OptionError reports an option whose value a driver cannot use: it names
@@ -72,11 +71,6 @@ func parseBytes(s string) (int64, bool) {
 	}
 	return n << shift, true
 }
-
-// ErrUnknownOption reports an option key that the driver being opened does
-// not know (a typo, or a key meant for another backend). It matches
-// ErrInvalidArgument too.
-var ErrUnknownOption = xerr.NewKind("unknown option", xerr.ErrInvalidArgument)
 
 // OptionReader reads the options of one driver's Open, checks each value's
 // type and range as it is read, and refuses the keys that were not read:

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -22,7 +21,8 @@ var (
 
 // EnvBackend is the environment variable OpenDefault reads: a
 // comma-separated, ordered fallback chain of backend names ("cuda,cpu").
-const EnvBackend = jobenv.Backend
+// `xpu run` sets it to "procs" in each rank it starts, unless it is set.
+const EnvBackend = "XPU_BACKEND"
 
 // DefaultChain is the chain OpenDefault tries when EnvBackend is unset
 // and the process is no rank of a job of several ranks (PlanDefault).

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xpu-go/xpu/internal/jobenv"
 )
 
 // The table of this module's backends, which says which import links a
@@ -47,4 +49,20 @@ func TestInTreeMatchesTheTree(t *testing.T) {
 	require.NotEmpty(t, found, "no driver found below backends/")
 	assert.NotContains(t, found, "", "a Register whose name is no constant of its package")
 	assert.Equal(t, found, inTree)
+}
+
+// EnvBackend, written out for go doc's readers, is the name the launchers
+// (package internal/jobenv) set and read.
+func TestEnvBackendIsTheLaunchersName(t *testing.T) {
+	assert.Equal(t, jobenv.Backend, EnvBackend)
+}
+
+// Derived, written out for go doc's readers, names the capabilities that
+// CapabilitiesOf derives, in its order.
+func TestDerivedInTheOrderOfDerivations(t *testing.T) {
+	var names []string
+	for _, d := range derivations {
+		names = append(names, d.name)
+	}
+	assert.Equal(t, names, Derived)
 }

@@ -10,15 +10,27 @@ import (
 	"github.com/xpu-go/xpu/xerr"
 )
 
-// Errors of the registry; the values of package xerr.
+// Errors of Open, OpenDefault and the drivers, checked with errors.Is; the
+// first four are the values of package xerr, which every package of the
+// module shares.
 var (
-	ErrUnavailable     = xerr.ErrUnavailable
-	ErrNotSupported    = xerr.ErrNotSupported
+	// ErrUnavailable reports a backend that cannot run on this machine (no
+	// device, no driver library); the error says why.
+	ErrUnavailable = xerr.ErrUnavailable
+	// ErrNotSupported reports what a backend cannot do.
+	ErrNotSupported = xerr.ErrNotSupported
+	// ErrInvalidArgument reports bad input: a bad option value, a bad
+	// chain.
 	ErrInvalidArgument = xerr.ErrInvalidArgument
-	ErrClosed          = xerr.ErrClosed
+	// ErrClosed reports the use of a closed component.
+	ErrClosed = xerr.ErrClosed
 	// ErrUnknownBackend reports a name no driver is registered under. It
 	// also matches ErrInvalidArgument.
 	ErrUnknownBackend = xerr.NewKind("unknown backend", xerr.ErrInvalidArgument)
+	// ErrUnknownOption reports an option key that the driver being opened
+	// does not know (a typo, or a key meant for another backend). It
+	// matches ErrInvalidArgument too.
+	ErrUnknownOption = xerr.NewKind("unknown option", xerr.ErrInvalidArgument)
 )
 
 // Backend is a composition of the four concepts. Any component may be nil:

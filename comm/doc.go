@@ -1,6 +1,19 @@
 // Package comm is the communication concept of xpu: a group of ranks that
 // exchange messages point to point, and the collective operations built on
-// them.
+// them. A program gets a Comm — its rank of a job from a backend
+// (xpu.OpenDefault under `xpu run`, mpirun or srun: Backend.Comm), or the
+// ranks of a group in one process (Backend.Group, local.NewGroup) — and
+// calls the package functions on it, typed by the element type of their
+// memspace.Buffer arguments:
+//
+//	c := b.Comm // b from xpu.OpenDefault, in a rank of a job
+//	err := comm.Allreduce(ctx, c, grads, grads, comm.Sum) // in place, on every rank
+//	err = comm.Bcast(ctx, c, params, 0)                   // from rank 0
+//	err = comm.Send(ctx, c, buf.Block(), 1, tag)          // to rank 1
+//	st, err := comm.Recv(ctx, c, buf.Block(), comm.AnySource, tag)
+//
+// Every call takes a context and fails, never hangs, when a rank it needs
+// is lost (ErrPeerLost).
 //
 // # Point to point
 //

@@ -33,4 +33,18 @@
 // Lifetimes: Close the executor (or the backend) to stop its goroutines;
 // Close the space to unmap its memory. Everything in the package is safe
 // for concurrent use.
+//
+// # Options
+//
+// xpu.Open reads these keys of xpu.Options, each documented on its
+// constant:
+//
+//	workers    OptWorkers    workers of the executor; GOMAXPROCS by default
+//	limit      OptLimit      cap on the bytes in use ("2 GiB"); none by default
+//	hugepages  OptHugePages  "true": transparent huge pages for large blocks
+//
+// A bad value is an error matching xpu.ErrInvalidArgument, and a key the
+// driver does not know one matching xpu.ErrUnknownOption. A key scoped to
+// another backend ("procs.timeout") is left to it, so that one set of options
+// can serve a fallback chain; "cpu.limit" is read as limit.
 package cpu

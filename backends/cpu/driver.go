@@ -17,13 +17,19 @@ import (
 // errors name.
 const Name = "cpu"
 
-// Options of Open, documented on Driver.
+// Options of Open: the keys of xpu.Options the driver reads (see Options
+// in the package documentation).
 const (
-	// OptWorkers sets the number of workers of the executor (NewExecutor).
+	// OptWorkers sets the number of workers of the executor (NewExecutor):
+	// an integer in [1, MaxWorkers]; GOMAXPROCS by default.
 	OptWorkers = "workers"
-	// OptLimit sets the cap on the bytes in use (SpaceOptions.Limit).
+	// OptLimit sets the cap on the bytes in use in the space
+	// (SpaceOptions.Limit): a size in bytes from 1 to math.MaxInt64, with
+	// an optional unit K, M, G, T, P in powers of 1024 ("64K", "2 GiB");
+	// none by default.
 	OptLimit = "limit"
-	// OptHugePages sets SpaceOptions.HugePages.
+	// OptHugePages, "true", backs blocks of 4 MiB and more with transparent
+	// huge pages (SpaceOptions.HugePages); false by default.
 	OptHugePages = "hugepages"
 )
 
@@ -31,21 +37,8 @@ func init() {
 	xpu.Register(Name, Driver{})
 }
 
-// Driver opens the CPU backend; it is registered as "cpu". Options:
-//
-//	workers    number of workers of the executor, an integer in
-//	           [1, MaxWorkers]; default GOMAXPROCS
-//	limit      cap on the bytes in use in the space (SpaceOptions.Limit):
-//	           a size in bytes from 1 to math.MaxInt64, with an optional
-//	           unit K, M, G, T, P in powers of 1024 ("64K", "2 GiB");
-//	           default none
-//	hugepages  "true" to back blocks of 4 MiB and more with transparent
-//	           huge pages (SpaceOptions.HugePages); default false
-//
-// A bad value is an error matching xpu.ErrInvalidArgument, and a key the
-// driver does not know one matching xpu.ErrUnknownOption. Keys scoped to
-// another backend ("tcp.eager_limit") are skipped, so one set of options
-// can serve a fallback chain of backends; "cpu.limit" is read as limit.
+// Driver opens the CPU backend; it is registered as "cpu". Its options are
+// the Opt constants (see Options in the package documentation).
 type Driver struct{}
 
 // Open returns a backend with a host Space as its memory and an Executor.

@@ -25,6 +25,19 @@
 // typed argument list. Built-in kernels, shipped as PTX: Fill, Scale,
 // Axpy, Add and the reductions Sum, Min and Max.
 //
+// # Options
+//
+// xpu.Open reads these keys of xpu.Options, each documented on its
+// constant:
+//
+//	device   OptDevice   index of the device; 0 by default
+//	library  OptLibrary  path of the driver library; $XPU_CUDA_LIBRARY, else libcuda.so.1
+//
+// A bad value is an error matching xpu.ErrInvalidArgument, and a key the
+// driver does not know one matching xpu.ErrUnknownOption. A key scoped to
+// another backend ("cpu.limit") is left to it, so that one set of options
+// can serve a fallback chain; "cuda.device" is read as device.
+//
 // # Devices and OS threads
 //
 // A device index is chosen per space and executor; every driver call

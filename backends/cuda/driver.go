@@ -14,15 +14,10 @@ func init() {
 	xpu.Register(Name, Driver{})
 }
 
-// Driver opens the CUDA backend; it is registered as "cuda". Options:
-//
-//	device   index of the device, an integer from 0; default 0
-//	library  path of the driver library; default $XPU_CUDA_LIBRARY, else
-//	         libcuda.so.1 found as dlopen finds it
-//
-// A bad value is an error matching xpu.ErrInvalidArgument, a key the
-// driver does not know one matching xpu.ErrUnknownOption, and a machine
-// without a usable driver or device xpu.ErrUnavailable with the reason.
+// Driver opens the CUDA backend; it is registered as "cuda". Its options
+// are the Opt constants (see Options in the package documentation); a
+// machine without a usable driver or device is an error matching
+// xpu.ErrUnavailable with the reason.
 type Driver struct{}
 
 // Open returns a backend of one device: its device memory as Memory; the
@@ -71,11 +66,15 @@ func (Driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 	return b, nil
 }
 
-// Options of Open.
+// Options of Open: the keys of xpu.Options the driver reads (see Options
+// in the package documentation).
 const (
-	// OptDevice is the device index.
+	// OptDevice is the index of the device, an integer from 0; 0 by
+	// default.
 	OptDevice = "device"
-	// OptLibrary is the path of the driver library.
+	// OptLibrary is the path of the driver library; EnvLibrary
+	// ($XPU_CUDA_LIBRARY), else DefaultLibrary found as dlopen finds it,
+	// by default.
 	OptLibrary = "library"
 )
 

@@ -8,8 +8,20 @@
 //	// hand ranks[i] to goroutine i; Close each rank when done.
 //
 // The package registers the driver "local" with package xpu; its Backend
-// has only Group (a comm.GroupFunc), with the options "eager_limit" and
-// "eager_budget" (OptEagerLimit, OptEagerBudget).
+// has only Group (a comm.GroupFunc).
+//
+// # Options
+//
+// xpu.Open reads these keys of xpu.Options, each documented on its
+// constant:
+//
+//	eager_limit   OptEagerLimit   largest message sent eagerly ("64K")
+//	eager_budget  OptEagerBudget  eager bytes a rank holds per sender ("4M")
+//
+// A bad value is an error matching xpu.ErrInvalidArgument, and a key the
+// driver does not know one matching xpu.ErrUnknownOption. A key scoped to
+// another backend ("procs.timeout") is left to it, so that one set of options
+// can serve a fallback chain; "local.eager_limit" is read as eager_limit, before a bare eager_limit.
 //
 // # Matching
 //

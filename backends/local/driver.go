@@ -16,17 +16,18 @@ import (
 // errors name.
 const Name = "local"
 
-// Options of Open: sizes in bytes, a decimal integer with an optional unit
-// K, M, G, T, P in powers of 1024 ("4096", "64K", "1 MiB"). The tcp
-// backend reads the same keys with the same meaning.
+// Options of Open: the keys of xpu.Options the driver reads (see Options
+// in the package documentation), sizes in bytes, a decimal integer with an
+// optional unit K, M, G, T, P in powers of 1024 ("4096", "64K", "1 MiB").
+// The procs backend reads the same keys with the same meaning.
 const (
 	// OptEagerLimit sets the largest message sent eagerly, from 0 (no
 	// eager messages: Options.EagerLimit < 0) to math.MaxInt; default
 	// DefaultEagerLimit.
-	OptEagerLimit = p2p.OptLimit
+	OptEagerLimit = "eager_limit"
 	// OptEagerBudget sets Options.EagerBudget, from 1 to math.MaxInt;
 	// default DefaultEagerBudget.
-	OptEagerBudget = p2p.OptBudget
+	OptEagerBudget = "eager_budget"
 )
 
 func init() { xpu.Register(Name, driver{}) }
@@ -37,11 +38,8 @@ type driver struct{}
 // memory space, executor or job communicator. Closing the backend closes
 // every rank of its groups still open.
 //
-// Its options are OptEagerLimit and OptEagerBudget. A bad value is an error
-// matching xpu.ErrInvalidArgument, and a key the driver does not know one
-// matching xpu.ErrUnknownOption. Keys scoped to another backend
-// ("tcp.eager_limit") are skipped; "local.eager_limit" is read as
-// eager_limit, before a bare eager_limit.
+// Its options are the Opt constants (see Options in the package
+// documentation).
 func (driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

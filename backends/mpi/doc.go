@@ -11,8 +11,18 @@
 //
 // The package registers the driver "mpi" with package xpu: its Backend
 // has only Comm, this process's rank of MPI_COMM_WORLD (Group is nil: MPI
-// ranks are processes), and reads the option "thread_level"
-// (OptThreadLevel); it refuses any other key not scoped to another backend.
+// ranks are processes).
+//
+// # Options
+//
+// xpu.Open reads this key of xpu.Options, documented on its constant:
+//
+//	thread_level  OptThreadLevel  "multiple" (the default) or "serialized"
+//
+// A bad value is an error matching xpu.ErrInvalidArgument, and a key the
+// driver does not know one matching xpu.ErrUnknownOption. A key scoped to
+// another backend ("procs.timeout") is left to it, so that one set of options
+// can serve a fallback chain; "mpi.thread_level" is read as thread_level.
 //
 // # Building
 //

@@ -10,12 +10,9 @@ import (
 // Name is the name the driver is registered under.
 const Name = "mpi"
 
-// OptThreadLevel is the xpu.Open option that sets Options.ThreadLevel:
+// OptThreadLevel is the key of xpu.Options that sets Options.ThreadLevel:
 // "multiple" (the default) or "serialized", in any case. It is the driver's
-// only option: Open refuses any other key with an error matching
-// xpu.ErrUnknownOption, except keys scoped to another backend
-// ("tcp.timeout"), so that one set of options can serve a fallback chain of
-// backends.
+// only option (see Options in the package documentation).
 const OptThreadLevel = "thread_level"
 
 // Undefined is the color of Split for a rank that joins no new

@@ -31,7 +31,7 @@ const (
 	DefaultSpin = 0
 	// DefaultShmSpin is Config.ShmSpin's default: how long a waiter polls
 	// a shared-memory link before it sleeps.
-	DefaultShmSpin = shm.DefaultSpin
+	DefaultShmSpin = 50 * time.Microsecond
 	// DefaultChunk is the size of the data frames a large message travels
 	// in, so that small messages are not held up behind it.
 	DefaultChunk = 1 << 20
@@ -40,13 +40,13 @@ const (
 	// start (Config.JoinTimeout, XPU_JOIN_TIMEOUT, the option join_timeout
 	// set another). The context given bounds joining too: whichever ends
 	// first.
-	DefaultJoinTimeout = join.DefaultTimeout
+	DefaultJoinTimeout = 60 * time.Second
 	// JoinProgressInterval is how often a rank still joining logs what it
 	// waits for (Config.Logger).
-	JoinProgressInterval = join.ProgressInterval
+	JoinProgressInterval = 5 * time.Second
 	// DefaultMasterPort is rank 0's port when no variable sets it and the
 	// launcher names no job; see ConfigFromEnv.
-	DefaultMasterPort = jobenv.DefaultMasterPort
+	DefaultMasterPort = 29500
 	// DefaultShmRing is the size of each ring of a shared-memory link:
 	// large messages do not go through it where the kernel allows a
 	// single copy, and 256 KiB measured as fast as 1 MiB for every case of
@@ -73,35 +73,35 @@ const (
 // first five are the variables `xpu run` sets.
 const (
 	// EnvRank holds this process's rank, 0 … size-1 (XPU_RANK).
-	EnvRank = jobenv.Rank
+	EnvRank = "XPU_RANK"
 	// EnvWorldSize holds the number of ranks of the job (XPU_WORLD_SIZE).
-	EnvWorldSize = jobenv.WorldSize
+	EnvWorldSize = "XPU_WORLD_SIZE"
 	// EnvMasterAddr holds the host of rank 0, which serves the rendezvous
 	// store and accepts peer links (XPU_MASTER_ADDR).
-	EnvMasterAddr = jobenv.MasterAddr
+	EnvMasterAddr = "XPU_MASTER_ADDR"
 	// EnvMasterPort holds its port (XPU_MASTER_PORT).
-	EnvMasterPort = jobenv.MasterPort
+	EnvMasterPort = "XPU_MASTER_PORT"
 	// EnvJobSecret holds the secret every rank of the job proves it holds
 	// (XPU_JOB_SECRET).
-	EnvJobSecret = jobenv.JobSecret
+	EnvJobSecret = "XPU_JOB_SECRET"
 	// EnvTimeout overrides Config.Timeout: a Go duration ("3s").
-	EnvTimeout = jobenv.TCPTimeout
+	EnvTimeout = "XPU_TCP_TIMEOUT"
 	// EnvSpin sets Config.Spin: a Go duration ("50us"); 0 or negative
 	// never polls.
-	EnvSpin = jobenv.TCPSpin
+	EnvSpin = "XPU_TCP_SPIN"
 	// EnvLinks sets Config.Links: "auto", "tcp" or "shm" (XPU_LINKS).
-	EnvLinks = jobenv.Links
+	EnvLinks = "XPU_LINKS"
 	// EnvNode sets Config.Node (XPU_NODE).
-	EnvNode = jobenv.Node
+	EnvNode = "XPU_NODE"
 	// EnvShmRing sets Config.ShmRing: a size in bytes ("256K", "1M"),
 	// a power of two from 4 KiB to 64 MiB.
-	EnvShmRing = jobenv.ShmRing
+	EnvShmRing = "XPU_SHM_RING"
 	// EnvShmSpin sets Config.ShmSpin: a Go duration ("20us"); 0 or
 	// negative sleeps at once.
-	EnvShmSpin = jobenv.ShmSpin
+	EnvShmSpin = "XPU_SHM_SPIN"
 	// EnvJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"). Every transport that joins a job reads it.
-	EnvJoinTimeout = jobenv.JoinTimeout
+	EnvJoinTimeout = "XPU_JOIN_TIMEOUT"
 )
 
 // Config describes this rank's place in a job. Rank, Size, MasterAddr and

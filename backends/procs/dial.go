@@ -15,7 +15,7 @@ import (
 // ErrAuth reports a connection that could not prove membership of the job:
 // a wrong secret, a garbled or foreign handshake, or a rank or world size
 // that does not fit. It matches comm.ErrInvalidArgument too.
-var ErrAuth = join.ErrAuth
+var ErrAuth = xerr.ErrAuth
 
 // ErrJoinTimeout reports that a job did not form within the join timeout
 // (Config.JoinTimeout, DefaultJoinTimeout by default): nothing of this job

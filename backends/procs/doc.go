@@ -9,6 +9,23 @@
 //	defer c.Close()
 //	err = comm.Allreduce(ctx, c, grads, grads, comm.Sum)
 //
+// # Options
+//
+// xpu.Open reads these keys of xpu.Options, each documented on its
+// constant and setting the field of Config it names:
+//
+//	timeout       OptTimeout      failure-detection bound ("3s")
+//	eager_limit   OptEagerLimit   largest message sent eagerly ("16K"); 64 KiB by default
+//	eager_budget  OptEagerBudget  eager bytes in flight per peer ("4M"); 4 MiB by default
+//	join_timeout  OptJoinTimeout  bound on joining the job ("90s"); DefaultJoinTimeout by default
+//	links         OptLinks        "auto", "tcp" or "shm": the links between ranks of a node
+//	shm_ring      OptShmRing      size of a shared-memory ring ("256K"); 256 KiB by default
+//
+// A bad value is an error matching xpu.ErrInvalidArgument, and a key the
+// driver does not know one matching xpu.ErrUnknownOption. A key scoped to
+// another backend ("cpu.limit") is left to it, so that one set of options
+// can serve a fallback chain; "procs.timeout" is read as timeout; so is "tcp.timeout", of the former name.
+//
 // # Joining a job
 //
 // FromEnv reads the rank, the world size, the master address and the job

@@ -8,7 +8,6 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/grouptrack"
-	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/xerr"
@@ -17,23 +16,23 @@ import (
 // Name is the name the driver is registered under.
 const Name = "procs"
 
-// Open options: each sets the field of Config it names in the groups the
-// backend makes and in the rank it joins. Open refuses any other key (a
-// key scoped to another backend, "cpu.limit", is left to it).
+// Options of Open: the keys of xpu.Options the driver reads (see Options
+// in the package documentation). Each sets the field of Config it names in
+// the groups the backend makes and in the rank it joins.
 const (
 	// OptTimeout sets Config.Timeout: a positive Go duration ("3s").
 	OptTimeout = "timeout"
 	// OptEagerLimit sets Config.EagerLimit: a size in bytes ("16K") up to
 	// MaxEagerLimit, 64 KiB by default; 0 sends every nonempty message by
 	// rendezvous.
-	OptEagerLimit = p2p.OptLimit
+	OptEagerLimit = "eager_limit"
 	// OptEagerBudget sets Config.EagerBudget: a size in bytes ("4M") from
 	// 1 byte to MaxEagerBudget, 4 MiB by default.
-	OptEagerBudget = p2p.OptBudget
+	OptEagerBudget = "eager_budget"
 	// OptJoinTimeout sets Config.JoinTimeout: a positive Go duration
 	// ("90s"), DefaultJoinTimeout by default; it takes precedence over
 	// XPU_JOIN_TIMEOUT.
-	OptJoinTimeout = join.OptTimeout
+	OptJoinTimeout = "join_timeout"
 	// OptLinks sets Config.Links: "auto" (the default), "tcp" or "shm";
 	// it takes precedence over XPU_LINKS.
 	OptLinks = "links"

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -13,7 +12,7 @@ import (
 // does not exist. The link that carried it is cut, so operations with that
 // peer fail with comm.ErrPeerLost (the error says why). It matches
 // comm.ErrInvalidArgument too.
-var ErrProtocol = join.ErrProtocol
+var ErrProtocol = xerr.ErrProtocol
 
 // Frame types. Every frame starts with a fixed header of headerSize bytes
 // (see docs/adr/0008-tcp-wire.md); eager and data frames carry a payload

@@ -18,12 +18,12 @@ type LinkMode uint8
 const (
 	// LinkAuto, the default, links ranks of one node through shared memory
 	// and the others through TCP.
-	LinkAuto = LinkMode(shm.Auto)
+	LinkAuto LinkMode = iota
 	// LinkTCP links every peer through TCP.
-	LinkTCP = LinkMode(shm.SocketOnly)
+	LinkTCP
 	// LinkShm links every peer through shared memory, and fails Dial when
 	// a peer is on another node or its segment cannot be shared.
-	LinkShm = LinkMode(shm.SharedOnly)
+	LinkShm
 )
 
 // String returns the mode's name, as EnvLinks and the option "links"

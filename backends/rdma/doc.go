@@ -7,6 +7,24 @@
 //	defer c.Close()
 //	err = comm.Allreduce(ctx, c, grads, grads, comm.Sum)
 //
+// # Options
+//
+// xpu.Open reads these keys of xpu.Options, each documented on its
+// constant:
+//
+//	device        OptDevice       the RDMA device ("rxe0"); $XPU_RDMA_DEVICE, else the first active one
+//	addr          OptAddr         the IP address the connection manager binds
+//	eager_limit   OptEagerLimit   largest message sent eagerly ("16K")
+//	eager_budget  OptEagerBudget  eager bytes in flight per peer ("4M")
+//	slots         OptSlots        Config.Slots
+//	spin          OptSpin         how long a waiter polls before it sleeps ("50us")
+//	timeout       OptTimeout      failure-detection bound ("3s"); $XPU_RDMA_TIMEOUT, else DefaultTimeout
+//
+// A bad value is an error matching xpu.ErrInvalidArgument, and a key the
+// driver does not know one matching xpu.ErrUnknownOption. A key scoped to
+// another backend ("cpu.limit") is left to it, so that one set of options
+// can serve a fallback chain; "rdma.timeout" is read as timeout.
+//
 // # Building
 //
 // The verbs are reached through cgo, behind the build tag rdma (as

@@ -17,9 +17,9 @@ import (
 	"github.com/xpu-go/xpu/xerr"
 )
 
-// Open options: each sets what it names in the groups the backend makes
-// and in the rank it joins. Open refuses any other key (a key scoped to
-// another backend, "cpu.limit", is left to it).
+// Options of Open: the keys of xpu.Options the driver reads (see Options
+// in the package documentation). Each sets what it names in the groups the
+// backend makes and in the rank it joins.
 const (
 	// OptDevice names the RDMA device ("rxe0"); XPU_RDMA_DEVICE, else the
 	// first device with an active port, by default.
@@ -42,7 +42,7 @@ const (
 )
 
 // EnvTimeout sets Config.Timeout in a job when no option does.
-const EnvTimeout = jobenv.RDMATimeout
+const EnvTimeout = "XPU_RDMA_TIMEOUT"
 
 // envTimeout reads EnvTimeout: 0 when unset.
 func envTimeout() (time.Duration, error) {

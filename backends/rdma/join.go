@@ -8,7 +8,6 @@ import (
 
 	"github.com/xpu-go/xpu/backends/rdma/internal/fabric"
 	"github.com/xpu-go/xpu/comm"
-	"github.com/xpu-go/xpu/internal/jobenv"
 	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -103,8 +102,8 @@ func deviceHost(prov fabric.Provider, dev string) (string, error) {
 const (
 	// EnvDevice names the RDMA device to use ("rxe0", "mlx5_0"); the
 	// first with an active port by default.
-	EnvDevice = jobenv.RDMADevice
+	EnvDevice = "XPU_RDMA_DEVICE"
 	// EnvAddr is the IP address the connection manager binds: by default
 	// the IPv4 address of the device's active port.
-	EnvAddr = jobenv.RDMAAddr
+	EnvAddr = "XPU_RDMA_ADDR"
 )

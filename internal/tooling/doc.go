@@ -20,9 +20,14 @@
 //     tests and make bench-rdma run on real kernel verbs.
 //   - commtest, jointest: helpers that tests share.
 //
-// The package itself is empty but for a test, TestLayout, which keeps the
-// rule: no package of internal/ outside internal/tooling imports a backend,
+// The package itself is empty but for tests. TestLayout keeps the rule:
+// no package of internal/ outside internal/tooling imports a backend,
 // no package of the library outside cmd/ imports internal/tooling but from
 // its tests, and every package below internal/tooling says in the first
-// line of its documentation that it is tooling.
+// line of its documentation that it is tooling. The TestDocs tests keep
+// the docs' links and lists true; TestGuide builds and runs every
+// program of docs/guide.md and compares what it prints with the guide; and
+// TestGoDocLeadsWithEntryPoints and TestBackendOptionsDocumentedOneWay keep
+// the package documentation written for users: entry points first, no
+// internal names, every backend's options documented one way.
 package tooling
