@@ -36,11 +36,13 @@ const deathBound = 3 * time.Second
 
 // rankScript is each rank's program: a shell that starts two sleeping
 // children in its process group, writes the file of the job's events to
-// $DIR/eventsRANK and "PID CHILD CHILD" to $DIR/RANK, and waits. With stubborn, the shell and its children ignore SIGTERM.
+// $DIR/eventsRANK, the directory of its flight records to $DIR/flightRANK,
+// and "PID CHILD CHILD" to $DIR/RANK, and waits. With stubborn, the shell and its children ignore SIGTERM.
 func rankScript(dir string, stubborn bool) string {
 	s := `sleep 300 & a=$!
 sleep 300 & b=$!
 echo "$XPU_RUN_EVENTS" > "` + dir + `/events$XPU_RANK"
+echo "$XPU_FLIGHT_DIR" > "` + dir + `/flight$XPU_RANK"
 echo "$$ $a $b" > "` + dir + `/$XPU_RANK.tmp" && mv "` + dir + `/$XPU_RANK.tmp" "` + dir + `/$XPU_RANK"
 wait
 `
@@ -71,9 +73,12 @@ func TestLauncherDeathWithoutWatchdog(t *testing.T) {
 		assert.True(t, alive(c), "child %d: nothing stops the ranks' children without the watchdog", c)
 	}
 	_ = j.launcher.Wait()
-	// Nor removes the file of the job's events.
+	// Nor removes the file of the job's events, nor the flight records'
+	// directory.
 	assert.FileExists(t, j.events)
 	_ = os.Remove(j.events)
+	assert.DirExists(t, j.flight)
+	_ = os.RemoveAll(j.flight)
 }
 
 // The launcher — a child process running Run as `xpu run` does — gets a
@@ -115,6 +120,7 @@ func TestLauncherDeathStopsRanks(t *testing.T) {
 			_ = j.launcher.Wait() // its status is checked below
 			assert.Empty(t, marked(j.token), "nothing the job started lives on")
 			assert.NoFileExists(t, j.events, "the launcher, or its watchdog, removed the file of the job's events")
+			assert.NoDirExists(t, j.flight, "the launcher, or its watchdog, removed the directory of the flight records")
 			ws := j.launcher.ProcessState.Sys().(syscall.WaitStatus)
 			if c.mode == "plain" {
 				assert.True(t, ws.Signaled() && ws.Signal() == c.sig, "the launcher died of %s: %v\n%s",
@@ -135,6 +141,7 @@ type launched struct {
 	children []int // their children's pids
 	watchdog int
 	events   string // the file of the job's events
+	flight   string // the directory of the ranks' flight records
 }
 
 // startLauncher starts a launcher (launcherRole, in a process group of its
@@ -177,6 +184,10 @@ func startLauncher(t *testing.T, mode string, grace time.Duration, stubborn bool
 	require.NoError(t, err)
 	j.events = strings.TrimSpace(string(b))
 	require.FileExists(t, j.events, "the launcher made the file of the job's events")
+	b, err = os.ReadFile(filepath.Join(dir, "flight0"))
+	require.NoError(t, err)
+	j.flight = strings.TrimSpace(string(b))
+	require.DirExists(t, j.flight, "the launcher made the directory of the ranks' flight records")
 
 	// What the job looks like while its launcher lives.
 	launcherSid := statOf(t, cmd.Process.Pid).sid
