@@ -38,32 +38,17 @@ func Names(s string, names []string, n, maxDist int) []string {
 // Distance is the Levenshtein distance between a and b, in bytes: the
 // fewest insertions, deletions and substitutions of one byte that turn a
 // into b.
-func Distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func Distance(a, b string) int { return distance(a, b, false) }
 
 // Edits is Distance with one more edit: the swap of two adjacent bytes
 // counts as one ("cdua" is one edit from "cuda", two from "cpu"), the
 // optimal string alignment distance. It ranks the names a typo of a short
 // name was meant as, where two swapped letters are the commonest slip.
-func Edits(a, b string) int {
-	// d[i][j] is the distance between a[:i] and b[:j]; three rows kept.
+func Edits(a, b string) int { return distance(a, b, true) }
+
+// distance is Distance, and with swaps Edits. d[i][j], the distance
+// between a[:i] and b[:j], is computed a row at a time; three rows kept.
+func distance(a, b string, swaps bool) int {
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
@@ -78,7 +63,7 @@ func Edits(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+			if swaps && i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
 				cur[j] = min(cur[j], prev2[j-2]+1)
 			}
 		}
