@@ -72,18 +72,24 @@ func (s Selection) String() string {
 	} else {
 		b.WriteString("the chain " + strings.Join(s.Chain, ","))
 	}
-	if s.Why != "" {
-		b.WriteString(" (" + s.Why + ")")
+	writeWhy(&b, s.Why, "; skipped: ", s.Skipped)
+	return b.String()
+}
+
+// writeWhy writes " (why)" when there is a why, then the reasons, the
+// first after lead and the others after "; ".
+func writeWhy(b *strings.Builder, why, lead string, reasons []error) {
+	if why != "" {
+		b.WriteString(" (" + why + ")")
 	}
-	for i, r := range s.Skipped {
+	for i, r := range reasons {
 		if i == 0 {
-			b.WriteString("; skipped: ")
+			b.WriteString(lead)
 		} else {
 			b.WriteString("; ")
 		}
 		b.WriteString(r.Error())
 	}
-	return b.String()
 }
 
 // jobBackends are the backends of this module with a communicator across

@@ -209,17 +209,7 @@ func (e *SkipError) Error() string {
 	b.WriteString("xpu: no backend of ")
 	b.WriteString(strings.Join(e.Chain, ","))
 	b.WriteString(" could be opened")
-	if e.Why != "" {
-		b.WriteString(" (" + e.Why + ")")
-	}
-	for i, r := range e.Reasons {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString(r.Error())
-	}
+	writeWhy(&b, e.Why, ": ", e.Reasons)
 	return b.String()
 }
 
