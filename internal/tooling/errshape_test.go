@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -40,69 +39,50 @@ func TestErrorShape(t *testing.T) {
 	var problems []string
 	defined := map[string][]string{} // sentinel name → where a constructor defines it
 	fset := token.NewFileSet()
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" ||
-				rel == "examples" || rel == "internal/tooling") {
-				return filepath.SkipDir
+	err = walkGo(root, fset, parser.ParseComments,
+		func(rel string) bool { return rel == "examples" || rel == "internal/tooling" },
+		func(rel string) bool { return !strings.HasSuffix(rel, "_test.go") },
+		func(rel string, f *ast.File) error {
+			at := func(n ast.Node) string {
+				pos := fset.Position(n.Pos())
+				return fmt.Sprintf("%s:%d", rel, pos.Line)
 			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
-		if err != nil {
-			return err
-		}
-		if ignored(f) {
-			return nil
-		}
-		at := func(n ast.Node) string {
-			pos := fset.Position(n.Pos())
-			return fmt.Sprintf("%s:%d", rel, pos.Line)
-		}
-		for name, n := range sentinels(f) {
-			defined[name] = append(defined[name], at(n))
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
+			for name, n := range sentinels(f) {
+				defined[name] = append(defined[name], at(n))
 			}
-			fn := callee(call)
-			if fn == "errors.Join" && slices.ContainsFunc(call.Args, isSentinel) {
-				problems = append(problems, at(call)+": errors.Join of a sentinel prints two lines: use xerr.Detail(sentinel, \"…: %w\", err)")
-			}
-			format, args, ok := formatted(fn, call)
-			if !ok {
-				return true
-			}
-			if fn == "fmt.Errorf" && strings.HasPrefix(format, "%w") && len(args) > 0 && isSentinel(args[0]) &&
-				strings.HasPrefix(rel, "backends/") {
-				problems = append(problems, at(call)+": a message that starts with its sentinel: put the operation first, the sentinel last (xerr.Errorf)")
-			}
-			if strings.HasPrefix(rel, "conformance/") || slices.ContainsFunc(args, isUsage) {
-				// The suite's failures say what a backend returned
-				// ("error %v, want ErrTruncated"): it must not match
-				// what it describes. A usage error shows a flag's
-				// parse error, which must not leak flag.ErrHelp.
-				return true
-			}
-			for i, verb := range verbs(format) {
-				if i < len(args) && (verb == 'v' || verb == 's') && isError(args[i]) {
-					problems = append(problems, fmt.Sprintf("%s: %%%c of an error loses its sentinel: use %%w", at(call), verb))
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
 				}
-			}
-			return true
+				fn := callee(call)
+				if fn == "errors.Join" && slices.ContainsFunc(call.Args, isSentinel) {
+					problems = append(problems, at(call)+": errors.Join of a sentinel prints two lines: use xerr.Detail(sentinel, \"…: %w\", err)")
+				}
+				format, args, ok := formatted(fn, call)
+				if !ok {
+					return true
+				}
+				if fn == "fmt.Errorf" && strings.HasPrefix(format, "%w") && len(args) > 0 && isSentinel(args[0]) &&
+					strings.HasPrefix(rel, "backends/") {
+					problems = append(problems, at(call)+": a message that starts with its sentinel: put the operation first, the sentinel last (xerr.Errorf)")
+				}
+				if strings.HasPrefix(rel, "conformance/") || slices.ContainsFunc(args, isUsage) {
+					// The suite's failures say what a backend returned
+					// ("error %v, want ErrTruncated"): it must not match
+					// what it describes. A usage error shows a flag's
+					// parse error, which must not leak flag.ErrHelp.
+					return true
+				}
+				for i, verb := range verbs(format) {
+					if i < len(args) && (verb == 'v' || verb == 's') && isError(args[i]) {
+						problems = append(problems, fmt.Sprintf("%s: %%%c of an error loses its sentinel: use %%w", at(call), verb))
+					}
+				}
+				return true
+			})
+			return nil
 		})
-		return nil
-	})
 	require.NoError(t, err)
 	for name, where := range defined {
 		dirs := map[string]bool{}

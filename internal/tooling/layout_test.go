@@ -142,17 +142,58 @@ func modulePath(t *testing.T, root string) string {
 func readPackages(t *testing.T, root string) map[string]*pkg {
 	t.Helper()
 	pkgs := map[string]*pkg{}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(file string, d fs.DirEntry, err error) error {
+	err := walkGo(root, token.NewFileSet(), parser.ImportsOnly|parser.ParseComments, nil, nil,
+		func(file string, f *ast.File) error {
+			rel, name := path.Dir(file), path.Base(file)
+			p := pkgs[rel]
+			if p == nil {
+				p = &pkg{rel: rel, imports: map[string][]string{}}
+				pkgs[rel] = p
+			}
+			if strings.HasSuffix(name, "_test.go") {
+				return nil // tests may import what they like
+			}
+			for _, imp := range f.Imports {
+				ip, err := strconv.Unquote(imp.Path.Value)
+				if err != nil {
+					return err
+				}
+				p.imports[ip] = append(p.imports[ip], file)
+			}
+			if f.Doc != nil {
+				first, _, _ := strings.Cut(f.Doc.Text(), "\n")
+				p.docs = append(p.docs, first)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	return pkgs
+}
+
+// walkGo parses, with mode, every Go file of the module under root and
+// hands fn its slash path from root and its syntax. It leaves out
+// testdata, vendor, directories named with a leading . or _, nested
+// modules (examples/arena), //go:build ignore files, the directories
+// skipDir names (by slash path from root) and the files want refuses (by
+// slash path); skipDir and want may be nil.
+func walkGo(root string, fset *token.FileSet, mode parser.Mode, skipDir, want func(rel string) bool,
+	fn func(rel string, f *ast.File) error) error {
+	return filepath.WalkDir(root, func(file string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		rel, err := filepath.Rel(root, file)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
 		name := d.Name()
 		if d.IsDir() {
 			if file == root {
 				return nil
 			}
-			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor" {
+			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor" ||
+				(skipDir != nil && skipDir(rel)) {
 				return filepath.SkipDir
 			}
 			if _, err := os.Stat(filepath.Join(file, "go.mod")); err == nil {
@@ -160,44 +201,18 @@ func readPackages(t *testing.T, root string) map[string]*pkg {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") {
+		if !strings.HasSuffix(name, ".go") || (want != nil && !want(rel)) {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, file, nil, parser.ImportsOnly|parser.ParseComments)
+		f, err := parser.ParseFile(fset, file, nil, mode)
 		if err != nil {
 			return err
 		}
 		if ignored(f) {
 			return nil
 		}
-		rel, err := filepath.Rel(root, filepath.Dir(file))
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		p := pkgs[rel]
-		if p == nil {
-			p = &pkg{rel: rel, imports: map[string][]string{}}
-			pkgs[rel] = p
-		}
-		if strings.HasSuffix(name, "_test.go") {
-			return nil // tests may import what they like
-		}
-		for _, imp := range f.Imports {
-			ip, err := strconv.Unquote(imp.Path.Value)
-			if err != nil {
-				return err
-			}
-			p.imports[ip] = append(p.imports[ip], path.Join(rel, name))
-		}
-		if f.Doc != nil {
-			first, _, _ := strings.Cut(f.Doc.Text(), "\n")
-			p.docs = append(p.docs, first)
-		}
-		return nil
+		return fn(rel, f)
 	})
-	require.NoError(t, err)
-	return pkgs
 }
 
 // ignored reports whether f is a //go:build ignore file, which no build

@@ -5,8 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,39 +78,14 @@ func TestBoundedWaits(t *testing.T) {
 	var problems []string
 	files := 0
 	fset := token.NewFileSet()
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		name := d.Name()
-		if d.IsDir() {
-			if rel == "." {
-				return nil
-			}
-			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || skipped[rel] != "" {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
-				return filepath.SkipDir
-			}
+	err = walkGo(root, fset, parser.ParseComments,
+		func(rel string) bool { return skipped[rel] != "" },
+		func(rel string) bool { return strings.HasSuffix(rel, "_test.go") && skipped[path.Dir(rel)] == "" },
+		func(rel string, f *ast.File) error {
+			files++
+			problems = append(problems, unboundedWaits(fset, rel, f)...)
 			return nil
-		}
-		if !strings.HasSuffix(name, "_test.go") || skipped[filepath.ToSlash(filepath.Dir(rel))] != "" {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
-		if err != nil {
-			return err
-		}
-		if ignored(f) {
-			return nil
-		}
-		files++
-		problems = append(problems, unboundedWaits(fset, rel, f)...)
-		return nil
-	})
+		})
 	require.NoError(t, err)
 	require.Positive(t, files, "no test file read")
 	if len(problems) > 0 {
