@@ -43,16 +43,10 @@ func (j *job) flightReport() {
 		return
 	}
 	before := dumpTimes(j.flightDir)
-	var waiting, stopped []int
-	for i, r := range j.ranks {
-		if r.done {
-			continue
-		}
-		if procStopped(r.cmd.Process.Pid) {
-			stopped = append(stopped, i)
-			continue
-		}
-		if err := r.cmd.Process.Signal(flight.DumpSignal); err == nil {
+	run, stopped := j.live()
+	var waiting []int
+	for _, i := range run {
+		if err := j.ranks[i].cmd.Process.Signal(flight.DumpSignal); err == nil {
 			waiting = append(waiting, i)
 		}
 	}

@@ -765,7 +765,7 @@ func (j *job) interrupted(ctx context.Context, running int) error {
 	s := &j.spec
 	cause := context.Cause(ctx)
 	sig := SignalName(signalOf(cause))
-	if errors.Is(cause, ErrJobTimeout) && j.parent.Err() == nil {
+	if j.timedOut(ctx) {
 		// Whom it waited for, without blaming any: a rank still running
 		// may be the one that hangs or one that waits for it.
 		left := j.runningRanks()
@@ -788,17 +788,15 @@ func (j *job) timedOut(ctx context.Context) bool {
 
 // why names what ended ctx, for a log line.
 func (j *job) why(ctx context.Context) string {
-	if errors.Is(context.Cause(ctx), ErrJobTimeout) && j.parent.Err() == nil {
+	if j.timedOut(ctx) {
 		return fmt.Sprintf("job timed out after %v", j.spec.Timeout)
 	}
 	return "interrupted"
 }
 
-// runningRanks names the ranks not yet reaped, and those of them stopped
-// by a signal (SIGSTOP, Ctrl-Z) apart: "ranks 0, 2, 3 (rank 1 stopped by
-// a signal)".
-func (j *job) runningRanks() string {
-	var run, held []int
+// live returns the ranks not yet reaped, those stopped by a signal
+// (SIGSTOP, Ctrl-Z) in held and the others in run.
+func (j *job) live() (run, held []int) {
 	for i, r := range j.ranks {
 		if r.done {
 			continue
@@ -809,6 +807,14 @@ func (j *job) runningRanks() string {
 			run = append(run, i)
 		}
 	}
+	return run, held
+}
+
+// runningRanks names the ranks not yet reaped, and those of them stopped
+// by a signal (SIGSTOP, Ctrl-Z) apart: "ranks 0, 2, 3 (rank 1 stopped by
+// a signal)".
+func (j *job) runningRanks() string {
+	run, held := j.live()
 	switch {
 	case len(held) == 0:
 		return rankList(run)
