@@ -111,10 +111,8 @@ func (r *Recorder) DumpOnce(reason string) {
 		return
 	}
 	r.mu.Lock()
-	first := r.dumped.IsZero()
-	if first {
-		r.dumped = r.dumpTime()
-	}
+	first := !r.dumped
+	r.dumped = true
 	r.mu.Unlock()
 	if !first {
 		return

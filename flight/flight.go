@@ -169,8 +169,7 @@ type Recorder struct {
 	next   uint64 // the ID of the next entry
 	seq    uint64 // the last collective's sequence number
 	clock  *clock
-	closed bool
-	dumped time.Time // when DumpOnce wrote the record
+	dumped bool // DumpOnce wrote the record
 	// active is set while a collective is in progress: one started
 	// inside it (a wrapper delegating, staging) is part of it.
 	active  bool
@@ -246,9 +245,6 @@ func NewUnclocked(size int, ctx Context) *Recorder {
 	return newRecorder(n, ctx, false)
 }
 
-// dumpTime is the time of a dump; r.mu is held.
-func (r *Recorder) dumpTime() time.Time { return time.Unix(0, r.now()) }
-
 // Close stops the recorder's share of the clock. The record stays
 // readable; later operations are still recorded, with times read from
 // time.Now. Close is idempotent.
@@ -258,7 +254,7 @@ func (r *Recorder) Close() {
 	}
 	r.mu.Lock()
 	c := r.clock
-	r.clock, r.closed = nil, true
+	r.clock = nil
 	r.mu.Unlock()
 	unregister(r)
 	if c != nil {
