@@ -1,7 +1,6 @@
 package comm
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -99,11 +98,6 @@ func (k *keptRecorders) of(c Comm) *flight.Recorder {
 	return r
 }
 
-// cancelled reports whether err ends an operation its caller cancelled.
-func cancelled(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrCanceled)
-}
-
 // endFlight records how the operation of t ended; a collective that
 // failed with ErrPeerLost (revoked) also writes the record where the job
 // asked for one (flight.DumpDir).
@@ -111,7 +105,7 @@ func endFlight(t flight.Ticket, err error) {
 	if !t.Valid() {
 		return
 	}
-	t.End(err, err != nil && cancelled(err))
+	t.Finish(err)
 	if err != nil && errors.Is(err, ErrPeerLost) {
 		t.Recorder().DumpOnce("revoked: " + err.Error())
 	}

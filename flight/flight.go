@@ -1,10 +1,14 @@
 package flight
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xpu-go/xpu/xerr"
 )
 
 // The recorder's sizes, in entries.
@@ -390,6 +394,16 @@ func (t Ticket) Matched() {
 		s.state = Matched
 	}
 	t.r.mu.Unlock()
+}
+
+// Finish is End with the state told by err: done when nil, cancelled when
+// it matches xerr.ErrCanceled or a context's end, failed otherwise.
+func (t Ticket) Finish(err error) {
+	if t.r == nil {
+		return
+	}
+	t.End(err, err != nil && (errors.Is(err, xerr.ErrCanceled) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)))
 }
 
 // End records how the operation completed: done when err is nil,

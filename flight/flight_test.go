@@ -2,6 +2,7 @@ package flight_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -172,4 +173,19 @@ func TestReadRefuses(t *testing.T) {
 	_, err := flight.ReadDir(t.TempDir())
 	assert.ErrorIs(t, err, flight.ErrBadDump)
 	assert.Contains(t, err.Error(), "no flight.rank*.json in ")
+}
+
+// Finish tells the state by the error: done, cancelled (a cancel or a
+// context's end), or failed.
+func TestFinish(t *testing.T) {
+	r := newRec(t, 8, 0, 2)
+	for _, err := range []error{nil, context.Canceled, fmt.Errorf("wait: %w", context.DeadlineExceeded),
+		xerr.Errorf("test", "recv", xerr.ErrCanceled, "rank 1"), errors.New("peer lost")} {
+		r.Post(flight.OpRecv, 1, 0, 8).Finish(err)
+	}
+	es, _ := r.Entries()
+	require.Len(t, es, 5)
+	assert.Equal(t, []flight.State{flight.Done, flight.Cancelled, flight.Cancelled, flight.Cancelled, flight.Failed},
+		[]flight.State{es[0].State, es[1].State, es[2].State, es[3].State, es[4].State})
+	flight.Ticket{}.Finish(nil) // the zero Ticket records nothing
 }

@@ -4,7 +4,6 @@ package mpi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -335,11 +334,6 @@ func (c *Comm) flightPostIf(record bool, op flight.Op, peer, tag, n int) flight.
 	return c.rec.Post(op, peer, tag, int64(n))
 }
 
-// isCanceled reports whether err ends a call its caller canceled.
-func isCanceled(err error) bool {
-	return errors.Is(err, comm.ErrCanceled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
 // direct reports whether a call may block inside MPI: when ctx can never
 // end, MPI calls need no serialising, and no receive waits to be matched
 // (only polling loops match them: see Irecv).
@@ -494,7 +488,7 @@ func (c *Comm) irecv(buf memspace.Block, source, tag int, record bool) (comm.Req
 func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
 	t := c.flightPostIf(true, flight.OpSend, dest, tag, buf.Len())
 	err := c.sendAny(ctx, buf, dest, tag)
-	t.End(err, err != nil && isCanceled(err))
+	t.Finish(err)
 	return err
 }
 
@@ -560,7 +554,7 @@ func (c *Comm) send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
 	t := c.flightPostIf(true, flight.OpRecv, source, tag, buf.Len())
 	st, err := c.recvAny(ctx, buf, source, tag)
-	t.End(err, err != nil && isCanceled(err))
+	t.Finish(err)
 	return st, err
 }
 

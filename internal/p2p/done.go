@@ -2,7 +2,6 @@ package p2p
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
@@ -52,16 +51,10 @@ func (d *Done) Begin(st comm.Status, err error) bool {
 		return false
 	}
 	d.st, d.err = st, err
-	if d.Flight.Valid() {
-		endFlight(d.Flight, err)
+	if d.Flight.Valid() { // no call where nothing is recorded
+		d.Flight.Finish(err)
 	}
 	return true
-}
-
-// endFlight ends a request's flight record with its outcome.
-func endFlight(t flight.Ticket, err error) {
-	t.End(err, err != nil && (errors.Is(err, comm.ErrCanceled) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)))
 }
 
 // Publish makes the outcome Begin recorded visible and wakes the
@@ -87,8 +80,8 @@ func (d *Done) Complete(st comm.Status, err error) bool {
 // Completed marks a request that was never shared done with its outcome.
 func (d *Done) Completed(st comm.Status, err error) {
 	d.st, d.err = st, err
-	if d.Flight.Valid() {
-		endFlight(d.Flight, err)
+	if d.Flight.Valid() { // no call where nothing is recorded
+		d.Flight.Finish(err)
 	}
 	d.fin.Store(true)
 	d.sig.Store(doneSig)
