@@ -65,8 +65,8 @@ const keptMax = 64
 var kept keptRecorders
 
 type keptRecorders struct {
-	mu    sync.Mutex
-	m     map[Comm]*flight.Recorder
+	m     sync.Map   // Comm → *flight.Recorder, read without the lock
+	mu    sync.Mutex // adding and evicting
 	order []Comm
 }
 
@@ -76,24 +76,25 @@ func (k *keptRecorders) of(c Comm) *flight.Recorder {
 	if c == nil || reflect.TypeOf(c).Kind() != reflect.Pointer {
 		return nil
 	}
+	if r, ok := k.m.Load(c); ok {
+		return r.(*flight.Recorder)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if r, ok := k.m[c]; ok {
-		return r
-	}
-	if k.m == nil {
-		k.m = map[Comm]*flight.Recorder{}
+	if r, ok := k.m.Load(c); ok {
+		return r.(*flight.Recorder)
 	}
 	if len(k.order) == keptMax {
-		k.m[k.order[0]].Close()
-		delete(k.m, k.order[0])
+		if old, ok := k.m.LoadAndDelete(k.order[0]); ok {
+			old.(*flight.Recorder).Close()
+		}
 		k.order = k.order[1:]
 	}
 	// Package comm does not see c close: the recorder reads time.Now,
 	// not the shared clock, whose goroutine would outlive c.
 	r := flight.NewUnclocked(flight.SizeFromEnv(), flight.Context{Rank: c.Rank(), Size: c.Size(),
 		Comm: fmt.Sprintf("%T", c)})
-	k.m[c] = r
+	k.m.Store(c, r)
 	k.order = append(k.order, c)
 	return r
 }
