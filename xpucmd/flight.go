@@ -36,7 +36,11 @@ func runFlight(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		fmt.Fprintf(stderr, "xpu flight: some records were not read: %v\n", err)
 	}
-	fmt.Fprintf(stdout, "flight records of %d %s in %s:\n", len(dumps), map[bool]string{true: "rank", false: "ranks"}[len(dumps) == 1], dir)
+	ranks := "ranks"
+	if len(dumps) == 1 {
+		ranks = "rank"
+	}
+	fmt.Fprintf(stdout, "flight records of %d %s in %s:\n", len(dumps), ranks, dir)
 	lines := flight.Analyze(dumps)
 	if len(lines) == 0 {
 		fmt.Fprintln(stdout, "  nothing pending, nothing mismatched")
