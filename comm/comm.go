@@ -112,6 +112,28 @@ type Blocking interface {
 	Recv(ctx context.Context, buf memspace.Block, source, tag int) (Status, error)
 }
 
+// DeviceNative is a communicator that moves some blocks the host cannot
+// touch itself: device memory through CUDA IPC between processes of one
+// machine, or a CUDA-aware MPI. Send, Recv and Sendrecv hand it such a
+// block as it is, where they would otherwise stage it through host memory
+// (see Device memory in the package documentation). Found with As through
+// wrappers.
+type DeviceNative interface {
+	// TakesDevice reports whether Isend and Irecv take b, a block the host
+	// cannot touch, as it is. It must be cheap: it is asked per call.
+	TakesDevice(b memspace.Block) bool
+}
+
+// takesDevice reports whether c moves b itself: a block the host can
+// touch, an empty one, or a device block c is DeviceNative for.
+func takesDevice(c Comm, b memspace.Block) bool {
+	if b.HostAccessible() || b.IsZero() {
+		return true
+	}
+	d, ok := As[DeviceNative](c)
+	return ok && d.TakesDevice(b)
+}
+
 // Unwrapper is implemented by wrappers (fault injectors, tracers) so that
 // capabilities are found through them.
 type Unwrapper interface {

@@ -39,7 +39,7 @@ func sendRecorded(ctx context.Context, c Comm, buf memspace.Block, dest, tag int
 }
 
 func send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
-	if !buf.HostAccessible() && !buf.IsZero() {
+	if !takesDevice(c, buf) {
 		return sendStaged(ctx, c, buf, dest, tag)
 	}
 	if b, ok := c.(Blocking); ok {
@@ -81,7 +81,7 @@ func recvRecorded(ctx context.Context, c Comm, buf memspace.Block, source, tag i
 }
 
 func recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
-	if !buf.HostAccessible() && !buf.IsZero() {
+	if !takesDevice(c, buf) {
 		return recvStaged(ctx, c, buf, source, tag)
 	}
 	if b, ok := c.(Blocking); ok {
@@ -113,7 +113,7 @@ func Sendrecv(ctx context.Context, c Comm, sbuf memspace.Block, dest, stag int,
 			endFlight(rt, err)
 		}()
 	}
-	if !hostOK(sbuf) || !hostOK(rbuf) {
+	if !takesDevice(c, sbuf) || !takesDevice(c, rbuf) {
 		return sendrecvStaged(ctx, c, sbuf, dest, stag, rbuf, source, rtag)
 	}
 	rr, err := c.Irecv(rbuf, source, rtag)
