@@ -4,9 +4,10 @@
 # docs/results/cuda.md (the section "On a real GPU"):
 #
 #   1. xpu info: the device, the driver, NVML's topology        (1 min)
-#   2. the cuda backend's tests on the real driver              (4 min)
-#   3. the GPU example, which must find the GPU                 (1 min)
-#   4. the cuda benchmarks against the raw driver calls         (2 min)
+#   2. the cuda backend's tests on the real driver              (3.5 min)
+#   3. the GPU example, which must find the GPU                 (45 s)
+#   4. device buffers between 2 ranks (examples/gpuipc)         (45 s)
+#   5. the cuda benchmarks against the raw driver calls         (2 min)
 #
 # Each step runs under its own bound (timeout), so a hung step costs its
 # bound and no more, and the report says which steps passed. Device
@@ -71,19 +72,14 @@ if [ "${GPU_CHECK_DRY:-}" != 1 ]; then
 fi
 
 step "xpu info" 60 ./bin/xpu info
-step "the cuda tests on the real driver" 240 env XPU_CUDA_TEST_REAL=1 go test -count=1 ./backends/cuda/...
-step "the GPU example" 60 go run ./examples/gpu -require
+step "the cuda tests on the real driver" 210 env XPU_CUDA_TEST_REAL=1 go test -count=1 ./backends/cuda/...
+step "the GPU example" 45 go run ./examples/gpu -require
+step "device buffers between 2 ranks" 45 ./bin/xpu run -n 2 --timeout 40s go run ./examples/gpuipc -require
 step "the cuda benchmarks" 120 sh -c 'make refs >/dev/null && ./bin/xpu bench --ref .bench --filter "^cuda" --count 3'
 
 if [ "${GPU_CHECK_DRY:-}" = 1 ]; then
-	echo "ipc: not built yet (issue 33): no step"
 	exit 0
 fi
-{
-	echo
-	echo "Device memory between ranks (CUDA IPC): not built yet, nothing to run."
-} >>"$report"
-
 # The report replaces what lies between "## On a real GPU" and the next
 # section of the results page.
 tmp=$(mktemp)

@@ -14,7 +14,8 @@ import (
 
 // scripts/gpu-check.sh fits the device time a task is lent: its steps'
 // bounds add up to at most 8 minutes, and it runs the suite on the real
-// driver, the GPU example and the cuda benchmarks.
+// driver, the GPU example, device buffers between two ranks and the cuda
+// benchmarks.
 func TestGPUCheckFits(t *testing.T) {
 	cmd := exec.CommandContext(testwait.Ctx(t), "sh", "../../scripts/gpu-check.sh")
 	cmd.Env = append(cmd.Environ(), "GPU_CHECK_DRY=1")
@@ -33,4 +34,5 @@ func TestGPUCheckFits(t *testing.T) {
 	assert.LessOrEqual(t, total, 8*60, "the steps' bounds add up to %ds: %v", total, steps)
 	assert.Contains(t, cmds, "env XPU_CUDA_TEST_REAL=1 go test -count=1 ./backends/cuda/...")
 	assert.Contains(t, cmds, "go run ./examples/gpu -require")
+	assert.Contains(t, cmds, "./bin/xpu run -n 2 --timeout 40s go run ./examples/gpuipc -require")
 }
