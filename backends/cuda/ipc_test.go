@@ -384,9 +384,11 @@ func TestIPCImportCache(t *testing.T) {
 }
 
 // Handles this process cannot map fail with errors matching
-// memspace.ErrNotShareable that give the driver's code.
+// memspace.ErrNotShareable that give the driver's code: the fake's, as
+// documented in package fakecuda. On a GPU the codes are the driver's and
+// are logged; the cases whose outcome the driver leaves undefined (a
+// freed allocation, an ended exporter) are only logged there.
 func TestIPCImportErrors(t *testing.T) {
-	needFake(t) // the codes are the fake's, as documented in fakecuda
 	ipcLedger(t)
 	e := startExporter(t, "0")
 	g := openGPU(t, "0")
@@ -395,8 +397,15 @@ func TestIPCImportErrors(t *testing.T) {
 		t.Helper()
 		_, done, err := g.dev.Import(sh)
 		done()
+		if fake == nil && (code == "CUDA_ERROR_INVALID_HANDLE" || code == "CUDA_ERROR_NOT_FOUND") {
+			t.Logf("the driver's answer: %v", err)
+			g.dev.Forget(sh.Handle)
+			return
+		}
 		require.ErrorIs(t, err, memspace.ErrNotShareable)
-		assert.Contains(t, err.Error(), code)
+		if fake != nil {
+			assert.Contains(t, err.Error(), code)
+		}
 		assert.NotContains(t, err.Error(), "\n")
 		t.Log(err)
 	}
@@ -416,6 +425,7 @@ func TestIPCImportErrors(t *testing.T) {
 		try(t, sh, "CUDA_ERROR_INVALID_VALUE")
 	})
 	t.Run("another machine", func(t *testing.T) {
+		needFake(t) // the boot id's place is the fake's
 		sh := e.share(t, size, 0, 0, size, 4)
 		sh.Handle[fakecuda.IPCHandleBootID+3] ^= 0xff
 		try(t, sh, "CUDA_ERROR_INVALID_DEVICE")
