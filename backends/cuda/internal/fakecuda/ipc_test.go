@@ -157,6 +157,16 @@ func TestIPC(t *testing.T) {
 	if got[99] != 1 || got[100] != 9 || got[149] != 9 || got[150] != 1 || got[4096] != 7 {
 		t.Fatal("a memset or a write through the mapping went wrong")
 	}
+	// A kernel through the mapping, in stream order.
+	m := f.module()
+	st := f.stream()
+	f.ok(f.cuLaunch(f.fn(m, "xpu_fill_u32"), 1, 32, 0, st, uint64(p+4096+1024), 0x05050505, 16), "fill through the mapping")
+	f.ok(f.cuStreamSynchronize(st), "sync")
+	if got := f.read(p+4096+1024, 65); !bytes.Equal(got[:64], bytes.Repeat([]byte{5}, 64)) || got[64] != 1 {
+		t.Fatalf("a kernel through the mapping wrote %x", got)
+	}
+	f.ok(f.cuStreamDestroy(st), "cuStreamDestroy_v2")
+	f.ok(f.cuModuleUnload(m), "cuModuleUnload")
 	dst := f.alloc(8192)
 	f.ok(f.cuMemcpyDtoD(dst, p, 8192), "cuMemcpyDtoD_v2 from the mapping")
 	f.want(f.cuMemcpyDtoD(dst, p+1, 8192), rInvalidValue, "a copy past the mapped allocation")
