@@ -7,6 +7,7 @@ import (
 
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cuda/internal/cu"
+	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -53,6 +54,11 @@ func (Driver) Open(ctx context.Context, opts xpu.Options) (*xpu.Backend, error) 
 		b.OnClose(func() error { return ignoreClosed(sp.Close()) })
 	}
 	b.Memory = b.Spaces[0]
+	unregisterImporter := memspace.RegisterImporter(b.Spaces[0].(*Space))
+	b.OnClose(func() error {
+		unregisterImporter()
+		return nil
+	})
 	exec, err := newExecutor(lib, idx)
 	if err != nil {
 		return fail(err)

@@ -65,7 +65,7 @@ func noDriverLeaks(t *testing.T) {
 	before := fake.Stats()
 	t.Cleanup(func() {
 		after := fake.Stats()
-		after.KernelLaunches, after.AsyncCopies = before.KernelLaunches, before.AsyncCopies
+		after.KernelLaunches, after.AsyncCopies, after.IPCOpens = before.KernelLaunches, before.AsyncCopies, before.IPCOpens
 		if after != before {
 			t.Errorf("the driver holds what the backend took:\nbefore %+v\nafter  %+v", before, after)
 		}

@@ -38,6 +38,9 @@ type Space struct {
 	stats  memspace.Stats
 
 	staging staging // device memory's staging space (stage.go)
+
+	handles map[memspace.Addr]cu.IPCHandle // IPC handles taken, by live key (ipc.go)
+	imports imports                        // other processes' allocations mapped (ipc.go)
 }
 
 type alloc struct {
@@ -203,6 +206,7 @@ func (s *Space) Free(b memspace.Block) error {
 
 func (s *Space) forget(addr memspace.Addr, a alloc) {
 	delete(s.live, addr)
+	delete(s.handles, addr)
 	if i, ok := slices.BinarySearch(s.addrs, addr); ok {
 		s.addrs = slices.Delete(s.addrs, i, i+1)
 	}
@@ -299,6 +303,7 @@ func (s *Space) Close() error {
 		s.forget(addr, a)
 	}
 	s.mu.Unlock()
+	imported := s.closeImports()
 	serr := s.closeStaging()
 	rerr := s.d.release()
 	if rerr == nil {
@@ -307,6 +312,8 @@ func (s *Space) Close() error {
 	var err error
 	if live > 0 {
 		err = fmt.Errorf("%d blocks (%d bytes) were still allocated; they are freed now", live, bytes)
+	} else if imported > 0 {
+		err = fmt.Errorf("%d imports of other processes' memory were still in use; they are unmapped now", imported)
 	}
 	if ferr != nil {
 		err = fmt.Errorf("freeing: %w", ferr)

@@ -24,12 +24,19 @@ type path struct{}
 
 // end is one side of a copy.
 type end struct {
-	sp   *Space         // nil: host memory of another backend
-	ptr  cu.DevPtr      // device (or unified) address
-	host unsafe.Pointer // host view, nil for device memory
+	sp       *Space         // nil: host memory of another backend
+	ptr      cu.DevPtr      // device (or unified) address
+	host     unsafe.Pointer // host view, nil for device memory
+	imported bool           // another process's device memory, mapped in sp's context
 }
 
 func endOf(b memspace.Block) (end, error) {
+	if m, ok := b.Space().(*Imported); ok {
+		if err := m.holds(b.Addr(), b.Len()); err != nil {
+			return end{}, xerr.Dev(Name, m.owner.d.idx, "copy", err)
+		}
+		return end{sp: m.owner, ptr: cu.DevPtr(b.Addr()), imported: true}, nil
+	}
 	if sp, ok := memspace.As[*Space](b.Space()); ok {
 		if err := sp.holds(b.Addr(), b.Len()); err != nil {
 			return end{}, xerr.Dev(Name, sp.d.idx, "copy", err)
@@ -42,7 +49,7 @@ func endOf(b memspace.Block) (end, error) {
 	return end{host: b.HostPointer()}, nil
 }
 
-func (e end) device() bool { return e.sp != nil && e.sp.kind == KindDevice }
+func (e end) device() bool { return e.sp != nil && (e.sp.kind == KindDevice || e.imported) }
 
 // pageable is host memory the driver has not pinned.
 func (e end) pageable() bool { return e.sp == nil }

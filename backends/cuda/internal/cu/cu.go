@@ -32,7 +32,18 @@ enum {
 	F_cuEventCreate, F_cuEventRecord, F_cuEventQuery, F_cuEventSynchronize, F_cuEventElapsedTime,
 	F_cuEventDestroy_v2, F_cuModuleLoadDataEx, F_cuModuleUnload, F_cuModuleGetFunction,
 	F_cuLaunchKernel, F_cuGetErrorName, F_cuGetErrorString,
-	F_N
+	F_N,
+	// Optional entry points, NULL when the driver lacks them: IPC.
+	F_cuIpcGetMemHandle = F_N, F_cuIpcOpenMemHandle, F_cuIpcCloseMemHandle,
+	F_NOPT
+};
+
+// The optional entry points' names, the preferred first: cuda.h maps
+// cuIpcOpenMemHandle to cuIpcOpenMemHandle_v2 since CUDA 11.
+static const char *xpu_cu_optional[F_NOPT - F_N][2] = {
+	{"cuIpcGetMemHandle", NULL},
+	{"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"},
+	{"cuIpcCloseMemHandle", NULL},
 };
 
 static const char *xpu_cu_names[F_N] = {
@@ -57,12 +68,15 @@ static const char *xpu_cu_names[F_N] = {
 static void **xpu_cu_open(const char *path, const char **err) {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) { *err = dlerror(); return NULL; }
-	void **fns = calloc(F_N, sizeof(void *));
+	void **fns = calloc(F_NOPT, sizeof(void *));
 	if (!fns) { *err = "out of memory"; return NULL; }
 	for (int i = 0; i < F_N; i++) {
 		fns[i] = dlsym(h, xpu_cu_names[i]);
 		if (!fns[i]) { *err = xpu_cu_names[i]; free(fns); return NULL; }
 	}
+	for (int i = F_N; i < F_NOPT; i++)
+		for (int j = 0; j < 2 && !fns[i] && xpu_cu_optional[i - F_N][j]; j++)
+			fns[i] = dlsym(h, xpu_cu_optional[i - F_N][j]);
 	return fns;
 }
 
@@ -136,6 +150,25 @@ static int x_launch(void **fns, CUcontext ctx, CUfunction f, unsigned gx, unsign
 		unsigned, CUstream, void **, void **))(f, gx, gy, gz, bx, by, bz, shared, st, nargs ? params : NULL, NULL));
 }
 
+typedef struct { char reserved[64]; } CUipcMemHandle;
+static int x_hasIPC(void **fns) {
+	return fns[F_cuIpcGetMemHandle] && fns[F_cuIpcOpenMemHandle] && fns[F_cuIpcCloseMemHandle];
+}
+static int x_ipcGet(void **fns, CUcontext ctx, unsigned char *out, CUdeviceptr p) {
+	CUresult r = xpu_set(fns, ctx);
+	if (r) return r;
+	CUipcMemHandle h;
+	r = FN(F_cuIpcGetMemHandle, CUresult, (CUipcMemHandle *, CUdeviceptr))(&h, p);
+	if (!r) memcpy(out, h.reserved, sizeof h.reserved);
+	return r;
+}
+static int x_ipcOpen(void **fns, CUcontext ctx, CUdeviceptr *p, const unsigned char *in, unsigned flags) {
+	CUipcMemHandle h;
+	memcpy(h.reserved, in, sizeof h.reserved);
+	CTX(FN(F_cuIpcOpenMemHandle, CUresult, (CUdeviceptr *, CUipcMemHandle, unsigned))(p, h, flags));
+}
+static int x_ipcClose(void **fns, CUcontext ctx, CUdeviceptr p) { CTX(FN(F_cuIpcCloseMemHandle, CUresult, (CUdeviceptr))(p)); }
+
 static int x_errorString(void **fns, int r, const char **s) { return FN(F_cuGetErrorString, CUresult, (CUresult, const char **))(r, s); }
 */
 import "C"
@@ -152,6 +185,7 @@ type Lib struct {
 	path    string
 	fns     *unsafe.Pointer // the C table of entry points
 	version int
+	noIPC   bool // WithoutIPC: the IPC entry points count as missing
 }
 
 var (
@@ -552,4 +586,50 @@ func (l *Lib) ErrorString(r Result) string {
 		return ""
 	}
 	return C.GoString(s)
+}
+
+// HasIPC reports whether the driver exports the IPC entry points
+// (cuIpcGetMemHandle, cuIpcOpenMemHandle_v2 or cuIpcOpenMemHandle,
+// cuIpcCloseMemHandle). They are optional: a driver without them loads,
+// and the IPC calls fail with ErrNoIPC.
+func (l *Lib) HasIPC() bool { return !l.noIPC && C.x_hasIPC(l.fns) != 0 }
+
+// WithoutIPC returns a Lib that calls the same driver but behaves as one
+// without the IPC entry points: for tests of what a backend does then.
+func (l *Lib) WithoutIPC() *Lib {
+	c := *l
+	c.noIPC = true
+	return &c
+}
+
+// IpcGetMemHandle returns the IPC handle of the allocation whose base
+// (what MemAlloc returned) is p.
+func (l *Lib) IpcGetMemHandle(ctx Context, p DevPtr) (IPCHandle, error) {
+	var h IPCHandle
+	if !l.HasIPC() {
+		return h, ErrNoIPC
+	}
+	err := check(int(C.x_ipcGet(l.fns, cc(ctx), (*C.uchar)(unsafe.Pointer(&h[0])), dp(p))))
+	return h, err
+}
+
+// IpcOpenMemHandle maps the allocation h names, another process's, in
+// ctx and returns its base there (flags: IPCLazyEnablePeerAccess). A
+// handle already open in ctx is counted again and the same base returned.
+func (l *Lib) IpcOpenMemHandle(ctx Context, h IPCHandle, flags uint) (DevPtr, error) {
+	if !l.HasIPC() {
+		return 0, ErrNoIPC
+	}
+	var p C.CUdeviceptr
+	err := check(int(C.x_ipcOpen(l.fns, cc(ctx), &p, (*C.uchar)(unsafe.Pointer(&h[0])), C.unsigned(flags))))
+	return DevPtr(p), err
+}
+
+// IpcCloseMemHandle closes one open of the mapping at p (what
+// IpcOpenMemHandle returned), unmapping it at the last.
+func (l *Lib) IpcCloseMemHandle(ctx Context, p DevPtr) error {
+	if !l.HasIPC() {
+		return ErrNoIPC
+	}
+	return check(int(C.x_ipcClose(l.fns, cc(ctx), dp(p))))
 }

@@ -9,6 +9,12 @@
 // CGO_ENABLED=0 the package keeps its API and Open fails with
 // ErrNoCgo.
 //
+// Every entry point the backend calls must be there for Open to succeed,
+// but for the IPC ones (cuIpcGetMemHandle, cuIpcOpenMemHandle_v2 or the
+// older cuIpcOpenMemHandle, cuIpcCloseMemHandle), which are optional: a
+// driver without them loads, HasIPC reports false and the IPC calls fail
+// with ErrNoIPC.
+//
 // # Contexts and OS threads
 //
 // A CUDA context is current per OS thread, and goroutines move between

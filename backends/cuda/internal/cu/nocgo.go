@@ -152,3 +152,19 @@ func (l *Lib) Launch(ctx Context, f Function, grid, block Dim3, shared uint32, s
 }
 
 func (l *Lib) ErrorString(r Result) string { return "" }
+
+func (l *Lib) HasIPC() bool { return false }
+
+func (l *Lib) WithoutIPC() *Lib { c := *l; return &c }
+
+func (l *Lib) IpcGetMemHandle(ctx Context, p DevPtr) (r0 IPCHandle, err error) {
+	err = ErrNoCgo
+	return
+}
+
+func (l *Lib) IpcOpenMemHandle(ctx Context, h IPCHandle, flags uint) (r0 DevPtr, err error) {
+	err = ErrNoCgo
+	return
+}
+
+func (l *Lib) IpcCloseMemHandle(ctx Context, p DevPtr) error { return ErrNoCgo }

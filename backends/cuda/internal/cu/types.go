@@ -33,6 +33,7 @@ const (
 	ErrLaunchOutOfResources    Result = 701
 	ErrLaunchTimeout           Result = 702
 	ErrPeerAccessAlreadyEnable Result = 704
+	ErrPeerAccessNotEnabled    Result = 705
 	ErrContextIsDestroyed      Result = 709
 	ErrAssert                  Result = 710
 	ErrHardwareStack           Result = 714
@@ -58,7 +59,8 @@ var names = map[Result]string{
 	ErrNotFound: "CUDA_ERROR_NOT_FOUND", ErrNotReady: "CUDA_ERROR_NOT_READY",
 	ErrIllegalAddress: "CUDA_ERROR_ILLEGAL_ADDRESS", ErrLaunchOutOfResources: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
 	ErrLaunchTimeout: "CUDA_ERROR_LAUNCH_TIMEOUT", ErrPeerAccessAlreadyEnable: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
-	ErrContextIsDestroyed: "CUDA_ERROR_CONTEXT_IS_DESTROYED", ErrAssert: "CUDA_ERROR_ASSERT",
+	ErrPeerAccessNotEnabled: "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
+	ErrContextIsDestroyed:   "CUDA_ERROR_CONTEXT_IS_DESTROYED", ErrAssert: "CUDA_ERROR_ASSERT",
 	ErrHardwareStack: "CUDA_ERROR_HARDWARE_STACK_ERROR", ErrIllegalInstruction: "CUDA_ERROR_ILLEGAL_INSTRUCTION",
 	ErrMisalignedAddress: "CUDA_ERROR_MISALIGNED_ADDRESS", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
 	ErrInvalidPC: "CUDA_ERROR_INVALID_PC", ErrLaunchFailed: "CUDA_ERROR_LAUNCH_FAILED",
@@ -103,6 +105,22 @@ func check(code int) error {
 	}
 	return Result(code)
 }
+
+// ErrNoIPC is the error of the IPC calls of a driver that lacks their
+// entry points (Lib.HasIPC).
+var ErrNoIPC = errors.New("the driver lacks the IPC entry points (cuIpcGetMemHandle, cuIpcOpenMemHandle_v2, cuIpcCloseMemHandle)")
+
+// IPCHandle is a CUipcMemHandle: what names a device allocation to
+// another process of the machine.
+type IPCHandle [IPCHandleSize]byte
+
+// IPCHandleSize is the size of a CUipcMemHandle (CU_IPC_HANDLE_SIZE).
+const IPCHandleSize = 64
+
+// IPCLazyEnablePeerAccess (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) lets
+// IpcOpenMemHandle map memory of another device, enabling peer access
+// as needed.
+const IPCLazyEnablePeerAccess = 1
 
 // ErrNoCgo is Open's error in a binary built with CGO_ENABLED=0.
 var ErrNoCgo = errors.New("built without cgo, which loading libcuda needs: rebuild with CGO_ENABLED=1")

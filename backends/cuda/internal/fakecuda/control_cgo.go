@@ -92,9 +92,9 @@ func (c *Control) Reset() {
 
 // Stats returns the fake's counters.
 func (c *Control) Stats() Stats {
-	var v [11]C.longlong
+	var v [statsLen]C.longlong
 	C.fc_call_stats(c.stats, &v[0], C.int(len(v)))
-	var w [11]int64
+	var w [statsLen]int64
 	for i := range v {
 		w[i] = int64(v[i])
 	}

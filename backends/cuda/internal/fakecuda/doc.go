@@ -20,6 +20,9 @@
 //     asynchronous and sticky until the primary context is reset.
 //   - Every copy, memset and kernel checks each range it touches against
 //     the live allocations; kernels also check peer access.
+//   - IPC handles (cuIpcGetMemHandle, cuIpcOpenMemHandle_v2 and its
+//     older name, cuIpcCloseMemHandle) are opened by other processes:
+//     see "IPC" below.
 //   - Modules are PTX text, checked by a small front end; kernels are the
 //     built-in ones (xpu_fill_*, xpu_sum_*, ...) and the test kernels
 //     (xpu_test_*), executed by C equivalents.
@@ -54,6 +57,54 @@
 //   - cuDriverGetVersion and cuGetErrorName/String work before cuInit, as
 //     in the real driver; every other call returns
 //     CUDA_ERROR_NOT_INITIALIZED.
+//
+// # IPC
+//
+// The first cuIpcGetMemHandle of a process creates its IPC table, a memfd
+// holding a random secret, the fds of the device memfds, and a slot per
+// exported allocation (serial, offset, size, device, live). A handle (64
+// bytes; IPCHandleBootID and IPCHandleBootIDSize locate the boot id in
+// it) names the machine (the kernel's boot id), the exporting process,
+// its table, the slot and a serial unique in the process, with a MAC keyed
+// by the secret and a checksum. cuIpcGetMemHandle takes the base of a
+// device allocation (anything else: CUDA_ERROR_INVALID_VALUE) and returns
+// the same handle until the allocation is freed. An importer opens the
+// exporter's memfds through /proc/<pid>/fd (the rights a debugger needs to
+// read the process) and maps the allocation's pages at a fresh address
+// that is PROT_NONE for the host, with a read-write view it copies
+// through; range checks of copies, memsets and kernels know the mapping.
+// A mapping is of the context that opened it: the device it counts as is
+// that context's. Nothing goes to /dev/shm.
+//
+// cuIpcOpenMemHandle_v2 returns, where the real driver's code is known,
+// that code, and otherwise one chosen here:
+//
+//   - a handle of this process: CUDA_ERROR_INVALID_CONTEXT (the driver's);
+//   - bad magic, checksum or MAC (random bytes, a flipped byte), or bad
+//     flags: CUDA_ERROR_INVALID_VALUE (the driver's for a bad handle);
+//   - another machine's (the boot id differs): CUDA_ERROR_INVALID_DEVICE;
+//   - a freed allocation (the slot's serial differs or it is not live):
+//     CUDA_ERROR_INVALID_HANDLE;
+//   - an exporter that has ended (its /proc entries are gone):
+//     CUDA_ERROR_NOT_FOUND;
+//   - memory of another device with FAKECUDA_NO_PEER=1:
+//     CUDA_ERROR_PEER_ACCESS_UNSUPPORTED; without it, and without the flag
+//     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS or peer access enabled in the
+//     context: CUDA_ERROR_PEER_ACCESS_NOT_ENABLED (705). The flag does
+//     not enable peer access for later calls.
+//
+// As in the real driver, a handle opened again in the same context
+// returns the same address and counts one more open; cuIpcCloseMemHandle
+// takes one open back and unmaps at the last; a close more than opened is
+// CUDA_ERROR_INVALID_VALUE. On a failed context it still closes, then
+// returns the context's error. A reset context unmaps what it still had
+// open, counted as leaked. Where the real driver leaves it undefined, the
+// fake is strict: once the exporter has freed an allocation that is
+// mapped elsewhere, every copy, memset or kernel through the mapping
+// faults with CUDA_ERROR_ILLEGAL_ADDRESS, sticky on the importer's
+// context; opening that handle again is CUDA_ERROR_INVALID_HANDLE.
+// Stats counts live mappings (IPCMappings, part of Live), successful opens
+// in total (IPCOpens) and live exports (IPCExports).
 //
 // Attach opens the same library the backend loads and returns a Control
 // for injecting faults (out of memory, failed launches, illegal

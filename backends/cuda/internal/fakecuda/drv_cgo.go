@@ -11,6 +11,7 @@ package fakecuda
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef unsigned long long dptr;
 
@@ -81,6 +82,22 @@ static int t_launch3(void *f, void *fn, unsigned gx, unsigned gy, unsigned gz, u
 {
 	return ((int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
 			 void **, void **))f)(fn, gx, gy, gz, bx, by, bz, shm, NULL, NULL, NULL);
+}
+
+// The IPC entry points: CUipcMemHandle is 64 bytes passed by value.
+typedef struct { char r[64]; } t_ipch;
+static int t_ipc_get(void *f, unsigned char *out, dptr p)
+{
+	t_ipch h;
+	int r = ((int (*)(t_ipch *, dptr))f)(&h, p);
+	memcpy(out, h.r, 64);
+	return r;
+}
+static int t_ipc_open(void *f, dptr *p, const unsigned char *in, unsigned fl)
+{
+	t_ipch h;
+	memcpy(h.r, in, 64);
+	return ((int (*)(dptr *, t_ipch, unsigned))f)(p, h, fl);
 }
 
 // Reads a byte at p: for a child process that must crash.
@@ -377,3 +394,25 @@ func (d *drv) cuErrorName(r int) string {
 
 // peek reads a byte at a device address from the host: it must crash.
 func peek(p dptr) uint32 { return uint32(C.t_peek(C.dptr(p))) }
+
+func (d *drv) cuIpcGetMemHandle(p dptr) ([64]byte, int) {
+	var h [64]byte
+	r := C.t_ipc_get(d.sym("cuIpcGetMemHandle"), (*C.uchar)(unsafe.Pointer(&h[0])), C.dptr(p))
+	return h, int(r)
+}
+
+// cuIpcOpenMemHandle calls cuIpcOpenMemHandle_v2, or the older name when
+// old is set.
+func (d *drv) cuIpcOpenMemHandle(h [64]byte, flags uint32, old bool) (dptr, int) {
+	name := "cuIpcOpenMemHandle_v2"
+	if old {
+		name = "cuIpcOpenMemHandle"
+	}
+	var p C.dptr
+	r := C.t_ipc_open(d.sym(name), &p, (*C.uchar)(unsafe.Pointer(&h[0])), C.unsigned(flags))
+	return dptr(p), int(r)
+}
+
+func (d *drv) cuIpcCloseMemHandle(p dptr) int {
+	return int(C.t_d(d.sym("cuIpcCloseMemHandle"), C.dptr(p)))
+}

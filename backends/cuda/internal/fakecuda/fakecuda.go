@@ -224,22 +224,42 @@ type Stats struct {
 	Leaked         int64 // objects destroyed by a context reset, in total
 	KernelLaunches int64 // kernels executed without a fault, in total
 	AsyncCopies    int64 // asynchronous copies executed, in total
+	IPCMappings    int64 // IPC handles of other processes mapped here (each once, however often opened)
+	IPCOpens       int64 // successful cuIpcOpenMemHandle calls, in total (an open of a mapped handle counts too)
+	IPCExports     int64 // live allocations of this process with an IPC handle taken
 }
+
+// statsLen is the number of counters fakecuda_stats reports.
+const statsLen = 14
 
 // Live reports the objects still alive: allocations of every kind,
-// streams, events, modules and context references. It is 0 when
-// everything a test created has been released.
+// streams, events, modules, context references and IPC mappings. It is 0
+// when everything a test created has been released.
 func (s Stats) Live() int64 {
-	return s.DeviceAllocs + s.PinnedAllocs + s.ManagedAllocs + s.Streams + s.Events + s.Modules + s.ContextRefs
+	return s.DeviceAllocs + s.PinnedAllocs + s.ManagedAllocs + s.Streams + s.Events + s.Modules + s.ContextRefs +
+		s.IPCMappings
 }
 
-func statsFrom(v [11]int64) Stats {
+func statsFrom(v [statsLen]int64) Stats {
 	return Stats{
 		DeviceAllocs: v[0], DeviceBytes: v[1], PinnedAllocs: v[2], ManagedAllocs: v[3],
 		Streams: v[4], Events: v[5], Modules: v[6], ContextRefs: v[7],
 		Leaked: v[8], KernelLaunches: v[9], AsyncCopies: v[10],
+		IPCMappings: v[11], IPCOpens: v[12], IPCExports: v[13],
 	}
 }
+
+// The layout of the fake's IPC handles (CUipcMemHandle, 64 bytes), for
+// tests that forge or alter one: the bytes of the exporting machine's
+// boot id, and those of the exporting process's id. A handle whose boot
+// id differs from this machine's fails to open with
+// CUDA_ERROR_INVALID_DEVICE; any other altered byte fails a checksum
+// (CUDA_ERROR_INVALID_VALUE).
+const (
+	IPCHandleSize       = 64
+	IPCHandleBootID     = 8  // 16 bytes
+	IPCHandleBootIDSize = 16 // bytes
+)
 
 // DeviceStats are the fake's counters of one device, read by
 // Control.DeviceStats.

@@ -426,6 +426,7 @@ static void ctx_reset(fc_ctx *c)
 	fc_destroy_ctx_streams(c, old);
 	fc_destroy_ctx_modules(c, old);
 	fc_destroy_ctx_memory(c, old);
+	fc_destroy_ctx_ipc(c, old);
 	/* Events after streams: queued records hold references. */
 	for (fc_event **pp = &G.events; *pp;) {
 		fc_event *e = *pp;
@@ -570,6 +571,7 @@ static const struct {
 	{700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
 	{701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
 	{704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+	{705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
 	{709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
 	{714, "CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"},
 	{715, "CUDA_ERROR_ILLEGAL_INSTRUCTION", "an illegal instruction was encountered"},
@@ -653,7 +655,7 @@ API void fakecuda_stats(long long *out, int n)
 {
 	if (!out || n <= 0)
 		return;
-	long long v[11];
+	long long v[14];
 	fc_lock();
 	long long bytes = 0, refs = 0;
 	for (int i = 0; i < G.ndev; i++) {
@@ -671,9 +673,12 @@ API void fakecuda_stats(long long *out, int n)
 	v[8] = G.n_leaked;
 	v[9] = G.n_launches;
 	v[10] = G.n_async_copies;
+	v[11] = G.n_ipc_maps;
+	v[12] = G.n_ipc_opens;
+	v[13] = G.n_ipc_exports;
 	fc_unlock();
 	for (int i = 0; i < n; i++)
-		out[i] = i < 11 ? v[i] : 0;
+		out[i] = i < 14 ? v[i] : 0;
 }
 
 /* One device's counters: live device allocations, their requested bytes,

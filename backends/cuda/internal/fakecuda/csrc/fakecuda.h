@@ -34,6 +34,11 @@ typedef struct fc_func *CUfunction;
 typedef struct {
 	char bytes[16];
 } CUuuid;
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct {
+	char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 1
 
 /* ---- result codes ---- */
 enum {
@@ -58,6 +63,7 @@ enum {
 	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
 	CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
 	CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+	CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
 	CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
 	CUDA_ERROR_HARDWARE_STACK_ERROR = 714,
 	CUDA_ERROR_ILLEGAL_INSTRUCTION = 715,
@@ -86,6 +92,7 @@ typedef struct fc_block {
 	int busy;          /* operations executing on it right now */
 	struct fc_ctx *ctx;
 	unsigned ctxgen;
+	int ipc;           /* exported: its slot in the IPC table + 1; 0: not */
 } fc_block;
 
 /* A pinned (cuMemHostAlloc) or managed (cuMemAllocManaged) host range. */
@@ -245,6 +252,47 @@ int fc_kmap(fc_kexec *k, uint64_t addr, uint64_t bytes, void **rw);
 /* Waits ns nanoseconds, returning early if the context fails. */
 void fc_ksleep(fc_kexec *k, uint64_t ns);
 
+/* ---- IPC (ipc.c) ---- */
+
+/* One exported allocation, in the exporting process's IPC table, which
+ * importers map read-only: live goes to 0 when the allocation is freed. */
+typedef struct fc_ipc_slot {
+	uint64_t serial; /* unique in the exporting process; 0: slot unused */
+	uint64_t off;    /* offset in the device's memfd */
+	uint64_t size;   /* bytes the allocation was asked for */
+	int32_t dev;
+	int32_t live;
+} fc_ipc_slot;
+
+#define FC_IPC_SLOTS 4096
+
+/* A handle opened in this process: a view of another process's device
+ * memfd, PROT_NONE for the host plus a read-write one for the fake. */
+typedef struct fc_ipcmap {
+	struct fc_ipcmap *next;
+	fc_ctx *ctx;
+	unsigned ctxgen;
+	unsigned char handle[CU_IPC_HANDLE_SIZE];
+	uintptr_t dbase; /* PROT_NONE view, page-aligned */
+	char *rw;        /* read-write view of the same pages */
+	size_t maplen;
+	uintptr_t ptr;   /* the allocation's start: what the open returned */
+	size_t size;
+	const volatile fc_ipc_slot *slot; /* in the exporter's table */
+	uint64_t serial;
+	void *tab; /* the exporter's table, mapped read-only */
+	size_t tablen;
+	int refs; /* opens not yet closed */
+	int busy; /* operations executing on it right now */
+	int dying;
+} fc_ipcmap;
+
+/* The exporter freed the allocation m maps (or its slot was reused). */
+int fc_ipc_stale(const fc_ipcmap *m);
+/* The block is being freed: its export, if any, ends. G.mu held. */
+void fc_ipc_unexport(fc_block *b);
+void fc_destroy_ctx_ipc(fc_ctx *c, unsigned gen);
+
 /* ---- global state ---- */
 typedef struct fc_global {
 	pthread_mutex_t mu;
@@ -261,6 +309,13 @@ typedef struct fc_global {
 	fc_module *modules;
 	long long n_pinned, n_managed, n_streams, n_events, n_modules;
 	long long n_devallocs, n_leaked, n_launches, n_async_copies;
+	/* IPC: the export table (NULL until the first export), the handles
+	 * opened here, and their counters */
+	void *ipc_tab;
+	int ipc_tabfd;
+	uint64_t ipc_serial;
+	fc_ipcmap *ipcmaps;
+	long long n_ipc_maps, n_ipc_opens, n_ipc_exports;
 } fc_global;
 
 extern fc_global G;
@@ -281,12 +336,12 @@ void fc_now(struct timespec *ts);
 int fc_valid_ctx(fc_ctx *c);
 
 /* mem.c */
-enum { R_NONE = 0, R_DEV = 1, R_HOST = 2 };
+enum { R_NONE = 0, R_DEV = 1, R_HOST = 2, R_IPC = 3 };
 typedef struct fc_range {
-	int kind;       /* R_DEV, R_HOST; R_NONE: not in any table */
-	int dev;        /* device of R_DEV */
-	int in_region;  /* the address is inside a device region */
-	void *obj;      /* fc_block or fc_hostalloc */
+	int kind;       /* R_DEV, R_HOST, R_IPC; R_NONE: not in any table */
+	int dev;        /* device of R_DEV; of the importing context for R_IPC */
+	int in_region;  /* the address is inside a device region or mapping */
+	void *obj;      /* fc_block, fc_hostalloc or fc_ipcmap */
 	char *rw;       /* where the fake reads and writes the bytes */
 } fc_range;
 int fc_lookup(uintptr_t addr, size_t n, fc_range *r);
@@ -295,7 +350,13 @@ void fc_release(int kind, void *obj);
 int fc_in_any_region(uintptr_t addr);
 void fc_destroy_ctx_memory(fc_ctx *c, unsigned gen);
 CUresult fc_exec_copy(fc_op *op, fc_ctx *c, unsigned gen);
-CUresult fc_exec_memset(fc_op *op);
+CUresult fc_exec_memset(fc_op *op, fc_ctx *c, unsigned gen);
+
+/* ipc.c: fc_lookup for addresses outside the device regions: 1 when
+ * [addr, addr+n) lies in one open mapping (r filled as fc_lookup does),
+ * else 0 with r->in_region set when addr is inside a mapping's view. */
+int fc_ipc_lookup(uintptr_t addr, size_t n, struct fc_range *r);
+int fc_ipc_in_view(uintptr_t addr);
 
 /* stream.c */
 CUresult fc_submit(fc_stream *s, fc_ctx *c, fc_op *op);

@@ -22,8 +22,10 @@ int fc_kmap(fc_kexec *k, uint64_t addr, uint64_t bytes, void **rw)
 	fc_range r;
 	fc_lock();
 	int ok = addr <= UINTPTR_MAX - bytes && fc_lookup((uintptr_t)addr, (size_t)bytes, &r);
-	if (ok && r.kind == R_DEV && r.dev != k->dev && !k->ctx->peer[r.dev])
+	if (ok && (r.kind == R_DEV || r.kind == R_IPC) && r.dev != k->dev && !k->ctx->peer[r.dev])
 		ok = 0; /* another device's memory without peer access */
+	if (ok && r.kind == R_IPC && fc_ipc_stale(r.obj))
+		ok = 0; /* another process's allocation, freed by its owner */
 	if (!ok || k->nheld == (int)(sizeof k->held / sizeof k->held[0])) {
 		fc_unlock();
 		k->fault = CUDA_ERROR_ILLEGAL_ADDRESS;

@@ -24,7 +24,7 @@ int fc_in_any_region(uintptr_t addr)
 	for (int d = 0; d < G.ndev; d++)
 		if (addr >= G.dev[d].dbase && addr - G.dev[d].dbase < G.dev[d].size)
 			return 1;
-	return 0;
+	return fc_ipc_in_view(addr);
 }
 
 static int range_fits(uintptr_t start, size_t len, uintptr_t addr, size_t n)
@@ -36,11 +36,12 @@ static int range_fits(uintptr_t start, size_t len, uintptr_t addr, size_t n)
 	return off <= len && n <= len - off;
 }
 
-/* Finds the live allocation holding [addr, addr+n). Returns 1 when the
- * whole range lies in one live allocation. Otherwise 0, and r->in_region
- * or r->kind tell whether addr itself is device-region or inside a live
- * allocation (then the range is bad), or neither (ordinary host memory).
- * G.mu held. */
+/* Finds the live allocation holding [addr, addr+n): a device allocation,
+ * a pinned or managed one, or a mapping of another process's allocation
+ * (an IPC handle opened here). Returns 1 when the whole range lies in one
+ * of them. Otherwise 0, and r->in_region or r->kind tell whether addr
+ * itself is device-region or inside a live allocation (then the range is
+ * bad), or neither (ordinary host memory). G.mu held. */
 int fc_lookup(uintptr_t addr, size_t n, fc_range *r)
 {
 	memset(r, 0, sizeof *r);
@@ -63,6 +64,9 @@ int fc_lookup(uintptr_t addr, size_t n, fc_range *r)
 		}
 		return 0;
 	}
+	int ok = fc_ipc_lookup(addr, n, r);
+	if (ok || r->in_region)
+		return ok;
 	for (fc_hostalloc *h = G.hosts; h; h = h->next) {
 		if (h->dying || addr < h->base || addr - h->base >= h->len)
 			continue;
@@ -80,6 +84,8 @@ void fc_hold(fc_range *r)
 		((fc_block *)r->obj)->busy++;
 	else if (r->kind == R_HOST)
 		((fc_hostalloc *)r->obj)->busy++;
+	else if (r->kind == R_IPC)
+		((fc_ipcmap *)r->obj)->busy++;
 }
 
 void fc_release(int kind, void *obj)
@@ -89,6 +95,8 @@ void fc_release(int kind, void *obj)
 		left = --((fc_block *)obj)->busy;
 	else if (kind == R_HOST)
 		left = --((fc_hostalloc *)obj)->busy;
+	else if (kind == R_IPC)
+		left = --((fc_ipcmap *)obj)->busy;
 	if (left == 0)
 		fc_wake_all();
 }
@@ -161,6 +169,7 @@ static void block_free(fc_device *dv, fc_block *b)
 	b->dying = 1;
 	while (b->busy)
 		fc_wait();
+	fc_ipc_unexport(b);
 	dv->reserved -= b->size;
 	dv->requested -= b->req;
 	G.n_devallocs--;
@@ -420,7 +429,9 @@ API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flag
 /* ---- executing copies and memsets ---- */
 
 /* Resolves one side of an operation for execution, holding the
- * allocation. G.mu held. */
+ * allocation: 1, or 0 for a range in no live allocation, or -1 for a
+ * mapping of another process's allocation that its owner has freed (a
+ * stale IPC mapping: the operation faults, sticky). G.mu held. */
 static int resolve(fc_ep *ep, size_t n, char **p, fc_range *r)
 {
 	if (ep->raw) {
@@ -430,6 +441,8 @@ static int resolve(fc_ep *ep, size_t n, char **p, fc_range *r)
 	}
 	if (!fc_lookup(ep->addr, n, r))
 		return 0;
+	if (r->kind == R_IPC && fc_ipc_stale(r->obj))
+		return -1;
 	fc_hold(r);
 	*p = r->rw;
 	return 1;
@@ -460,11 +473,17 @@ CUresult fc_exec_copy(fc_op *op, fc_ctx *c, unsigned gen)
 		fc_unlock();
 		return inj;
 	}
-	if (!resolve(&op->dst, op->n, &d, &rd)) {
+	int ok = resolve(&op->dst, op->n, &d, &rd);
+	if (ok <= 0) {
+		if (ok < 0)
+			fc_set_sticky(c, gen, CUDA_ERROR_ILLEGAL_ADDRESS);
 		fc_unlock();
 		return CUDA_ERROR_ILLEGAL_ADDRESS;
 	}
-	if (!resolve(&op->src, op->n, &s, &rs)) {
+	ok = resolve(&op->src, op->n, &s, &rs);
+	if (ok <= 0) {
+		if (ok < 0)
+			fc_set_sticky(c, gen, CUDA_ERROR_ILLEGAL_ADDRESS);
 		fc_release(rd.kind, rd.obj);
 		fc_unlock();
 		return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -478,7 +497,7 @@ CUresult fc_exec_copy(fc_op *op, fc_ctx *c, unsigned gen)
 	return CUDA_SUCCESS;
 }
 
-CUresult fc_exec_memset(fc_op *op)
+CUresult fc_exec_memset(fc_op *op, fc_ctx *c, unsigned gen)
 {
 	if (op->count == 0)
 		return CUDA_SUCCESS;
@@ -486,7 +505,10 @@ CUresult fc_exec_memset(fc_op *op)
 	char *d;
 	fc_range rd;
 	fc_lock();
-	if (!resolve(&op->dst, bytes, &d, &rd)) {
+	int ok = resolve(&op->dst, bytes, &d, &rd);
+	if (ok <= 0) {
+		if (ok < 0)
+			fc_set_sticky(c, gen, CUDA_ERROR_ILLEGAL_ADDRESS);
 		fc_unlock();
 		return CUDA_ERROR_ILLEGAL_ADDRESS;
 	}
@@ -537,7 +559,8 @@ static CUresult classify(uintptr_t addr, size_t n, int mode, int dev, fc_ep *ep)
 	case M_DEV:
 		return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	case M_PEER:
-		return ok && r.kind == R_DEV && r.dev == dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+		return ok && (r.kind == R_DEV || r.kind == R_IPC) && r.dev == dev ? CUDA_SUCCESS
+										 : CUDA_ERROR_INVALID_VALUE;
 	case M_HOST:
 		if (ok && r.kind == R_HOST)
 			return CUDA_SUCCESS;
@@ -786,8 +809,9 @@ static CUresult memset_common(uintptr_t p, uint32_t v, int esz, size_t count, in
 		return r;
 	}
 	if (!s) {
+		unsigned gen = c->gen;
 		fc_unlock();
-		return fc_exec_memset(&op) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+		return copy_result(c, gen, fc_exec_memset(&op, c, gen));
 	}
 	fc_op *q = malloc(sizeof *q);
 	if (!q) {

@@ -164,7 +164,7 @@ static CUresult run_op(fc_stream *s, fc_op *op)
 		break;
 	case OP_MEMSET:
 		fc_unlock();
-		r = fc_exec_memset(op);
+		r = fc_exec_memset(op, s->ctx, s->ctxgen);
 		fc_lock();
 		break;
 	case OP_KERNEL:
