@@ -61,6 +61,17 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) (err 
 	}
 	t := postColl(c, flight.OpBcast, root, int64(buf.Len()), "byte", "")
 	defer func() { endFlight(t, err) }()
+	if k := piecesOf(c); k > 0 && p > 1 && buf.Len() > k {
+		return bcastPipelined(ctx, buf, root, rank, k, func(ctx context.Context, b memspace.Block) error {
+			return bcastRun(ctx, c, p, b, root, rank)
+		})
+	}
+	return bcastRun(ctx, c, p, buf, root, rank)
+}
+
+// bcastRun runs a broadcast whose arguments have been checked: natively,
+// else staged whole when the host cannot touch buf, else shared.
+func bcastRun(ctx context.Context, c Comm, p int, buf memspace.Block, root, rank int) error {
 	if nc, ok := native(c); ok {
 		if err := nc.Bcast(ctx, buf, root); !isFallback(err) {
 			return err
@@ -70,7 +81,9 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) (err 
 		return nil
 	}
 	if needsStage(buf) {
-		return bcastStaged(ctx, c, buf, root, rank)
+		return bcastPipelined(ctx, buf, root, rank, 0, func(ctx context.Context, b memspace.Block) error {
+			return BcastBlock(ctx, c, b, root)
+		})
 	}
 	return bcastShared(ctx, c, buf, root)
 }
@@ -113,6 +126,17 @@ func ReduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt DTyp
 	}
 	t := postColl(c, flight.OpReduce, root, int64(send.Len()/dt.Size()), dt.String(), op.String())
 	defer func() { endFlight(t, err) }()
+	if k := piecesOf(c); k > 0 && sn > k {
+		return pipelined(ctx, name, sn, dt.Size(), k, send, recv, func(ctx context.Context, s, d memspace.Block) error {
+			return reduceRun(ctx, c, p, s, d, dt, op, root)
+		})
+	}
+	return reduceRun(ctx, c, p, send, recv, dt, op, root)
+}
+
+// reduceRun runs a reduction whose arguments have been checked: natively,
+// else staged whole when the host cannot touch a buffer, else shared.
+func reduceRun(ctx context.Context, c Comm, p int, send, recv memspace.Block, dt DType, op Op, root int) error {
 	if nc, ok := native(c); ok {
 		if err := nc.Reduce(ctx, send, recv, dt, op, root); !isFallback(err) {
 			return err
@@ -157,6 +181,18 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 	}
 	t := postColl(c, flight.OpAllreduce, flight.NoPeer, int64(send.Len()/dt.Size()), dt.String(), op.String())
 	defer func() { endFlight(t, err) }()
+	if k := piecesOf(c); k > 0 && sn > k {
+		return pipelined(ctx, name, sn, dt.Size(), k, send, recv, func(ctx context.Context, s, d memspace.Block) error {
+			return allreduceRun(ctx, c, p, s, d, dt, op)
+		})
+	}
+	return allreduceRun(ctx, c, p, send, recv, dt, op)
+}
+
+// allreduceRun runs an allreduce whose arguments have been checked:
+// natively, else staged whole when the host cannot touch a buffer, else
+// shared.
+func allreduceRun(ctx context.Context, c Comm, p int, send, recv memspace.Block, dt DType, op Op) error {
 	if nc, ok := native(c); ok {
 		if err := nc.Allreduce(ctx, send, recv, dt, op); !isFallback(err) {
 			return err

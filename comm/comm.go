@@ -85,7 +85,8 @@ type Request interface {
 //
 // A Comm is safe for concurrent use by many goroutines. The blocking forms
 // are package functions (Send, Recv) built on Isend/Irecv; a backend that
-// has faster blocking calls implements Blocking.
+// has faster blocking calls implements Blocking. The package functions
+// Isend and Irecv are the methods that also take device memory.
 type Comm interface {
 	Rank() int
 	Size() int
@@ -93,12 +94,14 @@ type Comm interface {
 	// before a matching receive is posted (buffered) or only when one is.
 	// A buf the backend cannot reach (device memory, for a host
 	// transport) fails with an error matching ErrNotSupported that names
-	// it (memspace.ErrNotHostAccessible, for local and tcp): unlike Send,
-	// Isend does not stage (see Device memory in the package
-	// documentation).
+	// it (memspace.ErrNotHostAccessible, for local and tcp): the method
+	// does not stage. Users call the package function Isend, which stages
+	// such a buf through host memory and passes every other buf here
+	// unchanged (see Device memory in the package documentation).
 	Isend(buf memspace.Block, dest, tag int) (Request, error)
 	// Irecv starts receiving into buf from source (or AnySource) with tag
-	// (or AnyTag). A buf the backend cannot reach fails as for Isend.
+	// (or AnyTag). A buf the backend cannot reach fails as for Isend; the
+	// package function Irecv stages it.
 	Irecv(buf memspace.Block, source, tag int) (Request, error)
 	// Close leaves the group: pending requests of this rank fail with
 	// ErrClosed, peers see ErrPeerLost for operations that need this rank.
@@ -114,8 +117,9 @@ type Blocking interface {
 
 // DeviceNative is a communicator that moves some blocks the host cannot
 // touch itself: device memory through CUDA IPC between processes of one
-// machine, or a CUDA-aware MPI. Send, Recv and Sendrecv hand it such a
-// block as it is, where they would otherwise stage it through host memory
+// machine, or a CUDA-aware MPI. Send, Recv, Sendrecv and the package
+// functions Isend and Irecv hand it such a block as it is, where they
+// would otherwise stage it through host memory
 // (see Device memory in the package documentation). Found with As through
 // wrappers.
 type DeviceNative interface {

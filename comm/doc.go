@@ -139,9 +139,15 @@
 // unchanged: each is tested once, and nothing else is done.
 //
 // A staged collective stages each buffer whole, so ranks may mix host and
-// device buffers freely, as MPI allows. (Staging in pieces, with the copies
-// of one piece overlapping the collective on the next, would need every
-// rank to stage; ADR 21 says why it is off.)
+// device buffers freely, as MPI allows. A communicator that every rank
+// makes with StageInPieces(ctx, c, chunk) runs Allreduce, Reduce and Bcast
+// of more than chunk bytes as one collective per piece, on every rank
+// whatever its memory: a device buffer is staged in three stand-ins of a
+// piece, the copy in of the next piece and the copy out of the last
+// overlapping the collective on the current one, and host buffers are cut
+// in the same pieces with no copy, so ranks may still mix memory kinds.
+// StageInPieces is a collective and fails on every rank, with
+// ErrInvalidArgument, when the ranks ask for different chunks (ADR 42).
 //
 // Staging errors come back as an *xerr.Error of component "comm" naming
 // the call, matching the cause's sentinel: ErrNotSupported where no
@@ -152,11 +158,19 @@
 // freed before the call returns, save the stand-in of a send the backend
 // could not cancel in time (see above), freed once that send settles.
 //
-// Isend and Irecv do not stage: they are the backend's, and one that
-// cannot reach the buffer fails them with an error matching
-// ErrNotSupported that names it (memspace.ErrNotHostAccessible, for the
-// local and procs backends). Stage through the blocking calls, or copy to
-// page-locked memory yourself and start the requests on that.
+// The methods Isend and Irecv of a Comm do not stage: they are the
+// backend's, and one that cannot reach the buffer fails them with an
+// error matching ErrNotSupported that names it
+// (memspace.ErrNotHostAccessible, for the local and procs backends). The
+// package functions Isend and Irecv do: a host buffer, or a device one
+// the communicator takes (DeviceNative), goes to the method unchanged, at
+// no cost; otherwise Isend copies the buffer into a host stand-in before
+// it returns and sends that, and Irecv receives into a stand-in and its
+// request copies what arrived (Status.Count bytes, also of a truncated
+// message) into the buffer when it completes — in Wait, Test, WaitAll or
+// Await, once, before it reports completion. Each request frees its
+// stand-in once it has settled, Cancel included. Package comm has no
+// nonblocking collectives.
 //
 // Implementers: the checks of ranks and tags and the matching of tags
 // (impl.CheckRank, impl.CheckTag, impl.CheckWireTag, impl.MatchTag, formerly

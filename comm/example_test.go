@@ -189,3 +189,41 @@ func ExamplePrepareBatch() {
 	// Output:
 	// eeeebbbbcccc
 }
+
+// Every rank makes its communicator stage in pieces of 4 KiB: long
+// Allreduces of device memory then copy one piece while the collective
+// runs on the next. Host buffers, as here, run the same pieces.
+func ExampleStageInPieces() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ranks, err := local.NewGroup(2, local.Options{})
+	if err != nil {
+		panic(err)
+	}
+	sums := make([]float64, len(ranks))
+	var wg sync.WaitGroup
+	for _, c := range ranks {
+		wg.Go(func() {
+			defer c.Close()
+			pc, err := comm.StageInPieces(ctx, c, 4<<10) // a collective: every rank, the same size
+			if err != nil {
+				panic(err)
+			}
+			v := make([]float64, 10000) // 80 KB: 20 pieces
+			for i := range v {
+				v[i] = float64(c.Rank() + 1)
+			}
+			data, _ := memspace.FromSlice(v)
+			if err := comm.Allreduce(ctx, pc, data, data, comm.Sum); err != nil {
+				panic(err)
+			}
+			for _, x := range v {
+				sums[c.Rank()] += x
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println(sums)
+	// Output:
+	// [30000 30000]
+}

@@ -18,7 +18,7 @@ import (
 //
 // A buf the host cannot touch (device memory) is copied to host memory
 // first, and that copy is sent (see Device memory in the package
-// documentation); Isend takes no such buffer.
+// documentation), as the package function Isend does.
 func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error {
 	if err := impl.CheckTag(tag, false); err != nil {
 		return err
@@ -59,8 +59,8 @@ func send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 //
 // A buf the host cannot touch (device memory) receives through host
 // memory: what arrived (Status.Count bytes, also when the message was
-// truncated) is copied into buf before Recv returns. Irecv takes no such
-// buffer.
+// truncated) is copied into buf before Recv returns, as the request of
+// the package function Irecv does when it completes.
 func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
 	if err := impl.CheckTag(tag, true); err != nil {
 		return Status{}, err

@@ -15,19 +15,10 @@ import (
 // This file holds the staging of buffers the host cannot touch (GPU device
 // memory) by the blocking calls: Send, Recv, Sendrecv and the collectives
 // copy such a buffer to a host stand-in, run on the stand-in, and copy the
-// result back (see "Device memory" in the package documentation and ADR
-// 21). A host-accessible block never comes here: the entry points test
-// each block once and go on unchanged.
-
-// stageChunk is the size of the pieces in which Allreduce, Reduce and
-// Bcast stage a buffer the host cannot touch; 0 (the default) stages the
-// whole buffer in one piece. Pieces would let the copies of one piece
-// overlap the collective on its neighbour, but a rank whose buffers are
-// all host-accessible runs one collective where a staging rank would run
-// one per piece, so pieces are safe only when every rank stages: the
-// pipeline is built and tested (with a small stageChunk) and left off, so
-// that ranks may mix host and device buffers as MPI allows (ADR 21).
-var stageChunk = 0
+// result back (see "Device memory" in the package documentation and ADRs
+// 21 and 42). A host-accessible block never comes here, save in the
+// pipeline of a communicator that stages in pieces (StageInPieces), which
+// cuts host buffers in the same pieces and copies nothing.
 
 // stageSlots is the number of host stand-ins a pipeline rotates through:
 // the piece being copied in, the one in the collective and the one being
@@ -491,16 +482,18 @@ func pairStaged(ctx context.Context, name string, send, recv memspace.Block, op 
 // op runs the collective on host blocks of one piece: s read, d written,
 // either the zero Block where src or dst is, and s == d in place.
 //
-// The n bytes go in pieces of stageChunk (a multiple of unit), so that a
-// long buffer needs three pieces of host memory, not its length. Every
-// rank that stages cuts the same pieces, the sizes being equal on every
-// rank. Piece i runs in this goroutine while the copy in of piece i+1 and
+// The n bytes go in pieces of chunk bytes rounded down to a multiple of
+// unit (at least one unit; chunk 0: one piece of n bytes), so that a long
+// buffer needs three pieces of host memory, not its length. Every rank
+// cuts the same pieces, the sizes being equal on every rank: the callers
+// pass a chunk only on a communicator every rank made with StageInPieces,
+// and pipeline host buffers too (their pieces need no stand-in). Piece i runs in this goroutine while the copy in of piece i+1 and
 // the copy out of piece i-1 run in two others; all three are done before
 // piece i+1 starts. The three pieces use distinct stand-ins (slot i mod 3)
 // or distinct ranges of the caller's buffers, so they never share a byte.
-func pipelined(ctx context.Context, name string, n, unit int, src, dst memspace.Block,
+func pipelined(ctx context.Context, name string, n, unit, chunk int, src, dst memspace.Block,
 	op func(ctx context.Context, s, d memspace.Block) error) error {
-	p := newPipeline(name, n, unit, src, dst)
+	p := newPipeline(name, n, unit, chunk, src, dst)
 	slotSpace, err := p.check()
 	if err != nil {
 		return err
@@ -522,10 +515,11 @@ type pipeline struct {
 	slots                []memspace.Block // the stand-ins; nil when the pieces run in dst
 }
 
-func newPipeline(name string, n, unit int, src, dst memspace.Block) *pipeline {
-	chunk := n
-	if stageChunk > 0 {
-		chunk = max(stageChunk/unit, 1) * unit
+func newPipeline(name string, n, unit, chunk int, src, dst memspace.Block) *pipeline {
+	if chunk > 0 {
+		chunk = max(chunk/unit, 1) * unit
+	} else {
+		chunk = n
 	}
 	if chunk == 0 {
 		chunk = 1
@@ -538,14 +532,16 @@ func newPipeline(name string, n, unit int, src, dst memspace.Block) *pipeline {
 }
 
 // check returns where each piece runs: in a stand-in slot of the space it
-// returns when dst (or, with no dst, src) needs staging, else (nil) in dst
-// itself, the host block the staged src is copied into. It checks every
-// path before anything is allocated or sent.
+// returns when dst (or, with no dst, src) needs staging, else (nil) in the
+// host blocks themselves: dst, into which a staged src is copied, or src
+// and dst as they are when neither needs staging (a host rank on a
+// communicator that stages in pieces). It checks every path before
+// anything is allocated or sent.
 func (p *pipeline) check() (slotSpace memspace.Space, err error) {
 	switch {
 	case p.dstStaged:
 		slotSpace = stagingSpace(p.dst)
-	case p.dst.IsZero():
+	case p.dst.IsZero() && p.srcStaged:
 		slotSpace = stagingSpace(p.src)
 	}
 	inDst := slotSpace
@@ -594,9 +590,12 @@ func (p *pipeline) at(i int) (off, k int) { return i * p.chunk, min(p.chunk, p.n
 // work returns the blocks piece i runs on: s (read) and d (written).
 func (p *pipeline) work(i int) (s, d memspace.Block) {
 	off, k := p.at(i)
-	if p.slots == nil { // dst is host memory: src is copied into it
+	if p.slots == nil { // host blocks: a staged src is copied into dst
 		d = piece(p.dst, off, k)
-		return d, d
+		if p.srcStaged {
+			return d, d
+		}
+		return piece(p.src, off, k), d
 	}
 	w := piece(p.slots[i%len(p.slots)], 0, k)
 	s = piece(p.src, off, k)
@@ -641,10 +640,10 @@ func (p *pipeline) run(ctx context.Context, op func(ctx context.Context, s, d me
 		}
 		var wg sync.WaitGroup
 		var inErr, outErr error
-		if i+1 < p.pieces {
+		if p.srcStaged && i+1 < p.pieces {
 			wg.Go(func() { inErr = p.in(ctx, i+1) })
 		}
-		if i > 0 {
+		if p.dstStaged && i > 0 {
 			wg.Go(func() { outErr = p.out(ctx, i-1) })
 		}
 		s, d := p.work(i)
@@ -660,31 +659,32 @@ func (p *pipeline) run(ctx context.Context, op func(ctx context.Context, s, d me
 }
 
 // allreduceStaged is AllreduceBlock with a buffer the host cannot touch,
-// staged in pieces.
+// staged whole.
 func allreduceStaged(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op) error {
-	return pipelined(ctx, "allreduce", send.Len(), dt.Size(), send, recv, func(ctx context.Context, s, d memspace.Block) error {
+	return pipelined(ctx, "allreduce", send.Len(), dt.Size(), 0, send, recv, func(ctx context.Context, s, d memspace.Block) error {
 		return AllreduceBlock(ctx, c, s, d, dt, op)
 	})
 }
 
 // reduceStaged is ReduceBlock with a buffer the host cannot touch, staged
-// in pieces; recv is the zero Block away from the root.
+// whole; recv is the zero Block away from the root.
 func reduceStaged(ctx context.Context, c Comm, send, recv memspace.Block, dt DType, op Op, root int) error {
-	return pipelined(ctx, "reduce", send.Len(), dt.Size(), send, recv, func(ctx context.Context, s, d memspace.Block) error {
+	return pipelined(ctx, "reduce", send.Len(), dt.Size(), 0, send, recv, func(ctx context.Context, s, d memspace.Block) error {
 		return ReduceBlock(ctx, c, s, d, dt, op, root)
 	})
 }
 
-// bcastStaged is BcastBlock of a buffer the host cannot touch, staged in
-// pieces: read at the root, written elsewhere.
-func bcastStaged(ctx context.Context, c Comm, buf memspace.Block, root, rank int) error {
+// bcastPipelined is BcastBlock of buf in pieces of chunk bytes (one piece
+// for chunk 0), staged where the host cannot touch buf: read at the root,
+// written elsewhere. run runs the broadcast of one piece, on host memory.
+func bcastPipelined(ctx context.Context, buf memspace.Block, root, rank, chunk int, run func(ctx context.Context, b memspace.Block) error) error {
 	if rank == root {
-		return pipelined(ctx, "bcast", buf.Len(), 1, buf, memspace.Block{}, func(ctx context.Context, s, _ memspace.Block) error {
-			return BcastBlock(ctx, c, s, root)
+		return pipelined(ctx, "bcast", buf.Len(), 1, chunk, buf, memspace.Block{}, func(ctx context.Context, s, _ memspace.Block) error {
+			return run(ctx, s)
 		})
 	}
-	return pipelined(ctx, "bcast", buf.Len(), 1, memspace.Block{}, buf, func(ctx context.Context, _, d memspace.Block) error {
-		return BcastBlock(ctx, c, d, root)
+	return pipelined(ctx, "bcast", buf.Len(), 1, chunk, memspace.Block{}, buf, func(ctx context.Context, _, d memspace.Block) error {
+		return run(ctx, d)
 	})
 }
 

@@ -572,8 +572,10 @@ var stageLayouts = []stageLayout{
 
 // runStageCase runs sc on a fresh group of p ranks with n elements a rank,
 // each buffer of rank r on r's device where dev says so (host memory
-// everywhere for a nil dev), and returns every buffer's final contents.
-func runStageCase(t *testing.T, sc stageCase, p, n int, rs []*stageRank, dev func(rank, i int) bool) [][][]int32 {
+// everywhere for a nil dev), on communicators that stage in pieces of
+// chunk bytes (whole buffers for 0), and returns every buffer's final
+// contents.
+func runStageCase(t *testing.T, sc stageCase, p, n, chunk int, rs []*stageRank, dev func(rank, i int) bool) [][][]int32 {
 	t.Helper()
 	type rankBufs struct {
 		bufs  []*memspace.Buffer[int32]
@@ -598,8 +600,9 @@ func runStageCase(t *testing.T, sc stageCase, p, n int, rs []*stageRank, dev fun
 	}
 	cs := newGroup(t, p, local.Options{})
 	errs := onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
-		if all[c.Rank()].bufs == nil {
-			return nil
+		c, err := inPieces(ctx, c, chunk)
+		if err != nil || all[c.Rank()].bufs == nil {
+			return err
 		}
 		return sc.op(ctx, c, n, all[c.Rank()].bufs)
 	})
@@ -619,19 +622,13 @@ func runStageCase(t *testing.T, sc stageCase, p, n int, rs []*stageRank, dev fun
 	return out
 }
 
-// everyRankStages reports whether every rank of sc has a buffer on the
-// device under dev.
-func everyRankStages(sc stageCase, p, n int, dev func(rank, i int) bool) bool {
-	for r := range p {
-		staged := false
-		for i, v := range sc.bufs(p, r, n) {
-			staged = staged || (v != nil && dev(r, i))
-		}
-		if !staged {
-			return false
-		}
+// inPieces returns c made to stage in pieces of chunk bytes
+// (StageInPieces, a collective), or c itself for chunk 0.
+func inPieces(ctx context.Context, c comm.Comm, chunk int) (comm.Comm, error) {
+	if chunk == 0 {
+		return c, nil
 	}
-	return true
+	return comm.StageInPieces(ctx, c, chunk)
 }
 
 // anyOnDevice reports whether a buffer of sc is on the device under dev.
@@ -646,36 +643,39 @@ func anyOnDevice(sc stageCase, p, n int, dev func(rank, i int) bool) bool {
 	return false
 }
 
+// TestStagedCallsMatchHost runs every blocking call on device buffers,
+// on some ranks or all, staged whole and, for the element-wise
+// collectives, in pieces (StageInPieces): the results are those of the
+// call on host buffers.
 func TestStagedCallsMatchHost(t *testing.T) {
-	defer comm.SetStageChunk(stageTestChunk)()
 	registerStagePaths(t)
 	for _, p := range []int{2, 3, 4} {
 		for _, sc := range stageCases(p) {
 			// Sizes of one element, one piece exactly, uneven pieces (23
 			// elements: 10+10+3) and many pieces.
 			for _, n := range []int{1, 10, 23, 64} {
-				want := runStageCase(t, sc, p, n, nil, nil)
+				want := runStageCase(t, sc, p, n, 0, nil, nil)
 				for _, l := range stageLayouts {
-					for _, stager := range []bool{true, false} {
-						name := fmt.Sprintf("p=%d/%s/n=%d/%s/stager=%v", p, sc.name, n, l.name, stager)
-						if sc.pieces && 4*n > stageTestChunk && !everyRankStages(sc, p, n, l.dev) {
-							// Staged in pieces on some ranks and whole on
-							// others: not allowed (package documentation).
-							continue
-						}
-						t.Run(name, func(t *testing.T) {
-							rs := newStageRanks(p, stager)
-							got := runStageCase(t, sc, p, n, rs, l.dev)
-							assert.Equal(t, want, got)
-							checkLedgers(t, rs)
-							if stager && anyOnDevice(sc, p, n, l.dev) {
-								staged := int64(0)
-								for _, r := range rs {
-									staged += r.pinned.Stats().Allocs
-								}
-								assert.NotZero(t, staged, "nothing was staged in the stager's space")
+					for _, chunk := range []int{0, stageTestChunk} {
+						for _, stager := range []bool{true, false} {
+							if chunk > 0 && (!sc.pieces || !stager) {
+								continue // the others are not cut in pieces
 							}
-						})
+							name := fmt.Sprintf("p=%d/%s/n=%d/%s/chunk=%d/stager=%v", p, sc.name, n, l.name, chunk, stager)
+							t.Run(name, func(t *testing.T) {
+								rs := newStageRanks(p, stager)
+								got := runStageCase(t, sc, p, n, chunk, rs, l.dev)
+								assert.Equal(t, want, got)
+								checkLedgers(t, rs)
+								if stager && anyOnDevice(sc, p, n, l.dev) {
+									staged := int64(0)
+									for _, r := range rs {
+										staged += r.pinned.Stats().Allocs
+									}
+									assert.NotZero(t, staged, "nothing was staged in the stager's space")
+								}
+							})
+						}
 					}
 				}
 			}
@@ -708,16 +708,17 @@ func TestStagedEmptyMessages(t *testing.T) {
 }
 
 // TestHostBuffersAreNotStaged: host buffers make no copies and allocate
-// no staging memory.
+// no staging memory, also in pieces.
 func TestHostBuffersAreNotStaged(t *testing.T) {
-	defer comm.SetStageChunk(stageTestChunk)()
 	registerStagePaths(t)
-	rs := newStageRanks(2, true)
-	sc := stageCases(2)[0] // allreduce
-	runStageCase(t, sc, 2, 64, rs, func(rank, i int) bool { return false })
-	for _, r := range rs {
-		assert.Zero(t, r.pinned.Stats().Allocs)
-		assert.Zero(t, r.dev.copies.Load())
+	for _, chunk := range []int{0, stageTestChunk} {
+		rs := newStageRanks(2, true)
+		sc := stageCases(2)[0] // allreduce
+		runStageCase(t, sc, 2, 64, chunk, rs, func(rank, i int) bool { return false })
+		for _, r := range rs {
+			assert.Zero(t, r.pinned.Stats().Allocs, "chunk %d", chunk)
+			assert.Zero(t, r.dev.copies.Load(), "chunk %d", chunk)
+		}
 	}
 }
 
@@ -752,7 +753,6 @@ func stageBufs(t *testing.T, sc stageCase, rs []*stageRank, n int) ([][]*memspac
 // with its context (as after any failure of one rank). Nothing is left
 // allocated.
 func TestStagingFaults(t *testing.T) {
-	defer comm.SetStageChunk(stageTestChunk)()
 	registerStagePaths(t)
 	const p, n = 3, 23 // three pieces for the element-wise collectives
 	faults := []struct {
@@ -786,8 +786,9 @@ func TestStagingFaults(t *testing.T) {
 				defer cancel()
 				cs := newGroup(t, p, local.Options{})
 				errs := onRanks(t, ctx, cs, func(ctx context.Context, c comm.Comm) error {
-					if all[c.Rank()] == nil {
-						return nil
+					c, err := inPieces(ctx, c, stageTestChunk)
+					if err != nil || all[c.Rank()] == nil {
+						return err
 					}
 					return sc.op(ctx, c, n, all[c.Rank()])
 				})
@@ -843,7 +844,6 @@ func TestStagingErrorShape(t *testing.T) {
 // nothing is left allocated. For the element-wise collectives it runs out
 // at the second piece's stand-in too.
 func TestStagingOutOfMemory(t *testing.T) {
-	defer comm.SetStageChunk(stageTestChunk)()
 	registerStagePaths(t)
 	const p, n = 2, 23
 	for _, sc := range stageCases(p) {
@@ -860,6 +860,10 @@ func TestStagingOutOfMemory(t *testing.T) {
 				}
 				cs := newGroup(t, p, local.Options{})
 				for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+					c, err := inPieces(ctx, c, stageTestChunk)
+					if err != nil {
+						return err
+					}
 					if all[c.Rank()] == nil {
 						return memspace.ErrOutOfMemory // no buffers: nothing to stage
 					}
@@ -939,7 +943,6 @@ func probeNone(t testing.TB, c comm.Comm) (bool, error) {
 // copied in: every rank stops between pieces with the context's error and
 // nothing is left allocated.
 func TestStagedCallsHonourCancellation(t *testing.T) {
-	defer comm.SetStageChunk(stageTestChunk)()
 	registerStagePaths(t)
 	const p, n = 3, 64
 	for _, sc := range stageCases(p)[:5] { // the element-wise collectives
@@ -961,6 +964,10 @@ func TestStagedCallsHonourCancellation(t *testing.T) {
 			}
 			cs := newGroup(t, p, local.Options{})
 			for r, err := range onRanks(t, ctx, cs, func(ctx context.Context, c comm.Comm) error {
+				c, err := inPieces(ctx, c, stageTestChunk)
+				if err != nil {
+					return err
+				}
 				return sc.op(ctx, c, n, all[c.Rank()])
 			}) {
 				require.ErrorIs(t, err, context.Canceled, "rank %d", r)
@@ -1003,7 +1010,6 @@ func TestNoPathIsNotSupported(t *testing.T) {
 // until the copy in of piece 2 has started, which only an overlapping
 // pipeline lets happen.
 func TestStagingOverlapsCopies(t *testing.T) {
-	defer comm.SetStageChunk(stageTestChunk)()
 	registerStagePaths(t)
 	const p, n = 2, 64
 	rs := newStageRanks(p, true)
@@ -1029,6 +1035,10 @@ func TestStagingOverlapsCopies(t *testing.T) {
 	}
 	cs := newGroup(t, p, local.Options{})
 	for r, err := range onRanks(t, context.Background(), cs, func(ctx context.Context, c comm.Comm) error {
+		c, err := inPieces(ctx, c, stageTestChunk)
+		if err != nil {
+			return err
+		}
 		return sc.op(ctx, c, n, all[c.Rank()])
 	}) {
 		require.NoError(t, err, "rank %d", r)

@@ -42,9 +42,11 @@ func TestCPU(t *testing.T) {
 // TestLocal runs the communicator suite over the in-process backend, as
 // registered (eager messages up to the default limit), and checks what its
 // driver's Info claims. Its ranks also expose regions of memory the host
-// cannot touch (the suite's own device) and of a host space.
+// cannot touch (the suite's own device) and of a host space, and pass
+// blocks of two such devices to the calls of package comm (comm/device).
 func TestLocal(t *testing.T) {
-	conformance.RunDriver(t, local.Name, nil, conformance.RegionSpaces(newFakeDevice(), newHostSpace(t)))
+	conformance.RunDriver(t, local.Name, nil, conformance.RegionSpaces(newFakeDevice(), newHostSpace(t)),
+		conformance.DeviceSpaces(newFakeDevice(), newFakeDevice()))
 }
 
 // TestLocalRendezvous runs the communicator suite over groups that send

@@ -52,7 +52,7 @@ func TestComm(t *testing.T, newGroup func(t *testing.T, n int) []comm.Comm, opts
 	s := newSuite(t, "comm", opts)
 	defer s.finish(t)
 	defer s.watchLeaks(t)()
-	groupMode(t, s, groupFactory(newGroup), commCases(s.cfg.maxRanks, s.cfg.regionSpaces))
+	groupMode(t, s, groupFactory(newGroup), commCases(s.cfg))
 }
 
 // Reasons a case runs in TestComm only.
@@ -69,7 +69,8 @@ const (
 )
 
 // commCases are the cases of both TestComm and TestCommRank, in order.
-func commCases(maxRanks int, regionSpaces []memspace.Space) []section {
+func commCases(cfg *config) []section {
+	maxRanks := cfg.maxRanks
 	all := make([]int, 0, maxRanks)
 	for n := 1; n <= maxRanks; n++ {
 		all = append(all, n)
@@ -143,7 +144,8 @@ func commCases(maxRanks int, regionSpaces []memspace.Space) []section {
 			{name: "record", ns: []int{2, 3}, body: commFlight, stall: ruleFlight},
 		}},
 		{"algorithms", algCases(maxRanks)},
-		{"onesided", oneSidedCases(regionSpaces)},
+		{"onesided", oneSidedCases(cfg.regionSpaces)},
+		{"device", deviceCases(cfg.deviceSpaces, maxRanks)},
 	}
 }
 

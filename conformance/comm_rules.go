@@ -88,7 +88,7 @@ var (
 // guide.
 var commRules = []rule{ruleDeliver, ruleNonOvertaking, ruleAnySource, ruleAnyTag, rulePostedOrder, ruleTruncated,
 	ruleCancel, ruleContext, ruleCtxWithdraw, ruleTest, ruleSettled, ruleClosed, rulePeerLost, ruleRevoke,
-	ruleCollective, ruleInvalid, ruleBarrier, ruleRanks}
+	ruleCollective, ruleInvalid, ruleBarrier, ruleRanks, ruleDevice}
 
 // promptBound is how long after its context ends a blocking call may take
 // to return: the grace package comm gives a canceled request to settle,

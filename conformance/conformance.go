@@ -106,6 +106,8 @@ type config struct {
 	streams  func(t *testing.T) executor.Streamer
 	// regionSpaces are the spaces of "comm/onesided/regions" (RegionSpaces).
 	regionSpaces []memspace.Space
+	// deviceSpaces are the spaces of "comm/device" (DeviceSpaces).
+	deviceSpaces []memspace.Space
 	record       *record // shared with the other suites of a Run; nil for a suite alone
 }
 

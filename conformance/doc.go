@@ -132,9 +132,15 @@
 // with one that ends while it blocks; "comm/requests/…" check Test, WaitAll
 // and Await on done, failed and canceled requests; "comm/p2p/any-source-order"
 // and "any-tag-order" check that the receive posted first takes the message
-// across wildcard and specific receives. A case that times out names the
-// rule the backend broke and the section of docs/backend-guide.md that
-// states it.
+// across wildcard and specific receives. "comm/device/…", run when the
+// option DeviceSpaces gives spaces the host cannot touch (device memory),
+// passes their blocks to comm.Send and comm.Recv, comm.Isend and
+// comm.Irecv (polled with Test: the bytes are in the block when Test first
+// reports the receive done), a truncated receive, Sendrecv, Bcast,
+// Allreduce and Allgather, and mixes host and device buffers across ranks
+// (also on a communicator made by comm.StageInPieces). A case that times
+// out names the rule the backend broke and the section of
+// docs/backend-guide.md that states it.
 //
 // TestCommRank checks the same requirements in a job with one rank per
 // process (mpirun -np N, xpu run -n N): every process calls it with its

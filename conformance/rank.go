@@ -63,7 +63,7 @@ func TestCommRank(t *testing.T, c comm.Comm, opts ...Option) {
 	}
 	j := &job{s: s, cm: c, me: me, size: size}
 	root := s.root()
-	for _, sec := range commCases(s.cfg.maxRanks, s.cfg.regionSpaces) {
+	for _, sec := range commCases(s.cfg) {
 		if sec.name == "" {
 			for _, rc := range sec.cases {
 				j.runCase(t, root, rc)

@@ -21,7 +21,7 @@ import (
 func TestCommCasesTable(t *testing.T) {
 	for _, maxRanks := range []int{1, 2, DefaultMaxRanks} {
 		names := map[string]bool{}
-		for _, sec := range commCases(maxRanks, nil) {
+		for _, sec := range commCases(&config{maxRanks: maxRanks}) {
 			for _, rc := range sec.cases {
 				full := sec.name + "/" + rc.name
 				assert.False(t, names[full], "%s twice", full)
@@ -46,6 +46,7 @@ func TestCommCasesTable(t *testing.T) {
 		assert.True(t, names["context/collectives"])
 		assert.True(t, names["requests/wait-all"])
 		assert.True(t, names["p2p/any-source-order"])
+		assert.True(t, names["device/isend-irecv"])
 		if maxRanks >= 3 {
 			assert.True(t, names["algorithms/bcast"])
 			assert.True(t, names["algorithms/reduce"])
@@ -55,7 +56,7 @@ func TestCommCasesTable(t *testing.T) {
 
 func TestRankWidth(t *testing.T) {
 	cases := map[string]rankCase{}
-	for _, sec := range commCases(DefaultMaxRanks, nil) {
+	for _, sec := range commCases(&config{maxRanks: DefaultMaxRanks}) {
 		for _, rc := range sec.cases {
 			cases[sec.name+"/"+rc.name] = rc
 		}

@@ -102,7 +102,7 @@ func wrappedGroup(wrap func(c comm.Comm) comm.Comm) func(t *testing.T, n int) []
 // more ranks than MaxRanks lets the point-to-point cases use.
 func TestCommRankLocal(t *testing.T) {
 	t.Run("eager", func(t *testing.T) {
-		spmd(t, localRanks(t, 2, local.Options{}, nil))
+		spmd(t, localRanks(t, 2, local.Options{}, nil), conformance.DeviceSpaces(newFakeDevice()))
 	})
 	t.Run("rendezvous", func(t *testing.T) {
 		spmd(t, localRanks(t, 4, local.Options{EagerLimit: -1}, nil), conformance.MaxRanks(3))
