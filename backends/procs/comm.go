@@ -68,6 +68,11 @@ type Comm struct {
 	noteWait atomic.Pointer[noteWaiter]
 	// rec is the flight recorder (nil when off).
 	rec *flight.Recorder
+	// devPaths are the paths of the last device message with each rank
+	// (DevicePath), and shares the allocations this rank shared, to tell
+	// the peers that mapped them when they are freed (ipc.go).
+	devPaths []atomic.Uint32
+	shares   devShares
 	lifecycle
 }
 
@@ -106,6 +111,7 @@ func newComm(cfg Config) *Comm {
 		lim:       limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
 		links:     make([]*link, cfg.Size),
 		lost:      make([]error, cfg.Size),
+		devPaths:  make([]atomic.Uint32, cfg.Size),
 		lifecycle: lifecycle{stop: make(chan struct{})},
 		node:      shm.NodeKey(cfg.Node),
 	}
@@ -159,6 +165,9 @@ func (c *Comm) closedErr() error {
 func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	data, err := c.hostArgs("send", buf, dest, tag, false)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.isendDevice(buf, dest, tag)
+		}
 		return nil, err
 	}
 	// An eager message the link takes at once is written here, and its
@@ -205,6 +214,9 @@ func (s *sent) Cancel() error                             { return nil }
 func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
 	data, err := c.hostArgs("send", buf, dest, tag, false)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.sendDevice(ctx, buf, dest, tag)
+		}
 		return err
 	}
 	if done, err := c.sendAtOnce(data, dest, tag); done || err != nil {
@@ -279,6 +291,9 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
 	data, err := c.hostArgs("recv", buf, source, tag, true)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.irecvDevice(buf, source, tag)
+		}
 		return nil, err
 	}
 	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data}
@@ -298,6 +313,9 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
 	data, err := c.hostArgs("recv", buf, source, tag, true)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.recvDevice(ctx, buf, source, tag)
+		}
 		return comm.Status{}, err
 	}
 	r := c.spare.Swap(nil)
@@ -355,7 +373,13 @@ func (c *Comm) irecv(r *request) (*request, error) {
 			return r, nil
 		case kindRTSMsg:
 			c.mu.Unlock()
-			m.via.acceptRdv(r, m.tag, m.id, m.size, true)
+			if m.dev != nil {
+				// Announced by description (ipc.go); an error has
+				// failed the link, and r.
+				_ = m.via.acceptIPC(r, m.tag, m.id, m.dev.shared, true)
+			} else {
+				m.via.acceptRdv(r, m.tag, m.id, m.size, true)
+			}
 			return r, nil
 		}
 	}
@@ -387,6 +411,11 @@ func deliverMsg(r *request, m *request) (comm.Status, error) {
 // deliverTo copies (or folds) msg from src with tag into the receive r and
 // returns the receive's outcome.
 func deliverTo(rank int, r *request, msg []byte, src, tag int) (comm.Status, error) {
+	if r.dev != nil {
+		if err := r.dev.standIn(r, len(msg)); err != nil {
+			return comm.Status{}, err
+		}
+	}
 	k := min(len(msg), len(r.buf))
 	if r.red != nil && k > 0 {
 		b, _ := memspace.FromSlice(msg[:k])
@@ -464,6 +493,7 @@ func (c *Comm) shutdown() {
 	c.mu.Unlock()
 	c.coll.closeAll()
 	c.withdrawAll()
+	c.shares.close()
 
 	close(c.stop)
 	for _, l := range links {
