@@ -159,9 +159,12 @@ func (c *Comm) closedErr() error {
 // the socket (at once for up to 4 KiB, which are copied). A larger message
 // is announced and streamed straight from buf once the peer has matched a
 // receive; its send completes when the last byte is written. A send to this
-// rank itself is matched in memory. Isend returns ErrInvalidArgument for a
-// bad rank or tag, ErrNotSupported for a buffer the host cannot access,
-// ErrClosed after Close and ErrPeerLost once dest is lost.
+// rank itself is matched in memory. A block the host cannot touch is
+// mapped by the peer or staged through host memory (see Device memory in
+// the package documentation). Isend returns ErrInvalidArgument for a bad
+// rank or tag, ErrNotSupported (ErrNotHostAccessible) for a block the host
+// cannot touch whose space has no transfer path to host memory, ErrClosed
+// after Close and ErrPeerLost once dest is lost.
 func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	data, err := c.hostArgs("send", buf, dest, tag, false)
 	if err != nil {
@@ -283,9 +286,12 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 //
 // A message longer than buf fails the receive with ErrTruncated: the first
 // len(buf) bytes are delivered, Status.Count says how many, and the rest is
-// never sent (rendezvous) or dropped (eager). Irecv returns
-// ErrInvalidArgument for a bad rank or tag, ErrNotSupported for a buffer
-// the host cannot access, ErrClosed after Close, and ErrPeerLost when no
+// never sent (rendezvous) or dropped (eager). A block the host cannot
+// touch receives as Device memory in the package documentation says: what
+// arrived is in it when the receive completes. Irecv returns
+// ErrInvalidArgument for a bad rank or tag, ErrNotSupported
+// (ErrNotHostAccessible) for a block the host cannot touch whose space has
+// no transfer path to host memory, ErrClosed after Close, and ErrPeerLost when no
 // message can come: source is lost and left no matching message, or, for
 // AnySource, every other rank is lost.
 func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
