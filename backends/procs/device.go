@@ -141,7 +141,7 @@ func (c *Comm) isendDevice(buf memspace.Block, dest, tag int) (comm.Request, err
 	r := &request{c: c, kind: kindSend, peer: dest, other: dest, tag: tag, dev: &devState{blk: buf}}
 	r.Flight = c.flightPost(flight.OpSend, dest, tag, buf.Len())
 	if dest != c.rank && buf.Len() > 0 {
-		if l := c.links[dest]; l.shm != nil {
+		if l := c.links[dest]; l != nil && l.shm != nil {
 			if s, ok := c.share(buf, dest); ok {
 				if err := l.announceIPC(r, s); err != nil {
 					r.Flight.End(err, false)
@@ -233,6 +233,9 @@ func (s *settled) Cancel() error                             { return nil }
 
 // stageIn copies the whole block into a new host stand-in (a send).
 func (d *devState) stageIn() error {
+	if d.blk.Len() == 0 {
+		return nil
+	}
 	h, err := allocStand(stagingSpace(d.blk.Space()), d.blk.Len())
 	if err != nil {
 		return xerr.Op(Name, "send", fmt.Errorf("host stand-in of %d bytes for %v: %w", d.blk.Len(), d.blk, err))
@@ -330,23 +333,23 @@ func stagingSpace(sp memspace.Space) memspace.Space {
 	return memspace.GoHeap
 }
 
-// allocStand allocates a host stand-in of n bytes (n > 0) in sp. One on
-// the Go heap is Go memory, which the collector frees.
+// allocStand allocates a host stand-in of n bytes (n > 0) in sp, or on
+// the Go heap when sp has none to give: a stand-in allocated once a
+// message has matched has nowhere to fail to. One on the Go heap is Go
+// memory, which the collector frees.
 func allocStand(sp memspace.Space, n int) (memspace.Block, error) {
-	if sp == memspace.GoHeap {
-		w := make([]uint64, (n+7)/8)
-		p := unsafe.Pointer(unsafe.SliceData(w))
-		return memspace.NewBlock(memspace.GoHeap, memspace.Addr(uintptr(p)), n, p), nil
+	if sp != memspace.GoHeap {
+		b, err := sp.Allocate(n, 0)
+		if err == nil && b.HostPointer() != nil {
+			return b, nil
+		}
+		if err == nil {
+			_ = sp.Free(b)
+		}
 	}
-	b, err := sp.Allocate(n, 0)
-	if err != nil {
-		return memspace.Block{}, err
-	}
-	if b.HostPointer() == nil {
-		_ = sp.Free(b)
-		return memspace.Block{}, xerr.Detail(comm.ErrNotSupported, "staging space %s gave block %v, which the host cannot touch", sp.Name(), b)
-	}
-	return b, nil
+	w := make([]uint64, (n+7)/8)
+	p := unsafe.Pointer(unsafe.SliceData(w))
+	return memspace.NewBlock(memspace.GoHeap, memspace.Addr(uintptr(p)), n, p), nil
 }
 
 // freeStand frees a stand-in of allocStand (nothing for the zero Block

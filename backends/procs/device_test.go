@@ -285,12 +285,13 @@ func TestDeviceCompletesAfterCopy(t *testing.T) {
 	cs := group(t, 2, procs.Config{})
 	var mu sync.Mutex
 	var seen []uint64
-	hook := func(dst, src memspace.Block) {
+	hook := func(dst, src memspace.Block) error {
 		if dst.Space() == memspace.Space(sp) && src.Space() == memspace.Space(sp) {
 			mu.Lock()
 			seen = append(seen, procs.IPCAnswered(cs[1], 0))
 			mu.Unlock()
 		}
+		return nil
 	}
 	sp.beforeCopy.Store(&hook)
 	defer sp.beforeCopy.Store(nil)
@@ -306,6 +307,80 @@ func TestDeviceCompletesAfterCopy(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []uint64{0, 1}, seen, "messages answered when each copy began")
+}
+
+// errInjected is the error of a device copy a test fails.
+var errInjected = fmt.Errorf("injected copy fault: %w", memspace.ErrDeviceLost)
+
+// failCopies makes the copies of sp from device memory into device
+// memory (into) or host memory (!into) fail until the test ends.
+func failCopies(t *testing.T, sp *devSpace, into bool) {
+	hook := func(dst, src memspace.Block) error {
+		if !src.HostAccessible() && dst.HostAccessible() != into {
+			return errInjected
+		}
+		return nil
+	}
+	sp.beforeCopy.Store(&hook)
+	t.Cleanup(func() { sp.beforeCopy.Store(nil) })
+}
+
+// TestDeviceCopyFails: a device copy that fails fails the operations it
+// serves, and nothing hangs: the receiver's copy from its mapping (both
+// ends fail, the link goes on), the sender's copy into its stand-in at
+// Isend (Isend fails, nothing is sent), and the sender's copy after the
+// receiver refused to map (the link is cut: the receiver waits for bytes
+// no frame can take back).
+func TestDeviceCopyFails(t *testing.T) {
+	sp := newDevSpace(t)
+	t.Run("mapped", func(t *testing.T) {
+		cs := group(t, 2, procs.Config{})
+		sb, _ := endpoint{true, devLarge}.make(t, sp, 1)
+		db, got := endpoint{true, devLarge}.make(t, sp, 0)
+		failCopies(t, sp, true)
+		ctx := testwait.Ctx(t)
+		rr, err := cs[1].Irecv(db, 0, 1)
+		require.NoError(t, err)
+		sr, err := cs[0].Isend(sb, 1, 1)
+		require.NoError(t, err)
+		_, err = rr.Wait(ctx)
+		require.ErrorIs(t, err, errInjected)
+		_, err = sr.Wait(ctx)
+		require.ErrorIs(t, err, memspace.ErrDeviceLost)
+		sp.beforeCopy.Store(nil)
+		_, err = transferOne(t, cs, 0, 1, sb, db, 2, false)
+		require.NoError(t, err, "the next message")
+		require.True(t, bytes.Equal(devWant(devLarge, 1), got()))
+	})
+	t.Run("staged", func(t *testing.T) {
+		cs := group(t, 2, procs.Config{Links: procs.LinkTCP})
+		sb, _ := endpoint{true, devEager}.make(t, sp, 1)
+		failCopies(t, sp, false)
+		_, err := cs[0].Isend(sb, 1, 1)
+		require.ErrorIs(t, err, errInjected)
+		sp.beforeCopy.Store(nil)
+		db, got := endpoint{true, devEager}.make(t, sp, 0)
+		_, err = transferOne(t, cs, 0, 1, sb, db, 1, false)
+		require.NoError(t, err, "the next message")
+		require.True(t, bytes.Equal(devWant(devEager, 1), got()))
+	})
+	t.Run("refused", func(t *testing.T) {
+		cs := group(t, 2, procs.Config{})
+		sp.refuse.Store(true)
+		t.Cleanup(func() { sp.refuse.Store(false) })
+		sb, _ := endpoint{true, devEager}.make(t, sp, 1)
+		db, _ := endpoint{true, devEager}.make(t, sp, 0)
+		failCopies(t, sp, false)
+		ctx := testwait.Ctx(t)
+		rr, err := cs[1].Irecv(db, 0, 1)
+		require.NoError(t, err)
+		sr, err := cs[0].Isend(sb, 1, 1)
+		require.NoError(t, err)
+		_, err = sr.Wait(ctx)
+		require.ErrorIs(t, err, errInjected)
+		_, err = rr.Wait(ctx)
+		require.ErrorIs(t, err, comm.ErrPeerLost)
+	})
 }
 
 // TestDeviceCommNative: comm.Send, comm.Recv and comm.Sendrecv hand

@@ -50,8 +50,8 @@ type devSpace struct {
 	// made.
 	mapped, imports atomic.Int64
 	// beforeCopy, when set, runs before each copy of the paths, with the
-	// blocks.
-	beforeCopy atomic.Pointer[func(dst, src memspace.Block)]
+	// blocks; an error it returns is the copy's.
+	beforeCopy atomic.Pointer[func(dst, src memspace.Block) error]
 }
 
 type devAlloc struct {
@@ -323,7 +323,9 @@ func (s *devSpace) bytesOf(b memspace.Block) ([]byte, error) {
 // copy is the transfer path of the space, to, from and within it.
 func (s *devSpace) copy(_ context.Context, dst, src memspace.Block) error {
 	if f := s.beforeCopy.Load(); f != nil {
-		(*f)(dst, src)
+		if err := (*f)(dst, src); err != nil {
+			return err
+		}
 	}
 	d, err := s.bytesOf(dst)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/memspace"
+	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -249,6 +250,12 @@ func (l *link) acceptIPC(r *request, tag int, id uint64, s memspace.Shared, inli
 	if err != nil {
 		return l.refuseIPC(r, tag, id, s, inline, err)
 	}
+	if _, err := transfer.Lookup(dst.Space(), src.Space()); err != nil {
+		// Mapped where no path reaches the receive's block from: the
+		// bytes come through host memory, which both have paths to.
+		done()
+		return l.refuseIPC(r, tag, id, s, inline, err)
+	}
 	r.Flight.Matched()
 	r.peer, r.tag, r.size, r.accept = l.peer, tag, size, n
 	if !l.ipcGo(func() { l.copyIPC(r, id, dst, src, done) }) {
@@ -375,20 +382,25 @@ func (l *link) refusedIPC(r *request, accept int, id, token uint64) error {
 
 // streamStaged copies the block of the send r into a host stand-in and
 // hands the stand-in to the writer, which streams r.accept bytes of it.
+// A copy that fails (the device did) cuts the link: the peer waits for
+// the bytes its clear-to-send asked for, and no frame takes that back.
 func (l *link) streamStaged(r *request) {
 	err := r.dev.stageIn()
-	if err == nil {
-		l.w.mu.Lock()
-		if err = l.w.writable(); err == nil {
-			r.buf = hostView(r.dev.stand)
-			l.w.bulk = append(l.w.bulk, r)
-			l.w.mu.Unlock()
-			l.w.kick()
-			return
-		}
-		l.w.mu.Unlock()
+	if err != nil {
+		l.fail(fmt.Errorf("staging a device message the peer could not map: %w", err))
+		r.complete(comm.Status{}, err)
+		return
 	}
-	r.complete(comm.Status{}, err)
+	l.w.mu.Lock()
+	if err := l.w.writable(); err != nil {
+		l.w.mu.Unlock()
+		r.complete(comm.Status{}, err)
+		return
+	}
+	r.buf = hostView(r.dev.stand)
+	l.w.bulk = append(l.w.bulk, r)
+	l.w.mu.Unlock()
+	l.w.kick()
 }
 
 // onForget forgets the allocation whose handle (n bytes) follows: the
