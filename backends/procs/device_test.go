@@ -191,6 +191,29 @@ func TestDeviceRefused(t *testing.T) {
 	require.Equal(t, procs.DevicePathIPC, cs[0].DevicePath(1))
 }
 
+// TestDeviceNotShared: a block its space will not share goes staged over
+// a shared-memory link too — eagerly, or announced with the address of
+// its stand-in and copied by the receiver (single copy) — and arrives.
+func TestDeviceNotShared(t *testing.T) {
+	sp := newDevSpace(t)
+	cs := group(t, 2, procs.Config{})
+	sp.noShare.Store(true)
+	defer sp.noShare.Store(false)
+	for _, n := range []int{devEager, devLarge} {
+		for _, dstDev := range []bool{true, false} {
+			sb, _ := endpoint{true, n}.make(t, sp, 7)
+			db, got := endpoint{dstDev, n}.make(t, sp, 0)
+			st, err := transferOne(t, cs, 0, 1, sb, db, 9, false)
+			require.NoError(t, err)
+			require.Equal(t, n, st.Count)
+			require.True(t, bytes.Equal(devWant(n, 7), got()), "the bytes received (%d, device %v)", n, dstDev)
+			require.Equal(t, procs.DevicePathStaged, cs[0].DevicePath(1))
+			require.Empty(t, cs[1].DevicePath(0))
+		}
+	}
+	require.Zero(t, sp.imports.Load())
+}
+
 // TestDeviceTruncated: a message longer than its device (or host)
 // receive fails it with ErrTruncated after delivering what fits, by
 // every path; the bytes past it are untouched.

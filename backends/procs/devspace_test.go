@@ -44,8 +44,8 @@ type devSpace struct {
 	note   int
 	maps   map[string]*devMapping
 
-	// refuse makes Import fail with ErrNotShareable.
-	refuse atomic.Bool
+	// refuse makes Import fail with ErrNotShareable, and noShare Share.
+	refuse, noShare atomic.Bool
 	// mapped counts the imported allocations mapped, imports the imports
 	// made.
 	mapped, imports atomic.Int64
@@ -190,6 +190,9 @@ func (s *devSpace) NotifyFree(f func(memspace.Block)) (stop func()) {
 
 // Share describes b as (pid, fd, serial) of its allocation.
 func (s *devSpace) Share(b memspace.Block) (memspace.Shared, error) {
+	if s.noShare.Load() {
+		return memspace.Shared{}, xerr.Detail(memspace.ErrNotShareable, "not shared (test)")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for base, a := range s.allocs {
