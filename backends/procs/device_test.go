@@ -214,6 +214,42 @@ func TestDeviceNotShared(t *testing.T) {
 	require.Zero(t, sp.imports.Load())
 }
 
+// TestDeviceAnySource: device receives from any source take a mapped
+// device message and a host one, each whole.
+func TestDeviceAnySource(t *testing.T) {
+	sp := newDevSpace(t)
+	cs := group(t, 3, procs.Config{})
+	ctx := testwait.Ctx(t)
+	sb, _ := endpoint{true, devLarge}.make(t, sp, 1)
+	hb, _ := endpoint{false, devLarge}.make(t, sp, 2)
+	var reqs []comm.Request
+	var gets []func() []byte
+	for range 2 {
+		db, got := endpoint{true, devLarge}.make(t, sp, 0)
+		r, err := cs[0].Irecv(db, comm.AnySource, 3)
+		require.NoError(t, err)
+		reqs, gets = append(reqs, r), append(gets, got)
+	}
+	s1, err := cs[1].Isend(sb, 0, 3)
+	require.NoError(t, err)
+	s2, err := cs[2].Isend(hb, 0, 3)
+	require.NoError(t, err)
+	from := map[int]bool{}
+	for i, r := range reqs {
+		st, err := r.Wait(ctx)
+		require.NoError(t, err)
+		require.Equal(t, devLarge, st.Count)
+		require.True(t, bytes.Equal(devWant(devLarge, st.Source), gets[i]()), "from rank %d", st.Source)
+		from[st.Source] = true
+	}
+	require.Equal(t, map[int]bool{1: true, 2: true}, from)
+	for _, s := range []comm.Request{s1, s2} {
+		_, err := s.Wait(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, procs.DevicePathIPC, cs[0].DevicePath(1))
+}
+
 // TestDeviceTruncated: a message longer than its device (or host)
 // receive fails it with ErrTruncated after delivering what fits, by
 // every path; the bytes past it are untouched.
