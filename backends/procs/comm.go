@@ -68,6 +68,11 @@ type Comm struct {
 	noteWait atomic.Pointer[noteWaiter]
 	// rec is the flight recorder (nil when off).
 	rec *flight.Recorder
+	// devPaths are the paths of the last device message with each rank
+	// (DevicePath), and shares the allocations this rank shared, to tell
+	// the peers that mapped them when they are freed (ipc.go).
+	devPaths []atomic.Uint32
+	shares   devShares
 	lifecycle
 }
 
@@ -106,6 +111,7 @@ func newComm(cfg Config) *Comm {
 		lim:       limits{eager: cfg.EagerLimit, chunk: cfg.Chunk, budget: cfg.EagerBudget},
 		links:     make([]*link, cfg.Size),
 		lost:      make([]error, cfg.Size),
+		devPaths:  make([]atomic.Uint32, cfg.Size),
 		lifecycle: lifecycle{stop: make(chan struct{})},
 		node:      shm.NodeKey(cfg.Node),
 	}
@@ -153,12 +159,18 @@ func (c *Comm) closedErr() error {
 // the socket (at once for up to 4 KiB, which are copied). A larger message
 // is announced and streamed straight from buf once the peer has matched a
 // receive; its send completes when the last byte is written. A send to this
-// rank itself is matched in memory. Isend returns ErrInvalidArgument for a
-// bad rank or tag, ErrNotSupported for a buffer the host cannot access,
-// ErrClosed after Close and ErrPeerLost once dest is lost.
+// rank itself is matched in memory. A block the host cannot touch is
+// mapped by the peer or staged through host memory (see Device memory in
+// the package documentation). Isend returns ErrInvalidArgument for a bad
+// rank or tag, ErrNotSupported (ErrNotHostAccessible) for a block the host
+// cannot touch whose space has no transfer path to host memory, ErrClosed
+// after Close and ErrPeerLost once dest is lost.
 func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	data, err := c.hostArgs("send", buf, dest, tag, false)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.isendDevice(buf, dest, tag)
+		}
 		return nil, err
 	}
 	// An eager message the link takes at once is written here, and its
@@ -205,6 +217,9 @@ func (s *sent) Cancel() error                             { return nil }
 func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) error {
 	data, err := c.hostArgs("send", buf, dest, tag, false)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.sendDevice(ctx, buf, dest, tag)
+		}
 		return err
 	}
 	if done, err := c.sendAtOnce(data, dest, tag); done || err != nil {
@@ -271,14 +286,20 @@ func (c *Comm) sendSelf(r *request) (*request, error) {
 //
 // A message longer than buf fails the receive with ErrTruncated: the first
 // len(buf) bytes are delivered, Status.Count says how many, and the rest is
-// never sent (rendezvous) or dropped (eager). Irecv returns
-// ErrInvalidArgument for a bad rank or tag, ErrNotSupported for a buffer
-// the host cannot access, ErrClosed after Close, and ErrPeerLost when no
+// never sent (rendezvous) or dropped (eager). A block the host cannot
+// touch receives as Device memory in the package documentation says: what
+// arrived is in it when the receive completes. Irecv returns
+// ErrInvalidArgument for a bad rank or tag, ErrNotSupported
+// (ErrNotHostAccessible) for a block the host cannot touch whose space has
+// no transfer path to host memory, ErrClosed after Close, and ErrPeerLost when no
 // message can come: source is lost and left no matching message, or, for
 // AnySource, every other rank is lost.
 func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) {
 	data, err := c.hostArgs("recv", buf, source, tag, true)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.irecvDevice(buf, source, tag)
+		}
 		return nil, err
 	}
 	r := &request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data}
@@ -298,6 +319,9 @@ func (c *Comm) Irecv(buf memspace.Block, source, tag int) (comm.Request, error) 
 func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (comm.Status, error) {
 	data, err := c.hostArgs("recv", buf, source, tag, true)
 	if err != nil {
+		if isDevice(buf, err) {
+			return c.recvDevice(ctx, buf, source, tag)
+		}
 		return comm.Status{}, err
 	}
 	r := c.spare.Swap(nil)
@@ -355,7 +379,13 @@ func (c *Comm) irecv(r *request) (*request, error) {
 			return r, nil
 		case kindRTSMsg:
 			c.mu.Unlock()
-			m.via.acceptRdv(r, m.tag, m.id, m.size, true)
+			if m.dev != nil {
+				// Announced by description (ipc.go); an error has
+				// failed the link, and r.
+				_ = m.via.acceptIPC(r, m.tag, m.id, m.dev.shared, true)
+			} else {
+				m.via.acceptRdv(r, m.tag, m.id, m.size, true)
+			}
 			return r, nil
 		}
 	}
@@ -387,6 +417,11 @@ func deliverMsg(r *request, m *request) (comm.Status, error) {
 // deliverTo copies (or folds) msg from src with tag into the receive r and
 // returns the receive's outcome.
 func deliverTo(rank int, r *request, msg []byte, src, tag int) (comm.Status, error) {
+	if r.dev != nil {
+		if err := r.dev.standIn(r, len(msg)); err != nil {
+			return comm.Status{}, err
+		}
+	}
 	k := min(len(msg), len(r.buf))
 	if r.red != nil && k > 0 {
 		b, _ := memspace.FromSlice(msg[:k])
@@ -464,6 +499,7 @@ func (c *Comm) shutdown() {
 	c.mu.Unlock()
 	c.coll.closeAll()
 	c.withdrawAll()
+	c.shares.close()
 
 	close(c.stop)
 	for _, l := range links {

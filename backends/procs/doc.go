@@ -105,6 +105,25 @@
 // matching ErrProtocol: a peer can never make a rank allocate more than
 // its eager limit for one frame, or its budget in all.
 //
+// # Device memory
+//
+// Comm is comm.DeviceNative: Isend, Irecv, Send and Recv take a block
+// the host cannot touch (a GPU's) whose space has transfer paths to and
+// from host memory, so comm.Send, Recv and Sendrecv hand it such blocks
+// as they are. To a peer on a shared-memory link, a block whose space
+// shares it (memspace.Sharer: CUDA IPC) is announced by its description;
+// the receiver maps it (memspace.Importer) and copies from it into its
+// own block, device or host, then answers, and the send completes; a
+// receiver that cannot map it answers with a clear-to-send, and the block
+// comes through host memory. Everywhere else (TCP links, a rank's messages
+// to itself, spaces that cannot share) a send copies the block into host
+// memory and sends that, and a receive into a device block takes the
+// message into host memory and copies it into the block before it
+// completes. A receiver keeps a mapping until the sender frees the
+// allocation (where its space tells, memspace.FreeNotifier) or the link
+// ends. DevicePath says which way a peer's device messages went
+// (docs/adr/0041-device-blocks-on-procs-links.md).
+//
 // # One-sided communication
 //
 // Comm implements comm.OneSided. A Put travels as frames of at most a

@@ -137,7 +137,7 @@ func (driver) Info(ctx context.Context) xpu.Info {
 	shmDev := xpu.Device{Index: 1, Name: "shared memory", MemoryTotal: -1, MemoryFree: -1}
 	if ok, detail := shm.Probe(); ok {
 		caps = append(caps, xpu.CapSharedMemory)
-		shmDev.Transport = "ranks of one node: " + detail + "; large messages: " + singleCopyInfo()
+		shmDev.Transport = "ranks of one node: " + detail + "; large messages: " + singleCopyInfo() + "; " + ipcInfo()
 	} else {
 		shmDev.Transport = "unavailable here (" + detail + "): ranks of one node use TCP"
 	}

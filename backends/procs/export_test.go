@@ -79,3 +79,7 @@ const (
 	NodeRing = nodecoll.Ring
 	NodeTiny = nodecoll.Tiny
 )
+
+// IPCAnswered returns how many device messages from peer c copied from
+// its mapping and answered.
+func IPCAnswered(c *Comm, peer int) uint64 { return c.links[peer].ipc.answered.Load() }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -41,7 +42,10 @@ const (
 	frameBatch     uint8 = 21 // tag = kind (batchGet, batchPut, batchGetStream, batchPutStream), a = descriptors, b = transfer id; the descriptors follow
 	frameBatchDone uint8 = 22 // tag = answer, a = the descriptor refused, b = transfer id
 	frameBatchData uint8 = 23 // a = length, b = transfer id: a chunk of a streamed batch of Puts follows
-	frameMax             = frameBatchData
+	frameIPC       uint8 = 24 // tag, a = message length, b = message id, c = description length; a device block's description follows (ipc.go)
+	frameIPCDone   uint8 = 25 // tag = answer (ipcCopied, ipcFailed), a = bytes copied, b = message id: the receiver copied from its mapping
+	frameForget    uint8 = 26 // a = handle length; the handle of an allocation freed follows: unmap it
+	frameMax             = frameForget
 )
 
 // headerSize is the length of a frame header.
@@ -100,6 +104,9 @@ var uses = [frameMax + 1][4]bool{
 	frameBatch:     {true, true, true, false},
 	frameBatchDone: {true, true, true, false},
 	frameBatchData: {false, true, true, false},
+	frameIPC:       {true, true, true, true},
+	frameIPCDone:   {true, true, true, false},
+	frameForget:    {false, true, false, false},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -189,6 +196,18 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 	case frameNotify:
 		if f.a > comm.MaxNotification {
 			return frame{}, xerr.Detail(ErrProtocol, "a notification of %d bytes, more than %d", f.a, comm.MaxNotification)
+		}
+	case frameIPC:
+		if f.a > maxMessage || f.c < ipcFixed || f.c > ipcDescMax {
+			return frame{}, xerr.Detail(ErrProtocol, "a device block of %d bytes with a description of %d bytes", f.a, f.c)
+		}
+	case frameIPCDone:
+		if f.tag > ipcFailed || f.a > maxMessage || (f.tag == ipcFailed && f.a != 0) {
+			return frame{}, xerr.Detail(ErrProtocol, "mapped copy answer %d for %d bytes", f.tag, f.a)
+		}
+	case frameForget:
+		if f.a == 0 || f.a > memspace.MaxHandle {
+			return frame{}, xerr.Detail(ErrProtocol, "a handle of %d bytes forgotten, outside [1, %d]", f.a, memspace.MaxHandle)
 		}
 	case frameCredit:
 		if f.a == 0 || f.a > uint64(lim.budget) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
 )
 
 var fuzzLimits = limits{eager: 64 << 10, chunk: 256 << 10, budget: 4 << 20}
@@ -34,6 +35,10 @@ var validFrames = []frame{
 	{typ: frameBye},
 	{typ: frameAbort, a: 12},
 	{typ: framePulled, a: 1 << 20, b: 9},
+	{typ: frameIPC, tag: 5, a: 1 << 30, b: 9, c: ipcFixed + 8 + 64},
+	{typ: frameIPCDone, tag: ipcCopied, a: 1 << 20, b: 9},
+	{typ: frameIPCDone, tag: ipcFailed, b: 9},
+	{typ: frameForget, a: 64},
 }
 
 func TestDecodeFrameRoundTrip(t *testing.T) {
@@ -69,6 +74,13 @@ func TestDecodeFrameRejects(t *testing.T) {
 		"empty pull":        encoded(frame{typ: framePulled, b: 9}),
 		"absurd pull":       encoded(frame{typ: framePulled, a: 1 << 62, b: 9}),
 		"token on a pull":   encoded(frame{typ: framePulled, a: 8, b: 9, c: 1}),
+		"short description": encoded(frame{typ: frameIPC, a: 8, b: 9, c: ipcFixed - 1}),
+		"long description":  encoded(frame{typ: frameIPC, a: 8, b: 9, c: ipcDescMax + 1}),
+		"absurd device":     encoded(frame{typ: frameIPC, a: 1 << 62, b: 9, c: ipcFixed + 2}),
+		"unknown answer":    encoded(frame{typ: frameIPCDone, tag: 2, a: 8, b: 9}),
+		"failed with bytes": encoded(frame{typ: frameIPCDone, tag: ipcFailed, a: 8, b: 9}),
+		"empty forget":      encoded(frame{typ: frameForget}),
+		"long forget":       encoded(frame{typ: frameForget, a: 129}),
 	} {
 		_, err := decodeFrame(hdr, fuzzLimits)
 		require.ErrorIs(t, err, ErrProtocol, name)
@@ -148,4 +160,27 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSharedWire: a block's description travels whole, and a description
+// that is cut, padded, or names a range outside its allocation is a
+// protocol violation.
+func TestSharedWire(t *testing.T) {
+	s := memspace.Shared{Kind: "cuda-ipc", Handle: bytes.Repeat([]byte{7}, memspace.MaxHandle), Size: 1 << 30, Offset: 4096, Len: 1 << 20}
+	p := encodeShared(s)
+	require.LessOrEqual(t, len(p), ipcDescMax)
+	got, err := decodeShared(p, int(s.Len))
+	require.NoError(t, err)
+	require.Equal(t, s, got)
+	for name, in := range map[string][]byte{
+		"cut":     p[:len(p)-1],
+		"padded":  append(bytes.Clone(p), 0),
+		"fixed":   p[:ipcFixed-1],
+		"no kind": encodeShared(memspace.Shared{Handle: []byte{1}, Size: 8, Len: 8}),
+	} {
+		_, err := decodeShared(in, 8)
+		require.ErrorIs(t, err, ErrProtocol, name)
+	}
+	_, err = decodeShared(p, 1<<30)
+	require.ErrorIs(t, err, ErrProtocol, "a range outside the allocation")
 }

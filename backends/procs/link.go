@@ -58,6 +58,7 @@ type link struct {
 	cma    cmaLink    // single copies from the peer's memory (cma.go)
 	one    oneLink    // one-sided transfers this rank started (onesided.go)
 	dir    directLink // the directories of direct one-sided transfers (onesided_direct.go)
+	ipc    ipcLink    // device blocks through the peer's mapping (ipc.go)
 
 	failOnce sync.Once
 	downErr  error         // why the link failed
@@ -74,6 +75,7 @@ func newLink(c *Comm, peer int, conn net.Conn, h join.Terms) *link {
 		announced: map[uint64]*request{},
 	}
 	l.w.quiet.L = &l.w.mu
+	l.ipc.idle.L = &l.ipc.mu
 	if l.shm != nil {
 		l.w.room = l.shm.Room
 		l.cma.pid = l.shm.PeerPID()
@@ -146,6 +148,7 @@ func (l *link) fail(cause error) {
 			r.complete(comm.Status{}, e)
 		}
 		l.failOnes(e)
+		l.ipcDown()
 		l.w.kick()
 		l.role.close()
 		close(l.downCh)
@@ -166,6 +169,7 @@ func (l *link) fail(cause error) {
 func (l *link) release() {
 	l.wg.Wait()
 	l.role.awaitHolder()
+	l.awaitIPC()
 	if l.shm != nil {
 		l.w.awaitQuiet()
 		l.stopDirect()
@@ -333,6 +337,12 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 		err = l.onBatchDone(f.tag, int(f.a), f.b)
 	case frameBatchData:
 		err = l.onBatchData(int(f.a), f.b)
+	case frameIPC:
+		err = l.onIPC(int(f.tag), int(f.a), f.b, int(f.c))
+	case frameIPCDone:
+		err = l.onIPCDone(f.tag, int(f.a), f.b)
+	case frameForget:
+		err = l.onForget(int(f.a))
 	}
 	return false, err
 }
@@ -358,6 +368,12 @@ func (l *link) onEager(tag, n int) error {
 	}
 	c.mu.Unlock()
 	if r != nil {
+		if r.dev != nil {
+			if err := r.dev.standIn(r, n); err != nil {
+				r.complete(comm.Status{}, err)
+				return l.rd.discard(n)
+			}
+		}
 		k := min(n, len(r.buf))
 		if err := l.rd.readInto(r, 0, k); err != nil {
 			r.complete(comm.Status{}, l.lostErr(err))
@@ -452,6 +468,14 @@ func (l *link) acceptRdv(r *request, tag int, id uint64, size int, inline bool) 
 func (l *link) accept(r *request, tag int, id uint64, size int, addr uint64, inline bool) error {
 	r.Flight.Matched()
 	r.peer, r.tag, r.size = l.peer, tag, size
+	if r.dev != nil {
+		if err := r.dev.standIn(r, size); err != nil {
+			// Nothing is taken: the sender's send completes.
+			_ = l.w.sendCtl(frame{typ: frameCTS, b: id}, inline)
+			r.complete(comm.Status{}, err)
+			return nil
+		}
+	}
 	r.accept = min(size, len(r.buf))
 	if r.accept == 0 {
 		_ = l.w.sendCtl(frame{typ: frameCTS, b: id}, inline)
@@ -493,6 +517,10 @@ func (l *link) onCTS(accept int, id, token uint64) error {
 	r, err := l.announcedLocked(id, "clear-to-send")
 	if r == nil {
 		return err
+	}
+	if r.dev != nil && r.dev.ipc {
+		// Announced by description: the receiver cannot map it.
+		return l.refusedIPC(r, accept, id, token)
 	}
 	if accept > len(r.buf) {
 		l.w.mu.Unlock()

@@ -40,6 +40,10 @@ type request struct {
 	red *reduction
 	// pooled is the pool handle of an eager message's payload.
 	pooled *[]byte
+	// dev, when set, is the state of a send or receive of a block the
+	// host cannot touch, or of an announcement by description
+	// (device.go).
+	dev *devState
 	// ---
 	// Entry is the request's place in Comm.tbl (posted or unexpected).
 	match.Entry[request]
@@ -88,6 +92,14 @@ var _ comm.Request = (*request)(nil)
 // complete records the outcome and wakes waiters. Only the first call has
 // an effect; it reports whether it was that one.
 func (r *request) complete(st comm.Status, err error) bool {
+	if r.dev != nil {
+		// A device request: its stand-in is copied out and freed
+		// before it completes, by the one caller that claims it.
+		if r.dev.claim.Swap(true) {
+			return false
+		}
+		st, err = r.dev.settle(r, st, err)
+	}
 	if !r.Begin(st, err) {
 		return false
 	}

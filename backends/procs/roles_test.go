@@ -53,6 +53,10 @@ const (
 	// must see ErrPeerLost ("LOST") once rank 1 is killed, never the
 	// message ("FAIL").
 	roleTorn = "torn"
+	// roleDevice: rank 1 sends device blocks of the test device space
+	// to rank 0, frees one and exits at once; rank 0 checks what came,
+	// the paths and its mappings (TestMultiProcessDevice).
+	roleDevice = "device"
 )
 
 // tornTag and tornSize are the tag and size of roleTorn's message.
@@ -105,6 +109,8 @@ func runRole(role string) int {
 		return 0
 	case roleTorn:
 		return runTorn(ctx, c)
+	case roleDevice:
+		return runDevice(ctx, c)
 	}
 	fmt.Println("FAIL unknown role", role)
 	return 2

@@ -424,9 +424,9 @@ func failReqs(rs []*request, err error) {
 
 // bye asks the writer goroutine to send what is queued and the goodbye,
 // then close its side. Rendezvous sends not yet streamed fail with
-// ErrClosed, except those announced with an address: the peer may be
-// copying them (single copy), so they stay in use until it says so or
-// the link ends.
+// ErrClosed, except those announced with an address or a description:
+// the peer may be copying them (single copy, or from its mapping), so
+// they stay in use until it says so or the link ends.
 func (w *writer) bye() {
 	w.mu.Lock()
 	if w.closed {
@@ -437,7 +437,7 @@ func (w *writer) bye() {
 	w.byeReq = true
 	var out []*request
 	for id, r := range w.announced {
-		if r.addr == 0 {
+		if r.addr == 0 && (r.dev == nil || !r.dev.ipc) {
 			delete(w.announced, id)
 			out = append(out, r)
 		}
