@@ -13,6 +13,8 @@ import (
 	"github.com/xpu-go/xpu"
 	"github.com/xpu-go/xpu/backends/cpu"
 	"github.com/xpu-go/xpu/backends/cuda"
+	"github.com/xpu-go/xpu/backends/procs"
+	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/conformance"
 	"github.com/xpu-go/xpu/executor"
 	"github.com/xpu-go/xpu/memspace"
@@ -63,4 +65,32 @@ func TestConformancePeerAndHost(t *testing.T) {
 		t.Cleanup(func() { _ = e.Close() })
 		return e
 	}), conformance.Timeout(30*time.Second))
+}
+
+// The communicator suite over procs ranks of this process, with buffers of
+// both devices' memory in its comm/device section: every rank is in one
+// process, where the driver refuses to open a handle its own process
+// exported, so each device message takes the staged path of a
+// shared-memory link after the receiver's refusal (ADR 41);
+// TestJobDeviceBuffers runs the mapped path between processes.
+func TestConformanceCommDevice(t *testing.T) {
+	noDriverLeaks(t)
+	ctx := context.Background()
+	b0, err := xpu.Open(ctx, cuda.Name, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, b0.Close()) })
+	b1, err := xpu.Open(ctx, cuda.Name, xpu.Options{cuda.OptDevice: "1"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, b1.Close()) })
+	conformance.TestComm(t, func(t *testing.T, n int) []comm.Comm {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cs, err := procs.NewLoopbackGroup(ctx, n)
+		require.NoError(t, err)
+		out := make([]comm.Comm, n)
+		for i, c := range cs {
+			out[i] = c
+		}
+		return out
+	}, conformance.DeviceSpaces(b0.Memory, b1.Memory))
 }

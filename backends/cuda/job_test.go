@@ -81,11 +81,13 @@ func TestJobDeviceBuffers(t *testing.T) {
 		name    string
 		n       int
 		devices int
+		path    string // the path the device messages take
 		env     []string
 	}{
-		{"2 ranks on one device", 2, 1, nil},
-		{"4 ranks on 2 devices", 4, 2, nil},
-		{"2 ranks over TCP links, staged", 2, 1, []string{"XPU_LINKS=tcp"}},
+		{"2 ranks on one device", 2, 1, "ipc", nil},
+		{"4 ranks on 2 devices", 4, 2, "ipc", nil},
+		{"4 ranks on 2 devices without peer access", 4, 2, "staged", []string{"FAKECUDA_NO_PEER=1"}},
+		{"2 ranks over TCP links", 2, 1, "staged", []string{"XPU_LINKS=tcp"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := append([]string{
@@ -102,6 +104,8 @@ func TestJobDeviceBuffers(t *testing.T) {
 			for r := range tc.n {
 				want := fmt.Sprintf("rank %d of %d: device %d: ring of 1024 and 1200000 float32 and allreduce of 1200000: ok", r, tc.n, r%tc.devices)
 				assert.Contains(t, lines[r], want, "rank %d", r)
+				next, prev := (r+1)%tc.n, (r+tc.n-1)%tc.n
+				assert.Contains(t, lines[r], fmt.Sprintf("rank %d: device messages to rank %d: %s; from rank %d: %s", r, next, tc.path, prev, tc.path), "rank %d", r)
 			}
 		})
 	}

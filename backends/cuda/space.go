@@ -20,6 +20,7 @@ var (
 	_ memspace.Availability = (*Space)(nil)
 	_ memspace.Lookuper     = (*Space)(nil)
 	_ memspace.Closer       = (*Space)(nil)
+	_ memspace.FreeNotifier = (*Space)(nil)
 )
 
 // Space is one kind of memory of one device: device memory (KindDevice),
@@ -38,6 +39,10 @@ type Space struct {
 	stats  memspace.Stats
 
 	staging staging // device memory's staging space (stage.go)
+
+	// onFree are the observers of NotifyFree, by the number it gave them.
+	onFree map[int]func(memspace.Block)
+	nextOb int
 
 	handles map[memspace.Addr]cu.IPCHandle // IPC handles taken, by live key (ipc.go)
 	imports imports                        // other processes' allocations mapped (ipc.go)
@@ -197,6 +202,7 @@ func (s *Space) Free(b memspace.Block) error {
 	}
 	// On a failed context the memory goes with the context's teardown:
 	// the block leaves the ledger all the same.
+	s.freed(a)
 	if err := closing(s.driverFree(a.base)); err != nil {
 		return devErr(s.d.idx, "free", err)
 	}
@@ -297,6 +303,7 @@ func (s *Space) Close() error {
 	live, bytes := s.stats.Live, s.stats.InUse
 	var ferr error
 	for addr, a := range s.live {
+		s.freed(a)
 		if err := closing(s.driverFree(a.base)); err != nil && ferr == nil {
 			ferr = driverErr(err)
 		}
@@ -322,4 +329,41 @@ func (s *Space) Close() error {
 		return xerr.Dev(Name, s.d.idx, "close", err)
 	}
 	return rerr
+}
+
+// NotifyFree makes the space call f with each allocation as Free frees it,
+// and at Close with each one still live, before the driver frees the
+// memory (memspace.FreeNotifier): the block f gets is the driver's whole
+// allocation, from its base, which may lie below the address Allocate
+// handed out. A communicator that shared the allocation with another
+// process (CUDA IPC) tells that process to unmap it. f runs with the
+// space's lock held: it must be quick and must not call the space.
+func (s *Space) NotifyFree(f func(memspace.Block)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onFree == nil {
+		s.onFree = map[int]func(memspace.Block){}
+	}
+	id := s.nextOb
+	s.nextOb++
+	s.onFree[id] = f
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.onFree, id)
+		})
+	}
+}
+
+// freed tells the observers that the allocation a goes away. s.mu is held.
+func (s *Space) freed(a alloc) {
+	if len(s.onFree) == 0 {
+		return
+	}
+	b := memspace.NewBlock(s, memspace.Addr(a.base), a.span, nil)
+	for _, f := range s.onFree {
+		f(b)
+	}
 }

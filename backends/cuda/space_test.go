@@ -167,3 +167,36 @@ func TestDeviceOneIsDeviceOne(t *testing.T) {
 	require.Equal(t, before0.KernelLaunches, d0.KernelLaunches, "a kernel on device 1's stream must not run on device 0")
 	require.Greater(t, d1.KernelLaunches, before1.KernelLaunches, "a kernel on device 1's stream must run in device 1's context")
 }
+
+// A communicator that shared an allocation with another process learns of
+// its free before the driver frees it, with the driver's whole allocation.
+func TestNotifyFree(t *testing.T) {
+	noDriverLeaks(t)
+	s, err := cuda.NewSpace("", cuda.KindDevice, 0)
+	require.NoError(t, err)
+	var got []memspace.Block
+	stop := s.NotifyFree(func(b memspace.Block) { got = append(got, b) })
+
+	b, err := s.Allocate(1000, 4096)
+	require.NoError(t, err)
+	require.NoError(t, s.Free(b))
+	require.Len(t, got, 1, "one free, one notification")
+	assert.Equal(t, memspace.Space(s), got[0].Space())
+	assert.LessOrEqual(t, got[0].Addr(), b.Addr(), "the notification starts at the driver's base")
+	assert.GreaterOrEqual(t, got[0].Addr()+memspace.Addr(got[0].Len()), b.Addr()+memspace.Addr(b.Len()),
+		"the notification covers the block handed out")
+
+	live, err := s.Allocate(64, 0)
+	require.NoError(t, err)
+	stop()
+	stop() // a second stop does nothing
+	other, err := s.Allocate(64, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Free(other))
+	assert.Len(t, got, 1, "no notification after stop")
+
+	s.NotifyFree(func(b memspace.Block) { got = append(got, b) })
+	assert.Error(t, s.Close(), "Close reports the block still allocated")
+	require.Len(t, got, 2, "Close tells of the allocation still live")
+	assert.Equal(t, live.Addr(), got[1].Addr())
+}

@@ -33,14 +33,16 @@ func loopback(tmpl procs.Config) func(t *testing.T, n int) []comm.Comm {
 // TestConformance runs the communicator suite over loopback groups with
 // the default settings: ranks of one process share a node, so every link
 // goes through shared memory; eager messages up to 64 KiB, larger ones by
-// rendezvous, and the native collectives.
+// rendezvous, and the native collectives. Device buffers (comm/device) are
+// blocks of the test device space, which the receiver maps (ADR 41).
 func TestConformance(t *testing.T) {
-	conformance.TestComm(t, loopback(procs.Config{}))
+	conformance.TestComm(t, loopback(procs.Config{}), conformance.DeviceSpaces(newDevSpace(t)))
 }
 
-// TestConformanceTCP runs the suite with every link through TCP.
+// TestConformanceTCP runs the suite with every link through TCP: device
+// buffers are staged through host memory inside procs.
 func TestConformanceTCP(t *testing.T) {
-	conformance.TestComm(t, loopback(procs.Config{Links: procs.LinkTCP}))
+	conformance.TestComm(t, loopback(procs.Config{Links: procs.LinkTCP}), conformance.DeviceSpaces(newDevSpace(t)))
 }
 
 // TestConformanceMixed runs the suite over groups whose ranks sit on two

@@ -89,8 +89,18 @@ func run(ctx context.Context, n int) (err error) {
 	}
 	fmt.Printf("rank %d of %d: device %d: ring of %d and %d float32 and allreduce of %d: ok\n",
 		rank, size, device, 1<<10, n, n)
+	// How the device messages went: "ipc" where the receiver copied from
+	// the sender's device memory, mapped; "staged" through host memory.
+	if p, ok := comm.As[devicePather](c); ok && size > 1 {
+		fmt.Printf("rank %d: device messages to rank %d: %s; from rank %d: %s\n",
+			rank, next, p.DevicePath(next), prev, p.DevicePath(prev))
+	}
 	return nil
 }
+
+// devicePather is the procs communicator's report of the path its device
+// messages took with a peer (procs.Comm.DevicePath).
+type devicePather interface{ DevicePath(peer int) string }
 
 // value is what rank r sends at index i: exact in float32.
 func value(r, i int) float32 { return float32(r*1000 + i%1000) }
