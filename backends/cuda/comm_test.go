@@ -18,6 +18,7 @@ import (
 	"github.com/xpu-go/xpu/backends/cuda"
 	"github.com/xpu-go/xpu/backends/cuda/internal/fakecuda"
 	"github.com/xpu-go/xpu/backends/local"
+	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/memspace"
@@ -350,4 +351,44 @@ func benchGPU(b *testing.B) *gpu {
 	require.NoError(b, err)
 	b.Cleanup(func() { assert.NoError(b, be.Close()) })
 	return &gpu{b: be, dev: be.Spaces[0].(*cuda.Space), pinned: be.Spaces[1].(*cuda.Space)}
+}
+
+// A freed device block handed to a communicator fails the call with an
+// error naming the block, matching ErrInvalidArgument; nothing is sent,
+// and the driver is not left with a sticky error.
+func TestSendFreedDeviceBlock(t *testing.T) {
+	noDriverLeaks(t)
+	ctx := testwait.Ctx(t)
+	b, err := xpu.Open(ctx, cuda.Name, nil)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.Close()) }()
+	cs, err := procs.NewLoopbackGroup(ctx, 2)
+	require.NoError(t, err)
+	defer func() {
+		for _, c := range cs {
+			assert.NoError(t, c.Close())
+		}
+	}()
+	blk, err := b.Memory.Allocate(4096, 0)
+	require.NoError(t, err)
+	require.NoError(t, b.Memory.Free(blk))
+
+	_, err = comm.Isend(cs[0], blk, 1, 3)
+	require.ErrorIs(t, err, xerr.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "not allocated")
+	err = comm.Send(ctx, cs[0], blk, 1, 3)
+	require.ErrorIs(t, err, xerr.ErrInvalidArgument)
+
+	// Nothing reached rank 1: a receive finds no message, and the device
+	// still works.
+	probe, err := memspace.Alloc[byte](b.Memory, 4096)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, probe.Free()) }()
+	r, err := comm.Irecv(cs[1], probe.Block(), 0, 3)
+	require.NoError(t, err)
+	_, done, err := r.Test()
+	require.NoError(t, err)
+	assert.False(t, done, "a message of a freed block arrived")
+	require.NoError(t, r.Cancel())
+	require.NoError(t, transfer.Copy(ctx, probe, probe))
 }
