@@ -112,9 +112,11 @@ refs-shm: xpu
 # directory of its own, and xpu bench rounds reports the median and the
 # worst round of each ratio; a goal is met when it holds in every round.
 # ROUNDS_ONLY narrows tcpbench's cases (a regular expression: '^(put|get)',
-# 'pingpong'), ROUNDS sets their number.
+# 'pingpong'), ROUNDS sets their number, and ROUNDS_NP4=1 adds the
+# four-rank cases (Open MPI and tcpbench again with 4 ranks) to each round.
 ROUNDS ?= 10
 ROUNDS_ONLY ?=
+ROUNDS_NP4 ?=
 rounds-shm: xpu
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)/procs
@@ -127,6 +129,10 @@ rounds-shm: xpu
 		$(MPIRUN_SHM) -np 2 $(BENCHDIR)/mpi_shm_ref vader > $$d/mpi_shm_ref.out || exit 1; \
 		$(BENCHDIR)/procs/shm_ring_ref > $$d/shm_ring_ref.out || exit 1; \
 		./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+		if [ -n "$(ROUNDS_NP4)" ]; then \
+			$(MPIRUN_SHM) -np 4 $(BENCHDIR)/mpi_shm_ref vader >> $$d/mpi_shm_ref.out || exit 1; \
+			./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+		fi; \
 	done
 	./bin/xpu bench rounds $(BENCHDIR)/rounds-shm
 
