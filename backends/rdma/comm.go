@@ -1,7 +1,9 @@
 package rdma
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -581,8 +583,15 @@ func (c *Comm) startRead(r *request, m *request) {
 	r.accept = min(m.size, len(r.buf))
 	if r.accept > 0 {
 		if err := c.register(r, r.buf[:r.accept]); err != nil {
-			// Refuse the message rather than leave the sender waiting.
-			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: fCanceled, id: m.id}})
+			// Refuse the message rather than leave the sender waiting:
+			// as a rank that is going (its device closed under it, a
+			// crash on its way), so that the sender sees its peer lost
+			// and not a cancel; else as a refusal.
+			flags := uint8(fCanceled)
+			if errors.Is(err, xerr.ErrClosed) || errors.Is(err, net.ErrClosed) {
+				flags = fClosed
+			}
+			p.ctrl = append(p.ctrl, out{h: header{kind: kFin, flags: flags, id: m.id}})
 			c.flush(p)
 			r.complete(comm.Status{}, xerr.Errorf(Name, "recv", comm.ErrNotSupported, "register a %d-byte buffer: %w", r.accept, err))
 			return
