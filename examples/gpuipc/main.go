@@ -105,10 +105,31 @@ type devicePather interface{ DevicePath(peer int) string }
 // value is what rank r sends at index i: exact in float32.
 func value(r, i int) float32 { return float32(r*1000 + i%1000) }
 
+// filled allocates k float32s of device memory holding value(rank, i),
+// and returns them with the host buffer they were copied from.
+func filled(ctx context.Context, dev memspace.Space, k, rank int) (*memspace.Buffer[float32], *memspace.Buffer[float32], error) {
+	buf, err := memspace.Alloc[float32](dev, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	host := make([]float32, k)
+	for i := range host {
+		host[i] = value(rank, i)
+	}
+	hb, err := memspace.FromSlice(host)
+	if err == nil {
+		err = transfer.Copy(ctx, buf, hb)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, buf.Free())
+	}
+	return buf, hb, nil
+}
+
 // ring sends k float32s from device memory to next and receives k from
 // prev into device memory, then checks what arrived.
 func ring(ctx context.Context, c comm.Comm, dev memspace.Space, k, next, prev int) (err error) {
-	send, err := memspace.Alloc[float32](dev, k)
+	send, hb, err := filled(ctx, dev, k, c.Rank())
 	if err != nil {
 		return err
 	}
@@ -118,23 +139,13 @@ func ring(ctx context.Context, c comm.Comm, dev memspace.Space, k, next, prev in
 		return err
 	}
 	defer func() { err = errors.Join(err, recv.Free()) }()
-	host := make([]float32, k)
-	for i := range host {
-		host[i] = value(c.Rank(), i)
-	}
-	hb, err := memspace.FromSlice(host)
-	if err != nil {
-		return err
-	}
-	if err := transfer.Copy(ctx, send, hb); err != nil {
-		return err
-	}
 	if _, err := comm.Sendrecv(ctx, c, send.Block(), next, 1, recv.Block(), prev, 1); err != nil {
 		return err
 	}
 	if err := transfer.Copy(ctx, hb, recv); err != nil {
 		return err
 	}
+	host, _ := hb.Host()
 	for i, got := range host {
 		if want := value(prev, i); got != want {
 			return fmt.Errorf("element %d from rank %d is %v, want %v", i, prev, got, want)
@@ -146,28 +157,18 @@ func ring(ctx context.Context, c comm.Comm, dev memspace.Space, k, next, prev in
 // allreduce sums k float32s of device memory over the ranks and checks
 // the sums.
 func allreduce(ctx context.Context, c comm.Comm, dev memspace.Space, k int) (err error) {
-	buf, err := memspace.Alloc[float32](dev, k)
+	buf, hb, err := filled(ctx, dev, k, c.Rank())
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, buf.Free()) }()
-	host := make([]float32, k)
-	for i := range host {
-		host[i] = value(c.Rank(), i)
-	}
-	hb, err := memspace.FromSlice(host)
-	if err != nil {
-		return err
-	}
-	if err := transfer.Copy(ctx, buf, hb); err != nil {
-		return err
-	}
 	if err := comm.Allreduce(ctx, c, buf, buf, comm.Sum); err != nil {
 		return err
 	}
 	if err := transfer.Copy(ctx, hb, buf); err != nil {
 		return err
 	}
+	host, _ := hb.Host()
 	size := c.Size()
 	for i, got := range host {
 		var want float32
