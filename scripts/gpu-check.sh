@@ -3,11 +3,13 @@
 # NVIDIA GPU, in at most 8 minutes, whose findings it writes into
 # docs/results/cuda.md (the section "On a real GPU"):
 #
-#   1. xpu info: the device, the driver, NVML's topology        (1 min)
-#   2. the cuda backend's tests on the real driver              (3.5 min)
+#   1. xpu info: the device, the driver, NVML's topology        (45 s)
+#   2. the cuda backend's tests on the real driver              (3 min)
 #   3. the GPU example, which must find the GPU                 (45 s)
 #   4. device buffers between 2 ranks (examples/gpuipc)         (45 s)
-#   5. the cuda benchmarks against the raw driver calls         (2 min)
+#   5. the cuda benchmarks against the raw driver calls         (105 s)
+#   6. IPC copies between processes against cuMemcpyDtoD, and a
+#      staged 64 MiB Allreduce against its pinned copies         (1 min)
 #
 # Each step runs under its own bound (timeout), so a hung step costs its
 # bound and no more, and the report says which steps passed. Device
@@ -71,11 +73,12 @@ if [ "${GPU_CHECK_DRY:-}" != 1 ]; then
 	} >"$report"
 fi
 
-step "xpu info" 60 ./bin/xpu info
-step "the cuda tests on the real driver" 210 env XPU_CUDA_TEST_REAL=1 go test -count=1 ./backends/cuda/...
+step "xpu info" 45 ./bin/xpu info
+step "the cuda tests on the real driver" 180 env XPU_CUDA_TEST_REAL=1 go test -count=1 ./backends/cuda/...
 step "the GPU example" 45 go run ./examples/gpu -require
 step "device buffers between 2 ranks" 45 ./bin/xpu run -n 2 --timeout 40s go run ./examples/gpuipc -require
-step "the cuda benchmarks" 120 sh -c 'make refs >/dev/null && ./bin/xpu bench --ref .bench --filter "^cuda" --count 3'
+step "the cuda benchmarks" 105 sh -c 'make refs >/dev/null && ./bin/xpu bench --ref .bench --filter "^cuda" --count 3'
+step "device copies between processes" 60 env XPU_CUDA_TEST_REAL=1 go test -count=1 -run '^$' -bench 'IPCCopy|AllreduceDevice' -benchtime 5x ./backends/cuda/
 
 if [ "${GPU_CHECK_DRY:-}" = 1 ]; then
 	exit 0
