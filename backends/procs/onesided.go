@@ -227,12 +227,17 @@ type oneLink struct {
 }
 
 // Put writes src into the region dst names, off bytes into it. The
-// request completes once the bytes are in the target's memory.
+// request completes once the bytes are in the target's memory. src may be
+// memory the host cannot touch whose space has transfer paths to and from
+// host memory (TakesDevice): over a shared-memory link, when its space
+// shares it, the target copies it through its mapping of it; elsewhere it
+// is staged through a host stand-in (onesided_ipc.go).
 func (c *Comm) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.Request, error) {
 	return c.oneSided("put", true, src, dst, off)
 }
 
-// Get reads the region src names, from off bytes into it, into dst.
+// Get reads the region src names, from off bytes into it, into dst. dst
+// may be memory the host cannot touch, as Put's src may.
 func (c *Comm) Get(dst memspace.Block, src comm.RemoteKey, off int) (comm.Request, error) {
 	return c.oneSided("get", false, dst, src, off)
 }
