@@ -314,3 +314,26 @@ func TestOneSidedDeviceCopyFails(t *testing.T) {
 	require.NoError(t, putWait(t, cs[0], src, reg.Key(), 0), "the next Put")
 	require.True(t, bytes.Equal(devWant(osDevSmall, 10), read()))
 }
+
+// TestOneSidedDeviceStageFails: a staged Put whose copy into its host
+// stand-in fails fails with the device's error and sends nothing: at
+// once over TCP, and on its request after a target that cannot map the
+// block answered so; the link goes on.
+func TestOneSidedDeviceStageFails(t *testing.T) {
+	sp := newDevSpace(t)
+	for _, links := range []procs.LinkMode{procs.LinkAuto, procs.LinkTCP} {
+		t.Run(fmt.Sprint(links), func(t *testing.T) {
+			cs := group(t, 2, procs.Config{Links: links})
+			sp.refuse.Store(true)
+			t.Cleanup(func() { sp.refuse.Store(false) })
+			reg, read := exposeEnd(t, cs[1], sp, endpoint{false, osDevSmall}, 1)
+			src, _ := endpoint{true, osDevSmall}.make(t, sp, 11)
+			failCopies(t, sp, false)
+			require.ErrorIs(t, putWait(t, cs[0], src, reg.Key(), 0), errInjected)
+			require.True(t, bytes.Equal(devWant(osDevSmall, 1), read()))
+			sp.beforeCopy.Store(nil)
+			require.NoError(t, putWait(t, cs[0], src, reg.Key(), 0), "the next Put")
+			require.True(t, bytes.Equal(devWant(osDevSmall, 11), read()))
+		})
+	}
+}
