@@ -271,7 +271,10 @@ func (c *Comm) oneSided(op string, put bool, local memspace.Block, key comm.Remo
 		return c.oneDevice(op, put, local, key, off)
 	}
 	r := &oneOp{put: put, peer: key.Rank, buf: data}
-	return r, c.startHost(op, r, key, off)
+	if err := c.startHost(op, r, key, off); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // startHost starts the transfer r of host bytes (r.buf): a copy for this
