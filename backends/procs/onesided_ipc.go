@@ -368,7 +368,8 @@ func (l *link) restage(r *oneOp, id uint64) {
 	r.stage = st
 	r.buf = hostView(st.stand)
 	r.setChunks((len(r.buf) + l.w.chunk - 1) / l.w.chunk)
-	r.ordered = r.put
+	// r stays unordered: a notification may have passed over it already
+	// and be written before its chunks are queued (awaitUnordered).
 	l.one.mu.Unlock()
 	// An error has failed the link, and r.
 	_ = l.queueChunks(r, id, keyBytes(r.key), r.off)

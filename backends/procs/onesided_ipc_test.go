@@ -337,3 +337,35 @@ func TestOneSidedDeviceStageFails(t *testing.T) {
 		})
 	}
 }
+
+// TestOneSidedDeviceNotify: comm.PutNotify of a device block (which
+// hands the block to Put as it is) notifies the target once the bytes
+// are in its region: mapped, staged over TCP, and staged after the
+// target could not map the block.
+func TestOneSidedDeviceNotify(t *testing.T) {
+	sp := newDevSpace(t)
+	for _, c := range []struct {
+		name   string
+		links  procs.LinkMode
+		refuse bool
+	}{{"mapped", procs.LinkAuto, false}, {"tcp", procs.LinkTCP, false}, {"refused", procs.LinkAuto, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := group(t, 2, procs.Config{Links: c.links})
+			sp.refuse.Store(c.refuse)
+			t.Cleanup(func() { sp.refuse.Store(false) })
+			ctx := testwait.Ctx(t)
+			for i, n := range []int{osDevSmall, osDevLarge} {
+				reg, read := exposeEnd(t, cs[1], sp, endpoint{i == 1, n}, 1)
+				src, _ := endpoint{true, n}.make(t, sp, 12)
+				r, err := comm.PutNotify(ctx, cs[0], src, reg.Key(), 0, []byte("done"))
+				require.NoError(t, err)
+				note, err := cs[1].WaitNotification(ctx)
+				require.NoError(t, err)
+				require.Equal(t, "done", string(note.Msg))
+				require.True(t, bytes.Equal(devWant(n, 12), read()), "the region when the notification came (%d)", n)
+				_, err = r.Wait(ctx)
+				require.NoError(t, err)
+			}
+		})
+	}
+}
