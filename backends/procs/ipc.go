@@ -45,11 +45,13 @@ const (
 )
 
 // Lengths of a description (frameIPC's payload): Size and Offset, the
-// lengths of Kind and Handle, then Kind and Handle.
+// lengths of Kind and Handle, then Kind and Handle; a one-sided
+// transfer's adds the region's key, the offset and the operation
+// (oneIPCTrailer, onesided_ipc.go).
 const (
 	ipcFixed   = 8 + 8 + 1 + 1
 	ipcMaxKind = 64
-	ipcDescMax = ipcFixed + ipcMaxKind + memspace.MaxHandle
+	ipcDescMax = ipcFixed + ipcMaxKind + memspace.MaxHandle + oneIPCTrailer
 )
 
 // ipcLink is a link's state of mapped messages: the copies running, and
@@ -199,6 +201,12 @@ func (l *link) onIPC(tag, size int, id uint64, desc int) error {
 	}
 	if l.shm == nil {
 		return xerr.Detail(ErrProtocol, "a device block announced by its description on a TCP link")
+	}
+	if shared, trailer, ok := splitOneIPC(p[:desc]); ok {
+		if tag != 0 {
+			return xerr.Detail(ErrProtocol, "a one-sided transfer by description with tag %d", tag)
+		}
+		return l.onOneIPC(size, id, shared, trailer)
 	}
 	s, err := decodeShared(p[:desc], size)
 	if err != nil {

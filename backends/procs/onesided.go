@@ -147,6 +147,15 @@ type oneOp struct {
 	parent   *oneOp
 	parentID uint64
 	index    int
+	// dev is the origin's block the host cannot touch, for a transfer
+	// of one (onesided_ipc.go); the zero Block for others.
+	dev memspace.Block
+	// mapped says that the transfer waits for the target to copy
+	// through its mapping of dev (guarded by the link's one.mu).
+	mapped bool
+	// stage is dev's host stand-in, once the transfer is staged; nil
+	// while none (set under the link's one.mu, or before r is shared).
+	stage *oneStage
 }
 
 // setChunks makes r wait for n chunks, answered (and, for a Put,
@@ -218,43 +227,71 @@ type oneLink struct {
 }
 
 // Put writes src into the region dst names, off bytes into it. The
-// request completes once the bytes are in the target's memory.
+// request completes once the bytes are in the target's memory. src may be
+// memory the host cannot touch whose space has transfer paths to and from
+// host memory (TakesDevice): over a shared-memory link, when its space
+// shares it, the target copies it through its mapping of it; elsewhere it
+// is staged through a host stand-in (onesided_ipc.go).
 func (c *Comm) Put(src memspace.Block, dst comm.RemoteKey, off int) (comm.Request, error) {
 	return c.oneSided("put", true, src, dst, off)
 }
 
-// Get reads the region src names, from off bytes into it, into dst.
+// Get reads the region src names, from off bytes into it, into dst. dst
+// may be memory the host cannot touch, as Put's src may.
 func (c *Comm) Get(dst memspace.Block, src comm.RemoteKey, off int) (comm.Request, error) {
 	return c.oneSided("get", false, dst, src, off)
 }
 
 func (c *Comm) oneSided(op string, put bool, local memspace.Block, key comm.RemoteKey, off int) (comm.Request, error) {
 	data, err := oneBytes(op, local)
-	if err != nil {
+	device := false
+	switch {
+	case err == nil:
+	case local.Len() == 0 && isDevice(local, err):
+		data = nil // an empty device block: nothing to move
+	case isDevice(local, err) && c.TakesDevice(local):
+		device = true // mapped by the target, or staged (onesided_ipc.go)
+	default:
 		return nil, err
 	}
 	if err := impl.CheckRank(key.Rank, c.size, false); err != nil {
 		return nil, xerr.Op(Name, op, err)
 	}
-	if off < 0 || key.Len < 0 || off > key.Len || len(data) > key.Len-off {
-		return nil, xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: %d bytes at offset %d of %v", c.rank, len(data), off, key)
+	n := len(data)
+	if device {
+		n = local.Len()
+	}
+	if off < 0 || key.Len < 0 || off > key.Len || n > key.Len-off {
+		return nil, xerr.Errorf(Name, op, comm.ErrInvalidArgument, "rank %d: %d bytes at offset %d of %v", c.rank, n, off, key)
 	}
 	if c.shut.Load() {
 		return nil, c.closedErr()
 	}
+	if device {
+		return c.oneDevice(op, put, local, key, off)
+	}
 	r := &oneOp{put: put, peer: key.Rank, buf: data}
+	if err := c.startHost(op, r, key, off); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// startHost starts the transfer r of host bytes (r.buf): a copy for this
+// rank's own region, else through the link.
+func (c *Comm) startHost(op string, r *oneOp, key comm.RemoteKey, off int) error {
 	if key.Rank == c.rank {
-		return r, c.oneSelf(op, r, key, off)
+		return c.oneSelf(op, r, key, off)
 	}
 	l := c.links[key.Rank]
 	r.via = l
-	if len(data) >= directMin && l.direct(r, key, off) {
-		return r, nil
+	if len(r.buf) >= directMin && l.direct(r, key, off) {
+		return nil
 	}
 	if err := l.startOne(r, key, off); err != nil {
-		return nil, xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, err)
+		return xerr.Errorf(Name, op, comm.ErrPeerLost, "rank %d: %w", c.rank, err)
 	}
-	return r, nil
+	return nil
 }
 
 // oneSelf copies between r's buffer and this rank's own region.
@@ -449,6 +486,9 @@ func (l *link) readKey() (comm.RemoteKey, error) {
 
 // onOneDone takes the target's answer to a chunk of a Put.
 func (l *link) onOneDone(status uint32, n int, id uint64) error {
+	if r := l.mappedOp(id); r != nil {
+		return l.onMappedDone(r, status, n, id) // a transfer through the target's mapping
+	}
 	r, err := l.answered(id, status)
 	if r == nil || err != nil {
 		return err
@@ -553,7 +593,7 @@ func (l *link) maybeFinish(id uint64, r *oneOp) {
 // a Put whose answer was read before the writer was done with its
 // buffer completes in the writer.
 func (l *link) finish(r *oneOp, st comm.Status, err error) {
-	if r.Begin(st, err) {
+	if r.begin(st, err) {
 		if w := r.direct.Load(); w != nil && w.role.atBoundary.Load() {
 			w.role.kickWaiter()
 		}
