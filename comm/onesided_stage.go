@@ -12,9 +12,11 @@ import (
 // Blocking one-sided transfers that stage, as Send and Recv do (ADR 21):
 // a local block the host cannot touch (device memory) moves through a
 // host stand-in in its space's staging space, copied by the transfer
-// paths in the stream order they keep. The OneSided methods themselves
-// do not stage — like Isend, they refuse such a block with an error
-// matching ErrNotSupported. A region is the transport's to reach: local
+// paths in the stream order they keep, unless the communicator moves it
+// itself (DeviceNative: procs copies it through the target's mapping of
+// it, CUDA IPC). The OneSided methods of other communicators do not stage
+// — like Isend, they refuse such a block with an error matching
+// ErrNotSupported. A region is the transport's to reach: local
 // and procs expose device memory, copying each transfer's bytes into and
 // out of it with its space's copies (see OneSided.Expose).
 
@@ -27,7 +29,7 @@ func Put(ctx context.Context, c OneSided, src memspace.Block, dst RemoteKey, off
 	}
 	t := FlightRecorder(c).Post(flight.OpPut, dst.Rank, 0, int64(src.Len()))
 	defer func() { endFlight(t, err) }()
-	if !needsStage(src) {
+	if !needsStage(src) || takesDevice(c, src) {
 		r, err := c.Put(src, dst, off)
 		if err != nil {
 			return err
@@ -48,7 +50,7 @@ func Get(ctx context.Context, c OneSided, dst memspace.Block, src RemoteKey, off
 	}
 	t := FlightRecorder(c).Post(flight.OpGet, src.Rank, 0, int64(dst.Len()))
 	defer func() { endFlight(t, err) }()
-	if !needsStage(dst) {
+	if !needsStage(dst) || takesDevice(c, dst) {
 		r, err := c.Get(dst, src, off)
 		if err != nil {
 			return err

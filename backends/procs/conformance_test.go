@@ -33,16 +33,19 @@ func loopback(tmpl procs.Config) func(t *testing.T, n int) []comm.Comm {
 // TestConformance runs the communicator suite over loopback groups with
 // the default settings: ranks of one process share a node, so every link
 // goes through shared memory; eager messages up to 64 KiB, larger ones by
-// rendezvous, and the native collectives. Device buffers (comm/device) are
-// blocks of the test device space, which the receiver maps (ADR 41).
+// rendezvous, and the native collectives. Device buffers (comm/device) and
+// regions (comm/onesided/regions) are blocks of the test device space,
+// which the receiver, or a one-sided transfer's target, maps (ADR 41).
 func TestConformance(t *testing.T) {
-	conformance.TestComm(t, loopback(procs.Config{}), conformance.DeviceSpaces(newDevSpace(t)))
+	dev := newDevSpace(t)
+	conformance.TestComm(t, loopback(procs.Config{}), conformance.DeviceSpaces(dev), conformance.RegionSpaces(dev))
 }
 
 // TestConformanceTCP runs the suite with every link through TCP: device
 // buffers are staged through host memory inside procs.
 func TestConformanceTCP(t *testing.T) {
-	conformance.TestComm(t, loopback(procs.Config{Links: procs.LinkTCP}), conformance.DeviceSpaces(newDevSpace(t)))
+	dev := newDevSpace(t)
+	conformance.TestComm(t, loopback(procs.Config{Links: procs.LinkTCP}), conformance.DeviceSpaces(dev), conformance.RegionSpaces(dev))
 }
 
 // TestConformanceMixed runs the suite over groups whose ranks sit on two

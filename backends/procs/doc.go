@@ -148,7 +148,10 @@
 // the host cannot touch (a GPU's) is reached through its space's copies:
 // the link reader copies each chunk of a Put into it and each Get out of
 // it, transfers to it never go by single copy, and a copy the device
-// fails fails the transfer at the origin with ErrDeviceLost.
+// fails fails the transfer at the origin with ErrDeviceLost. A Put or Get
+// whose origin block is device memory is copied by the target through its
+// mapping of that block on a shared-memory link (CUDA IPC), else staged
+// through host memory (docs/adr/0041-device-blocks-on-procs-links.md).
 //
 // # Failures
 //

@@ -369,3 +369,23 @@ func TestOneSidedDeviceNotify(t *testing.T) {
 		})
 	}
 }
+
+// comm.Put and comm.Get hand a device origin block to procs (DeviceNative)
+// instead of staging it themselves: over shared memory the target maps
+// it, and both ranks report the path "ipc".
+func TestOneSidedDeviceThroughComm(t *testing.T) {
+	sp := newDevSpace(t)
+	cs := group(t, 2, procs.Config{})
+	ctx := testwait.Ctx(t)
+	reg, read := exposeEnd(t, cs[1], sp, endpoint{true, 2000}, 1)
+	src, _ := endpoint{true, 1000}.make(t, sp, 2)
+	require.NoError(t, comm.Put(ctx, cs[0], src, reg.Key(), 10))
+	require.True(t, bytes.Equal(spliced(devWant(2000, 1), devWant(1000, 2), 10), read()), "the region after comm.Put")
+	require.Equal(t, procs.DevicePathIPC, cs[0].DevicePath(1), "the origin's path")
+	require.Equal(t, procs.DevicePathIPC, cs[1].DevicePath(0), "the target's path")
+
+	dst, got := endpoint{true, 1000}.make(t, sp, 3)
+	require.NoError(t, comm.Get(ctx, cs[0], dst, reg.Key(), 10))
+	require.True(t, bytes.Equal(devWant(1000, 2), got()), "the block after comm.Get")
+	require.Equal(t, procs.DevicePathIPC, cs[0].DevicePath(1))
+}
