@@ -45,7 +45,8 @@ const (
 	frameIPC       uint8 = 24 // tag, a = message length, b = message id, c = description length; a device block's description follows (ipc.go)
 	frameIPCDone   uint8 = 25 // tag = answer (ipcCopied, ipcFailed), a = bytes copied, b = message id: the receiver copied from its mapping
 	frameForget    uint8 = 26 // a = handle length; the handle of an allocation freed follows: unmap it
-	frameMax             = frameForget
+	frameOneIPC    uint8 = 27 // a = transfer length, b = transfer id, c = payload length; a device origin block's description, the region's key, the offset and the operation follow (onesided_ipc.go)
+	frameMax             = frameOneIPC
 )
 
 // headerSize is the length of a frame header.
@@ -107,6 +108,7 @@ var uses = [frameMax + 1][4]bool{
 	frameIPC:       {true, true, true, true},
 	frameIPCDone:   {true, true, true, false},
 	frameForget:    {false, true, false, false},
+	frameOneIPC:    {false, true, true, true},
 }
 
 // decodeFrame parses and checks a header against lim: a known type, zero
@@ -200,6 +202,10 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 	case frameIPC:
 		if f.a > maxMessage || f.c < ipcFixed || f.c > ipcDescMax {
 			return frame{}, xerr.Detail(ErrProtocol, "a device block of %d bytes with a description of %d bytes", f.a, f.c)
+		}
+	case frameOneIPC:
+		if f.a > maxMessage || f.c < ipcFixed+oneIPCTrailer || f.c > ipcDescMax {
+			return frame{}, xerr.Detail(ErrProtocol, "a one-sided transfer of a device block of %d bytes with %d bytes of description", f.a, f.c)
 		}
 	case frameIPCDone:
 		if f.tag > ipcFailed || f.a > maxMessage || (f.tag == ipcFailed && f.a != 0) {

@@ -202,12 +202,6 @@ func (l *link) onIPC(tag, size int, id uint64, desc int) error {
 	if l.shm == nil {
 		return xerr.Detail(ErrProtocol, "a device block announced by its description on a TCP link")
 	}
-	if shared, trailer, ok := splitOneIPC(p[:desc]); ok {
-		if tag != 0 {
-			return xerr.Detail(ErrProtocol, "a one-sided transfer by description with tag %d", tag)
-		}
-		return l.onOneIPC(size, id, shared, trailer)
-	}
 	s, err := decodeShared(p[:desc], size)
 	if err != nil {
 		return err

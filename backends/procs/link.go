@@ -341,6 +341,8 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 		err = l.onIPC(int(f.tag), int(f.a), f.b, int(f.c))
 	case frameIPCDone:
 		err = l.onIPCDone(f.tag, int(f.a), f.b)
+	case frameOneIPC:
+		err = l.onOneIPCFrame(int(f.a), f.b, int(f.c))
 	case frameForget:
 		err = l.onForget(int(f.a))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"sync/atomic"
 
 	"github.com/xpu-go/xpu/comm"
@@ -18,7 +19,7 @@ import (
 //
 // Mapped: to a peer on a shared-memory link, a block whose space shares
 // it (memspace.Sharer) goes as one frame that carries its description
-// (frameIPC, ipc.go's encoding, followed by the region's key, the offset
+// (frameOneIPC: ipc.go's encoding, followed by the region's key, the offset
 // and the operation) instead of its bytes. The target's reader checks
 // the key and the range against its region as for any chunk (a refusal
 // writes nothing), holds the region (Find), finds an importer
@@ -40,12 +41,12 @@ import (
 // block before the transfer completes — and goes as a transfer of host
 // bytes does.
 
-// oneIPCTrailer is what a one-sided frameIPC carries after the
+// oneIPCTrailer is what a frameOneIPC carries after the
 // description: the region's key (keySize), the offset in it (8) and the
 // operation (1: oneIPCPut or oneIPCGet).
 const oneIPCTrailer = keySize + 8 + 1
 
-// Operations of a one-sided frameIPC.
+// Operations of a frameOneIPC.
 const (
 	oneIPCPut = 0
 	oneIPCGet = 1
@@ -170,11 +171,11 @@ func (l *link) startMapped(r *oneOp, s memspace.Shared, key comm.RemoteKey, off 
 	l.one.ops[id] = r
 	l.one.mu.Unlock()
 	f := &outFrame{payload: payload}
-	frame{typ: frameIPC, a: uint64(s.Len), b: id, c: uint64(len(payload))}.encode(f.hdr[:])
+	frame{typ: frameOneIPC, a: uint64(s.Len), b: id, c: uint64(len(payload))}.encode(f.hdr[:])
 	return l.w.queueFrames([]*outFrame{f})
 }
 
-// encodeOneIPC writes the payload of a one-sided frameIPC: the
+// encodeOneIPC writes the payload of a frameOneIPC: the
 // description s, then the key, the offset and the operation.
 func encodeOneIPC(s memspace.Shared, key comm.RemoteKey, off int, put bool) []byte {
 	p := encodeShared(s)
@@ -188,18 +189,18 @@ func encodeOneIPC(s memspace.Shared, key comm.RemoteKey, off int, put bool) []by
 	return append(p, op)
 }
 
-// splitOneIPC reports whether p, a frameIPC's payload, is a one-sided
-// transfer's, and splits it into the description and the trailer. A
-// message's description is exactly as long as its kind and handle say.
-func splitOneIPC(p []byte) (desc, trailer []byte, ok bool) {
-	if len(p) < ipcFixed {
-		return nil, nil, false
+// onOneIPCFrame reads a frameOneIPC's payload of n bytes — the origin
+// block's description, then the trailer — and serves the transfer.
+func (l *link) onOneIPCFrame(size int, id uint64, n int) error {
+	var p [ipcDescMax]byte
+	if _, err := io.ReadFull(l.rd.br, p[:n]); err != nil {
+		return err
 	}
-	n := ipcFixed + int(p[16]) + int(p[17])
-	if len(p) != n+oneIPCTrailer {
-		return nil, nil, false
+	if l.shm == nil {
+		return xerr.Detail(ErrProtocol, "a one-sided transfer of a device block by its description on a TCP link")
 	}
-	return p[:n], p[n:], true
+	k := n - oneIPCTrailer
+	return l.onOneIPC(size, id, p[:k], p[k:n])
 }
 
 // onOneIPC takes a one-sided transfer by description (ipc.go's onIPC):
