@@ -39,6 +39,7 @@ var validFrames = []frame{
 	{typ: frameIPCDone, tag: ipcCopied, a: 1 << 20, b: 9},
 	{typ: frameIPCDone, tag: ipcFailed, b: 9},
 	{typ: frameForget, a: 64},
+	{typ: frameOneIPC, a: 1 << 20, b: 9, c: ipcFixed + 8 + 64 + oneIPCTrailer},
 }
 
 func TestDecodeFrameRoundTrip(t *testing.T) {
@@ -80,6 +81,9 @@ func TestDecodeFrameRejects(t *testing.T) {
 		"unknown answer":    encoded(frame{typ: frameIPCDone, tag: 2, a: 8, b: 9}),
 		"failed with bytes": encoded(frame{typ: frameIPCDone, tag: ipcFailed, a: 8, b: 9}),
 		"empty forget":      encoded(frame{typ: frameForget}),
+		"one-sided, no key": encoded(frame{typ: frameOneIPC, a: 8, b: 9, c: ipcFixed + 2}),
+		"one-sided, long":   encoded(frame{typ: frameOneIPC, a: 8, b: 9, c: ipcDescMax + 1}),
+		"one-sided, tagged": encoded(frame{typ: frameOneIPC, tag: 1, a: 8, b: 9, c: ipcFixed + 2 + oneIPCTrailer}),
 		"long forget":       encoded(frame{typ: frameForget, a: 129}),
 	} {
 		_, err := decodeFrame(hdr, fuzzLimits)
