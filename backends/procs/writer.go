@@ -157,6 +157,7 @@ func (w *writer) writeInlinePre(hdr, pre, payload []byte) error {
 		buf := append(append(append(w.buf[:0], hdr...), pre...), payload...)
 		w.buf = buf
 		_, err := w.conn.Write(buf)
+		shm.RaceRelease() // the payload is read (see write)
 		w.mu.Unlock()
 		w.noteWrite()
 		if err != nil {
@@ -171,6 +172,7 @@ func (w *writer) writeInlinePre(hdr, pre, payload []byte) error {
 		buf := append(append(append(w.buf[:0], hdr...), pre...), payload...)
 		w.buf = buf
 		_, err = w.conn.Write(buf)
+		shm.RaceRelease() // the payload is read (see write)
 		w.noteWrite()
 	} else {
 		f := outFrame{payload: payload}
@@ -230,6 +232,12 @@ func (w *writer) write(batch []*outFrame, chunk *request, off, n int, bye bool) 
 		bufs := net.Buffers(iov)
 		_, err = bufs.WriteTo(w.conn)
 	}
+	// The payloads have been read (copied into the ring, or by the
+	// socket's write): release again, so that a goroutine that learns
+	// through the peer that they arrived, and writes their memory next
+	// (a region a Get was answered from), is ordered after these reads
+	// for the race detector too.
+	shm.RaceRelease()
 	clear(iov)
 	w.iov = iov[:0]
 	w.noteWrite()
