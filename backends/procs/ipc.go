@@ -207,22 +207,12 @@ func (l *link) onIPC(tag, size int, id uint64, desc int) error {
 		return err
 	}
 	c := l.c
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	if l.credit.rtsHeld >= maxHeldRTS {
-		c.mu.Unlock()
-		return xerr.Detail(ErrProtocol, "rank %d announced over %d unmatched messages", l.peer, maxHeldRTS)
-	}
-	r := c.tbl.TakePosted(l.peer, tag)
-	if r == nil {
+	r, err := l.matchAnnounced(tag, func() {
 		c.enqueue(&request{c: c, kind: kindRTSMsg, peer: l.peer, tag: tag, id: id, size: size, via: l, dev: &devState{shared: s}})
-		c.mu.Unlock()
-		return nil
+	})
+	if r == nil || err != nil {
+		return err
 	}
-	c.mu.Unlock()
 	return l.acceptIPC(r, tag, id, s, false)
 }
 

@@ -429,27 +429,39 @@ func (l *link) onRTS(tag, size int, id, addr uint64) error {
 		return err
 	}
 	c := l.c
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	if l.credit.rtsHeld >= maxHeldRTS {
-		c.mu.Unlock()
-		return xerr.Detail(ErrProtocol, "rank %d announced over %d unmatched messages", l.peer, maxHeldRTS)
-	}
-	r := c.tbl.TakePosted(l.peer, tag)
-	if r == nil {
+	r, err := l.matchAnnounced(tag, func() {
 		if l.pullable(addr) {
 			// Kept before the announcement can be matched.
 			l.hold(id, addr)
 		}
 		c.enqueue(&request{c: c, kind: kindRTSMsg, peer: l.peer, tag: tag, id: id, size: size, via: l})
-		c.mu.Unlock()
-		return nil
+	})
+	if r == nil || err != nil {
+		return err
 	}
-	c.mu.Unlock()
 	return l.accept(r, tag, id, size, addr, false)
+}
+
+// matchAnnounced takes an announcement of the peer with tag (onRTS,
+// onIPC): it returns the posted receive the announcement matches, or nil
+// once queue, under the communicator's lock, has put it on the unexpected
+// queue — or dropped it, on a closed rank. A peer that keeps more than
+// maxHeldRTS announcements unmatched breaks the protocol.
+func (l *link) matchAnnounced(tag int, queue func()) (*request, error) {
+	c := l.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil
+	}
+	if l.credit.rtsHeld >= maxHeldRTS {
+		return nil, xerr.Detail(ErrProtocol, "rank %d announced over %d unmatched messages", l.peer, maxHeldRTS)
+	}
+	r := c.tbl.TakePosted(l.peer, tag)
+	if r == nil {
+		queue()
+	}
+	return r, nil
 }
 
 // acceptRdv answers the announcement id (size bytes with tag), taken from
