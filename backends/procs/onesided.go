@@ -226,6 +226,18 @@ type oneLink struct {
 	scratch []byte
 }
 
+// addLocked registers r under a new transfer id, which it returns; mu is
+// held and the link is up (down is nil). Set what the answers read of r
+// before, or under the same hold of mu.
+func (o *oneLink) addLocked(r *oneOp) uint64 {
+	if o.ops == nil {
+		o.ops = map[uint64]*oneOp{}
+	}
+	o.next++
+	o.ops[o.next] = r
+	return o.next
+}
+
 // Put writes src into the region dst names, off bytes into it. The
 // request completes once the bytes are in the target's memory. src may be
 // memory the host cannot touch whose space has transfer paths to and from
@@ -330,11 +342,6 @@ func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 		r.Complete(comm.Status{Source: key.Rank}, nil)
 		return nil
 	}
-	if l.one.ops == nil {
-		l.one.ops = map[uint64]*oneOp{}
-	}
-	l.one.next++
-	id := l.one.next
 	r.setChunks(chunks)
 	if single {
 		r.setChunks(1)
@@ -342,7 +349,7 @@ func (l *link) startOne(r *oneOp, key comm.RemoteKey, off int) error {
 	}
 	r.key, r.off = key, off
 	r.ordered = r.put && !single
-	l.one.ops[id] = r
+	id := l.one.addLocked(r)
 	l.one.mu.Unlock()
 	kb := keyBytes(key)
 	if single {

@@ -241,11 +241,6 @@ func (l *link) startBatch(r *oneOp) error {
 		l.one.mu.Unlock()
 		return l.one.down
 	}
-	if l.one.ops == nil {
-		l.one.ops = map[uint64]*oneOp{}
-	}
-	l.one.next++
-	id := l.one.next
 	r.setChunks(1)
 	r.unwritten = 0
 	switch {
@@ -254,7 +249,7 @@ func (l *link) startBatch(r *oneOp) error {
 	case ob.pieces != nil:
 		r.setChunks(len(ob.pieces)) // answered by the bytes
 	}
-	l.one.ops[id] = r
+	id := l.one.addLocked(r)
 	l.one.mu.Unlock()
 	payload := make([]byte, len(ob.idx)*batchDescSize)
 	for k, i := range ob.idx {
@@ -477,10 +472,8 @@ func (l *link) resendBatch(id uint64, r *oneOp) {
 			l.maybeFinish(id, r)
 			continue
 		}
-		l.one.next++
-		cid := l.one.next
 		child.setChunks((n + l.w.chunk - 1) / l.w.chunk)
-		l.one.ops[cid] = child
+		cid := l.one.addLocked(child)
 		l.one.mu.Unlock()
 		// An error has failed the link, and r.
 		_ = l.queueChunks(child, cid, keyBytes(x.Remote), x.RemoteOff)

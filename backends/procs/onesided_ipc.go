@@ -159,16 +159,11 @@ func (l *link) startMapped(r *oneOp, s memspace.Shared, key comm.RemoteKey, off 
 		l.one.mu.Unlock()
 		return l.one.down
 	}
-	if l.one.ops == nil {
-		l.one.ops = map[uint64]*oneOp{}
-	}
-	l.one.next++
-	id := l.one.next
 	r.setChunks(1)
 	r.unwritten = 0
 	r.key, r.off = key, off
 	r.mapped = true
-	l.one.ops[id] = r
+	id := l.one.addLocked(r)
 	l.one.mu.Unlock()
 	f := &outFrame{payload: payload}
 	frame{typ: frameOneIPC, a: uint64(s.Len), b: id, c: uint64(len(payload))}.encode(f.hdr[:])
