@@ -81,9 +81,8 @@ type Space struct {
 	classes   [maxSmallShift - minSmallShift + 1]sizeClass
 	committed int64 // bytes in use plus bytes of allocations in flight
 	stats     memspace.Stats
-	// onFree are the observers of NotifyFree, by the number it gave them.
-	onFree map[int]func(memspace.Block)
-	nextOb int
+	// onFree are the observers of NotifyFree, under mu.
+	onFree impl.Observers[memspace.Block]
 }
 
 // mapping is a region obtained from the system: [addr, addr+size) is
@@ -342,25 +341,11 @@ func (s *Space) Free(b memspace.Block) error {
 func (s *Space) NotifyFree(f func(memspace.Block)) (stop func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.onFree == nil {
-		s.onFree = map[int]func(memspace.Block){}
-	}
-	id := s.nextOb
-	s.nextOb++
-	s.onFree[id] = f
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.onFree, id)
-	}
+	return s.onFree.Add(&s.mu, f)
 }
 
 // freed tells the observers that b goes away. s.mu is held.
-func (s *Space) freed(b memspace.Block) {
-	for _, f := range s.onFree {
-		f(b)
-	}
-}
+func (s *Space) freed(b memspace.Block) { s.onFree.Notify(b) }
 
 func (s *Space) unmapRegion(r *region) {
 	s.idx.remove(r.m.addr)

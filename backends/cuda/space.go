@@ -40,9 +40,8 @@ type Space struct {
 
 	staging staging // device memory's staging space (stage.go)
 
-	// onFree are the observers of NotifyFree, by the number it gave them.
-	onFree map[int]func(memspace.Block)
-	nextOb int
+	// onFree are the observers of NotifyFree, under mu.
+	onFree impl.Observers[memspace.Block]
 
 	handles map[memspace.Addr]cu.IPCHandle // IPC handles taken, by live key (ipc.go)
 	imports imports                        // other processes' allocations mapped (ipc.go)
@@ -341,29 +340,10 @@ func (s *Space) Close() error {
 func (s *Space) NotifyFree(f func(memspace.Block)) (stop func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.onFree == nil {
-		s.onFree = map[int]func(memspace.Block){}
-	}
-	id := s.nextOb
-	s.nextOb++
-	s.onFree[id] = f
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			delete(s.onFree, id)
-		})
-	}
+	return s.onFree.Add(&s.mu, f)
 }
 
 // freed tells the observers that the allocation a goes away. s.mu is held.
 func (s *Space) freed(a alloc) {
-	if len(s.onFree) == 0 {
-		return
-	}
-	b := memspace.NewBlock(s, memspace.Addr(a.base), a.span, nil)
-	for _, f := range s.onFree {
-		f(b)
-	}
+	s.onFree.Notify(memspace.NewBlock(s, memspace.Addr(a.base), a.span, nil))
 }
