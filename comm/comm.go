@@ -130,7 +130,16 @@ type DeviceNative interface {
 
 // takesDevice reports whether c moves b itself: a block the host can
 // touch, an empty one, or a device block c is DeviceNative for.
+// It inlines, and a block with a host mapping is answered without a call:
+// a host block costs its callers (Send, Recv, Isend, Irecv, Put, Get)
+// nothing.
 func takesDevice(c Comm, b memspace.Block) bool {
+	return b.HostPointer() != nil || takesOther(c, b)
+}
+
+// takesOther is takesDevice for a block with no host mapping: an empty
+// one, or device memory c is DeviceNative for.
+func takesOther(c Comm, b memspace.Block) bool {
 	if b.HostAccessible() || b.IsZero() {
 		return true
 	}

@@ -27,9 +27,6 @@ func Isend(c Comm, buf memspace.Block, dest, tag int) (Request, error) {
 	if c == nil {
 		return nil, nilCommErr("isend")
 	}
-	if buf.HostAccessible() || buf.IsZero() {
-		return c.Isend(buf, dest, tag)
-	}
 	if takesDevice(c, buf) {
 		return c.Isend(buf, dest, tag)
 	}
@@ -51,9 +48,6 @@ func Isend(c Comm, buf memspace.Block, dest, tag int) (Request, error) {
 func Irecv(c Comm, buf memspace.Block, source, tag int) (Request, error) {
 	if c == nil {
 		return nil, nilCommErr("irecv")
-	}
-	if buf.HostAccessible() || buf.IsZero() {
-		return c.Irecv(buf, source, tag)
 	}
 	if takesDevice(c, buf) {
 		return c.Irecv(buf, source, tag)
