@@ -487,7 +487,8 @@ func pairStaged(ctx context.Context, name string, send, recv memspace.Block, op 
 // buffer needs three pieces of host memory, not its length. Every rank
 // cuts the same pieces, the sizes being equal on every rank: the callers
 // pass a chunk only on a communicator every rank made with StageInPieces,
-// and pipeline host buffers too (their pieces need no stand-in). Piece i runs in this goroutine while the copy in of piece i+1 and
+// and pipeline host buffers too (their pieces need no stand-in). Piece i
+// runs in this goroutine while the copy in of piece i+1 and
 // the copy out of piece i-1 run in two others; all three are done before
 // piece i+1 starts. The three pieces use distinct stand-ins (slot i mod 3)
 // or distinct ranges of the caller's buffers, so they never share a byte.
