@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
 
+	"github.com/xpu-go/xpu/internal/stage"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
@@ -33,52 +33,6 @@ const stageName = "comm"
 // empty buffers; the zero Block of an unused argument is empty.)
 func needsStage(b memspace.Block) bool {
 	return b.Len() > 0 && !b.HostAccessible()
-}
-
-// stagingSpace is the space to stage b in: its space's Stager's, found
-// through wrappers, when that is host-accessible, else the Go heap.
-func stagingSpace(b memspace.Block) memspace.Space {
-	if st, ok := memspace.As[memspace.Stager](b.Space()); ok {
-		if sp := st.StagingSpace(); sp != nil && sp.Properties().HostAccessible {
-			return sp
-		}
-	}
-	return memspace.GoHeap
-}
-
-// emptyHost is a host block of no bytes: the stand-in of an empty buffer
-// the host cannot touch.
-var emptyHost = memspace.NewBlock(memspace.GoHeap, 0, 0, nil)
-
-// allocStage allocates a host stand-in of n bytes in sp. Stand-ins on the
-// Go heap are Go memory (GoHeap allocates nothing): the garbage collector
-// frees them once no block refers to them.
-func allocStage(sp memspace.Space, n int) (memspace.Block, error) {
-	if n == 0 {
-		return emptyHost, nil
-	}
-	if sp == memspace.GoHeap {
-		w := make([]uint64, (n+7)/8)
-		p := unsafe.Pointer(unsafe.SliceData(w))
-		return memspace.NewBlock(memspace.GoHeap, memspace.Addr(uintptr(p)), n, p), nil
-	}
-	b, err := sp.Allocate(n, 0)
-	if err != nil {
-		return memspace.Block{}, err
-	}
-	if b.HostPointer() == nil {
-		_ = sp.Free(b)
-		return memspace.Block{}, xerr.Detail(ErrNotSupported, "staging space %s gave block %v, which the host cannot touch", sp.Name(), b)
-	}
-	return b, nil
-}
-
-// freeStage frees a stand-in made by allocStage.
-func freeStage(b memspace.Block) error {
-	if b.Len() == 0 || b.Space() == memspace.GoHeap {
-		return nil
-	}
-	return b.Space().Free(b)
 }
 
 // stageErr is a staging error of the call name: an *xerr.Error whose
@@ -141,7 +95,7 @@ type copyPair struct{ dst, src memspace.Block }
 
 // standIn allocates a stand-in for b in b's staging space.
 func (s *staging) standIn(b memspace.Block) (memspace.Block, error) {
-	h, err := allocStage(stagingSpace(b), b.Len())
+	h, err := stage.Alloc(stage.Space(b.Space()), b.Len())
 	if err != nil {
 		return memspace.Block{}, stageErr(s.name, "staging %v: %w", b, err)
 	}
@@ -208,7 +162,7 @@ func (s *staging) finish(ctx context.Context, err error) error {
 func (s *staging) free() error {
 	var first error
 	for _, h := range s.held {
-		if err := freeStage(h); err != nil && first == nil {
+		if err := stage.Free(h); err != nil && first == nil {
 			first = stageErr(s.name, "freeing stand-in %v: %w", h, err)
 		}
 	}
@@ -541,9 +495,9 @@ func newPipeline(name string, n, unit, chunk int, src, dst memspace.Block) *pipe
 func (p *pipeline) check() (slotSpace memspace.Space, err error) {
 	switch {
 	case p.dstStaged:
-		slotSpace = stagingSpace(p.dst)
+		slotSpace = stage.Space(p.dst.Space())
 	case p.dst.IsZero() && p.srcStaged:
-		slotSpace = stagingSpace(p.src)
+		slotSpace = stage.Space(p.src.Space())
 	}
 	inDst := slotSpace
 	if inDst == nil {
@@ -570,7 +524,7 @@ func (p *pipeline) alloc(slotSpace memspace.Space) error {
 	}
 	slotLen := min(p.chunk, p.n)
 	for range min(stageSlots, p.pieces) {
-		b, err := allocStage(slotSpace, slotLen)
+		b, err := stage.Alloc(slotSpace, slotLen)
 		if err != nil {
 			return stageErr(p.name, "staging %d bytes in %s: %w", slotLen, slotSpace.Name(), err)
 		}
@@ -581,7 +535,7 @@ func (p *pipeline) alloc(slotSpace memspace.Space) error {
 
 func (p *pipeline) free() {
 	for _, b := range p.slots {
-		_ = freeStage(b)
+		_ = stage.Free(b)
 	}
 }
 

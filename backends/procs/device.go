@@ -9,6 +9,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/flight"
+	"github.com/xpu-go/xpu/internal/stage"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
@@ -80,7 +81,7 @@ func (c *Comm) TakesDevice(b memspace.Block) bool {
 	if sp == nil {
 		return false
 	}
-	host := stagingSpace(sp)
+	host := stage.Space(sp)
 	if _, err := transfer.Lookup(host, sp); err != nil {
 		return false
 	}
@@ -236,13 +237,10 @@ func (d *devState) stageIn() error {
 	if d.blk.Len() == 0 {
 		return nil
 	}
-	h, err := allocStand(stagingSpace(d.blk.Space()), d.blk.Len())
-	if err != nil {
-		return xerr.Op(Name, "send", fmt.Errorf("host stand-in of %d bytes for %v: %w", d.blk.Len(), d.blk, err))
-	}
+	h := allocStand(stage.Space(d.blk.Space()), d.blk.Len())
 	// Isend takes no context: the copy is the device's, bounded by it.
 	if err := transfer.CopyBlock(context.Background(), h, d.blk); err != nil {
-		_ = freeStand(h)
+		_ = stage.Free(h)
 		return xerr.Op(Name, "send", fmt.Errorf("copying %v into its host stand-in: %w", d.blk, err))
 	}
 	d.stand = h
@@ -252,18 +250,13 @@ func (d *devState) stageIn() error {
 // standIn gives the receive r a host stand-in for what fits of a message
 // of n bytes, when the message matches it: r then takes the message as a
 // receive into host memory does.
-func (d *devState) standIn(r *request, n int) error {
+func (d *devState) standIn(r *request, n int) {
 	k := min(n, d.blk.Len())
 	if k == 0 || d.stand.Len() > 0 {
-		return nil
+		return
 	}
-	h, err := allocStand(stagingSpace(d.blk.Space()), k)
-	if err != nil {
-		return xerr.Op(Name, "recv", fmt.Errorf("host stand-in of %d bytes for %v: %w", k, d.blk, err))
-	}
-	d.stand = h
-	r.buf = hostView(h)
-	return nil
+	d.stand = allocStand(stage.Space(d.blk.Space()), k)
+	r.buf = hostView(d.stand)
 }
 
 // settle ends the request r, which its claim is taken for, with st and
@@ -294,7 +287,7 @@ func (d *devState) settle(r *request, st comm.Status, err error) (comm.Status, e
 func (d *devState) free() error {
 	h := d.stand
 	d.stand = memspace.Block{}
-	if err := freeStand(h); err != nil {
+	if err := stage.Free(h); err != nil {
 		return fmt.Errorf("freeing the host stand-in %v: %w", h, err)
 	}
 	return nil
@@ -322,43 +315,14 @@ func copyPrefix(dst, src memspace.Block, n int) error {
 	return transfer.CopyBlock(context.Background(), d, s)
 }
 
-// stagingSpace is the space to stage blocks of sp in: its Stager's, found
-// through wrappers, when that is host-accessible, else the Go heap.
-func stagingSpace(sp memspace.Space) memspace.Space {
-	if st, ok := memspace.As[memspace.Stager](sp); ok {
-		if h := st.StagingSpace(); h != nil && h.Properties().HostAccessible {
-			return h
-		}
-	}
-	return memspace.GoHeap
-}
-
 // allocStand allocates a host stand-in of n bytes (n > 0) in sp, or on
 // the Go heap when sp has none to give: a stand-in allocated once a
-// message has matched has nowhere to fail to. One on the Go heap is Go
-// memory, which the collector frees.
-func allocStand(sp memspace.Space, n int) (memspace.Block, error) {
-	if sp != memspace.GoHeap {
-		b, err := sp.Allocate(n, 0)
-		if err == nil && b.HostPointer() != nil {
-			return b, nil
-		}
-		if err == nil {
-			_ = sp.Free(b)
-		}
+// message has matched has nowhere to fail to.
+func allocStand(sp memspace.Space, n int) memspace.Block {
+	if b, err := stage.Alloc(sp, n); err == nil {
+		return b
 	}
-	w := make([]uint64, (n+7)/8)
-	p := unsafe.Pointer(unsafe.SliceData(w))
-	return memspace.NewBlock(memspace.GoHeap, memspace.Addr(uintptr(p)), n, p), nil
-}
-
-// freeStand frees a stand-in of allocStand (nothing for the zero Block
-// and the Go heap's).
-func freeStand(b memspace.Block) error {
-	if b.Len() == 0 || b.Space() == memspace.GoHeap {
-		return nil
-	}
-	return b.Space().Free(b)
+	return stage.Heap(n)
 }
 
 // hostView returns the bytes of a host block.

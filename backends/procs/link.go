@@ -371,10 +371,7 @@ func (l *link) onEager(tag, n int) error {
 	c.mu.Unlock()
 	if r != nil {
 		if r.dev != nil {
-			if err := r.dev.standIn(r, n); err != nil {
-				r.complete(comm.Status{}, err)
-				return l.rd.discard(n)
-			}
+			r.dev.standIn(r, n)
 		}
 		k := min(n, len(r.buf))
 		if err := l.rd.readInto(r, 0, k); err != nil {
@@ -483,12 +480,7 @@ func (l *link) accept(r *request, tag int, id uint64, size int, addr uint64, inl
 	r.Flight.Matched()
 	r.peer, r.tag, r.size = l.peer, tag, size
 	if r.dev != nil {
-		if err := r.dev.standIn(r, size); err != nil {
-			// Nothing is taken: the sender's send completes.
-			_ = l.w.sendCtl(frame{typ: frameCTS, b: id}, inline)
-			r.complete(comm.Status{}, err)
-			return nil
-		}
+		r.dev.standIn(r, size)
 	}
 	r.accept = min(size, len(r.buf))
 	if r.accept == 0 {

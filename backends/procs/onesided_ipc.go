@@ -9,6 +9,7 @@ import (
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/onesided"
+	"github.com/xpu-go/xpu/internal/stage"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/transfer"
 	"github.com/xpu-go/xpu/xerr"
@@ -64,14 +65,11 @@ type oneStage struct {
 // newOneStage gives blk (not empty) a host stand-in, with blk's bytes
 // for a Put.
 func newOneStage(op string, put bool, blk memspace.Block) (*oneStage, error) {
-	h, err := allocStand(stagingSpace(blk.Space()), blk.Len())
-	if err != nil {
-		return nil, xerr.Op(Name, op, fmt.Errorf("host stand-in of %d bytes for %v: %w", blk.Len(), blk, err))
-	}
+	h := allocStand(stage.Space(blk.Space()), blk.Len())
 	if put {
 		// Put takes no context: the copy is the device's, bounded by it.
 		if err := transfer.CopyBlock(context.Background(), h, blk); err != nil {
-			_ = freeStand(h)
+			_ = stage.Free(h)
 			return nil, xerr.Op(Name, op, fmt.Errorf("copying %v into its host stand-in: %w", blk, err))
 		}
 	}
@@ -90,7 +88,7 @@ func (s *oneStage) settle(put bool, st comm.Status, err error) (comm.Status, err
 			}
 		}
 	}
-	if ferr := freeStand(s.stand); ferr != nil && err == nil {
+	if ferr := stage.Free(s.stand); ferr != nil && err == nil {
 		st, err = comm.Status{}, xerr.Op(Name, op, fmt.Errorf("freeing the host stand-in %v: %w", s.stand, ferr))
 	}
 	s.stand = memspace.Block{}
@@ -143,7 +141,7 @@ func (c *Comm) oneDevice(op string, put bool, dev memspace.Block, key comm.Remot
 	r.buf = hostView(st.stand)
 	if err := c.startHost(op, r, key, off); err != nil {
 		if st.claim.CompareAndSwap(false, true) {
-			_ = freeStand(st.stand)
+			_ = stage.Free(st.stand)
 		}
 		return nil, err
 	}
@@ -357,7 +355,7 @@ func (l *link) restage(r *oneOp, id uint64) {
 	if l.one.ops[id] != r {
 		// The link failed meanwhile, which failed r.
 		l.one.mu.Unlock()
-		_ = freeStand(st.stand)
+		_ = stage.Free(st.stand)
 		return
 	}
 	r.mapped = false
