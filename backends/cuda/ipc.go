@@ -91,21 +91,14 @@ func (s *Space) shareErr(err error) error {
 	return xerr.Dev(Name, s.d.idx, "share", xerr.Detail(memspace.ErrNotShareable, "cuIpcGetMemHandle: %w", err))
 }
 
-// findIndex is the index in addrs (sorted) of the greatest address at or
-// below addr.
-func findIndex(addrs []memspace.Addr, addr memspace.Addr) (int, bool) {
-	i, ok := slices.BinarySearch(addrs, addr)
+// find returns the live allocation that holds [addr, addr+n), by the
+// address it was handed out at (Share, Lookup, holds). s.mu held.
+func (s *Space) find(addr memspace.Addr, n int) (memspace.Addr, alloc, bool) {
+	i, ok := slices.BinarySearch(s.addrs, addr)
 	if !ok {
 		i--
 	}
-	return i, i >= 0
-}
-
-// find returns the live allocation that holds [addr, addr+n), by the
-// address it was handed out at. s.mu held.
-func (s *Space) find(addr memspace.Addr, n int) (memspace.Addr, alloc, bool) {
-	i, ok := findIndex(s.addrs, addr)
-	if !ok {
+	if i < 0 {
 		return 0, alloc{}, false
 	}
 	start := s.addrs[i]

@@ -225,16 +225,8 @@ func (s *Space) forget(addr memspace.Addr, a alloc) {
 func (s *Space) Lookup(addr memspace.Addr) (memspace.Block, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := slices.BinarySearch(s.addrs, addr)
+	start, a, ok := s.find(addr, 1)
 	if !ok {
-		if i == 0 {
-			return memspace.Block{}, false
-		}
-		i--
-	}
-	start := s.addrs[i]
-	a := s.live[start]
-	if uintptr(addr-start) >= uintptr(a.size) {
 		return memspace.Block{}, false
 	}
 	return memspace.NewBlock(s, start, a.size, s.hostOf(start)), true
@@ -249,15 +241,8 @@ func (s *Space) holds(addr memspace.Addr, n int) error {
 	if s.closed {
 		return xerr.Detail(memspace.ErrClosed, "space %s", s.name)
 	}
-	i, ok := slices.BinarySearch(s.addrs, addr)
-	if !ok {
-		i--
-	}
-	if i >= 0 {
-		start := s.addrs[i]
-		if a := s.live[start]; uintptr(addr-start)+uintptr(n) <= uintptr(a.size) {
-			return nil
-		}
+	if _, _, ok := s.find(addr, n); ok {
+		return nil
 	}
 	return xerr.Detail(memspace.ErrInvalidArgument, "%d bytes at %#x are not allocated in %s (freed, or past the allocation)", n, uintptr(addr), s.name)
 }
