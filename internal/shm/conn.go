@@ -144,27 +144,92 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if err := c.await(); err != nil {
+		return 0, err
+	}
+	n, err := c.in.read(p)
+	if n > 0 {
+		RaceAcquire()
+		c.wakeWriter()
+	}
+	return n, err
+}
+
+// Next waits, as Read does, for published bytes, and returns the unread
+// rest of the record that holds them in place instead of copying them: in
+// a, and in b the part that wraps past the ring's end (else empty). The
+// writer wrote the record with one Write or TryWrite, unless the bytes
+// did not fit in one (Write) or a Read has already taken part of it. The
+// bytes stay the reader's until it calls Consume, which frees the record,
+// or Read, which goes on from its first byte; the reader must not keep
+// them past either. Only the reader may call it.
+func (c *Conn) Next() (a, b []byte, err error) {
+	if !c.enter() {
+		return nil, nil, net.ErrClosed
+	}
+	defer c.exit()
+	if err := c.await(); err != nil {
+		return nil, nil, err
+	}
+	RaceAcquire()
+	a, b = c.in.view()
+	return a, b, nil
+}
+
+// TryNext is Next without the wait: ok is false, and nothing returned,
+// when no record is there to read yet.
+func (c *Conn) TryNext() (a, b []byte, ok bool, err error) {
+	if !c.enter() {
+		return nil, nil, false, net.ErrClosed
+	}
+	defer c.exit()
+	if ok, err = c.in.ready(); !ok {
+		return nil, nil, false, err
+	}
+	RaceAcquire()
+	a, b = c.in.view()
+	return a, b, true, nil
+}
+
+// Poll reports whether a caller that has polled the Conn polls times
+// (counted from 0) without finding what it waits for should poll again,
+// by the Conn's spin budget and yield (SetSpin), as its own reads and
+// writes do; until holds the end of the budget between calls (start it
+// zero).
+func (c *Conn) Poll(until *time.Time, polls int) bool { return c.polling(until, polls) }
+
+// Consume frees the record Next (or TryNext) returned, and wakes the
+// peer's writer if it waits for room. Only the reader may call it, after
+// a Next that returned a record and before any other read.
+func (c *Conn) Consume() {
+	if !c.enter() {
+		return
+	}
+	defer c.exit()
+	c.in.skip()
+	c.wakeWriter()
+}
+
+// await waits until a record is there to read: polling within the spin
+// budget, then asleep until the doorbell rings. It returns the error
+// Read returns instead: the Conn closed, the deadline passed, or the peer
+// gone with nothing left to read.
+func (c *Conn) await() error {
 	var until time.Time
 	for polls := 0; ; polls++ {
-		n, err := c.in.read(p)
-		if n > 0 {
-			RaceAcquire()
-			c.wakeWriter()
-			return n, nil
-		}
-		if err != nil {
-			return 0, err
+		if ok, err := c.in.ready(); ok || err != nil {
+			return err
 		}
 		if err := c.blocked(&c.rdl); err != nil {
 			if errors.Is(err, errDead) {
 				// The peer published its last bytes before its doorbell
 				// ended: look once more.
-				if n, err := c.in.read(p); n > 0 || err != nil {
-					return n, err
+				if ok, err := c.in.ready(); ok || err != nil {
+					return err
 				}
-				return 0, c.deadErr
+				return c.deadErr
 			}
-			return 0, err
+			return err
 		}
 		if c.polling(&until, polls) {
 			continue
@@ -231,6 +296,23 @@ func (c *Conn) Write(p []byte) (int, error) {
 		polls = -1
 	}
 	return total, nil
+}
+
+// TryWrite writes a then b as one record when the ring has room for both
+// now, and reports whether it did; it never waits, and writes nothing
+// when it returns false with no error. A reader's Next sees the two as one
+// record. It fails as Write does on a closed Conn or a corrupt ring. Only
+// the writer may call it.
+func (c *Conn) TryWrite(a, b []byte) (bool, error) {
+	if !c.enter() {
+		return false, net.ErrClosed
+	}
+	defer c.exit()
+	ok, err := c.out.writeAll(a, b)
+	if ok {
+		c.wakeReader()
+	}
+	return ok, err
 }
 
 // fence: the reader and the writer each store a word and then load the

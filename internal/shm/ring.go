@@ -124,6 +124,45 @@ func (w *producer) write(p []byte) (int, error) {
 	return int(n), nil
 }
 
+// writeAll publishes a then b as one record when the ring has room for
+// both now, and reports whether it did; it never blocks, and writes
+// nothing when the room is not there. It returns ErrCorrupt when the
+// consumer's index is impossible.
+func (w *producer) writeAll(a, b []byte) (bool, error) {
+	size := uint64(len(w.r.data))
+	n := uint64(len(a) + len(b))
+	need := recSize(n)
+	if n == 0 || need > size {
+		return false, nil
+	}
+	if need > size-(w.tail-w.head) {
+		h := w.r.head.Load()
+		if h-w.head > w.tail-w.head {
+			return false, fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
+		}
+		w.head = h
+		if need > size-(w.tail-w.head) {
+			return false, nil
+		}
+	}
+	at := w.tail & w.r.mask
+	binary.LittleEndian.PutUint64(w.r.data[at+8:], n)
+	from := (at + recHeader) & w.r.mask
+	w.put(from, a)
+	w.put((from+uint64(len(a)))&w.r.mask, b)
+	RaceRelease() // after the copy, before the record can be seen
+	// Swap, not Store: see write.
+	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Swap(w.tail + 1)
+	w.tail += need
+	return true, nil
+}
+
+// put copies p into the ring's bytes from index at, wrapping at the end.
+func (w *producer) put(at uint64, p []byte) {
+	k := copy(w.r.data[at:], p)
+	copy(w.r.data, p[k:])
+}
+
 // room reports whether n bytes fit in one record now, so that a write of
 // them returns without waiting.
 func (w *producer) room(n int) bool {
@@ -192,6 +231,25 @@ func (rd *consumer) read(p []byte) (int, error) {
 		rd.r.head.Swap(rd.head) // the writer's waiting flag is loaded next (fence)
 	}
 	return int(n), nil
+}
+
+// view returns the unread bytes of the record ready() found, in place: in
+// a, and in b what wraps past the ring's end (else empty).
+func (rd *consumer) view() (a, b []byte) {
+	from := (rd.head + recHeader + rd.off) & rd.r.mask
+	end := from + rd.left
+	if end <= uint64(len(rd.r.data)) {
+		return rd.r.data[from:end:end], nil
+	}
+	return rd.r.data[from:], rd.r.data[:end-uint64(len(rd.r.data))]
+}
+
+// skip frees the record ready() found, read or not.
+func (rd *consumer) skip() {
+	rd.off += rd.left
+	rd.left = 0
+	rd.head += rd.size
+	rd.r.head.Swap(rd.head) // the writer's waiting flag is loaded next (fence)
 }
 
 // writeHeader writes the identity of a new segment into mem.

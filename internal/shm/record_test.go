@@ -1,0 +1,235 @@
+//go:build linux
+
+package shm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
+)
+
+// joined returns p and q as one slice.
+func joined(p, q []byte) []byte { return append(append([]byte(nil), p...), q...) }
+
+// TestTryWriteNext: TryWrite publishes its two parts as one record, which
+// Next returns in place, whole, wrapped or not; Next consumes nothing (a
+// Read after it starts from the record's first byte, and a Next after a
+// Read returns the rest); TryWrite writes nothing when the ring has no
+// room, and again once the reader frees some.
+func TestTryWriteNext(t *testing.T) {
+	a, b := pair(t, MinRing, 0)
+	bound(a, b)
+	hdr := bytes.Repeat([]byte{'h'}, 32)
+	payload := bytes.Repeat([]byte{'p'}, 100)
+	if ok, err := a.TryWrite(hdr, payload); !ok || err != nil {
+		t.Fatalf("TryWrite of 132 bytes into an empty ring = %v, %v", ok, err)
+	}
+	p, q, err := b.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := joined(p, q); !bytes.Equal(got, joined(hdr, payload)) {
+		t.Fatalf("Next = %d bytes %q, want the record of 132", len(got), got)
+	}
+	first := make([]byte, 5)
+	if n, err := b.Read(first); n != 5 || err != nil || string(first) != "hhhhh" {
+		t.Fatalf("Read after Next = %d, %v, %q; want the record's first 5 bytes", n, err, first)
+	}
+	p, q, err = b.Next()
+	if err != nil || len(p)+len(q) != 127 {
+		t.Fatalf("Next after a Read of 5 = %d bytes, %v; want the 127 left", len(p)+len(q), err)
+	}
+	b.Consume()
+	if _, _, ok, err := b.TryNext(); ok || err != nil {
+		t.Fatalf("TryNext on an empty ring = %v, %v", ok, err)
+	}
+
+	// Fill the ring with records of 64-byte slots, then one more.
+	small := bytes.Repeat([]byte{'s'}, 40)
+	fit := 0
+	for {
+		ok, err := a.TryWrite(hdr[:8], small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		fit++
+	}
+	if fit != MinRing/recAlign {
+		t.Fatalf("%d records of 48 bytes fit a ring of %d, want %d", fit, MinRing, MinRing/recAlign)
+	}
+	for i := range fit + 1 {
+		p, q, ok, err := b.TryNext()
+		if !ok || err != nil || len(p)+len(q) != 48 {
+			t.Fatalf("record %d of %d: TryNext = %d bytes, %v, %v", i, fit+1, len(p)+len(q), ok, err)
+		}
+		b.Consume()
+		if i == 0 {
+			// Room for one more now.
+			if ok, err := a.TryWrite(hdr[:8], small); !ok || err != nil {
+				t.Fatalf("TryWrite once a record is freed = %v, %v", ok, err)
+			}
+		}
+	}
+	if _, _, ok, _ := b.TryNext(); ok {
+		t.Fatal("a record is left after the refused TryWrite: it wrote something")
+	}
+
+	// A record that wraps past the ring's end: the position is now
+	// (fit+1)*64 mod MinRing = 64; a record of 3,000 bytes takes it to
+	// 3,136, and the next, of 2,000, wraps.
+	big := make([]byte, 3000)
+	if ok, err := a.TryWrite(big[:16], big[16:]); !ok || err != nil {
+		t.Fatalf("TryWrite of 3000 bytes = %v, %v", ok, err)
+	}
+	if _, _, err := b.Next(); err != nil {
+		t.Fatal(err)
+	}
+	b.Consume()
+	wrap := make([]byte, 2000)
+	for i := range wrap {
+		wrap[i] = byte(i * 7)
+	}
+	if ok, err := a.TryWrite(wrap[:32], wrap[32:]); !ok || err != nil {
+		t.Fatalf("TryWrite of 2000 bytes = %v, %v", ok, err)
+	}
+	p, q, err = b.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) == 0 {
+		t.Fatalf("the record of 2000 bytes did not wrap (%d + %d): the test's positions are off", len(p), len(q))
+	}
+	if !bytes.Equal(joined(p, q), wrap) {
+		t.Fatal("the wrapped record differs from what TryWrite wrote")
+	}
+	b.Consume()
+
+	if ok, err := a.TryWrite(make([]byte, MinRing), nil); ok || err != nil {
+		t.Fatalf("TryWrite of more than the ring = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := a.TryWrite(nil, nil); ok || err != nil {
+		t.Fatalf("TryWrite of nothing = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// TestNextBlocks: Next waits for a record as Read does, and fails as it
+// does: at the deadline, on Close.
+func TestNextBlocks(t *testing.T) {
+	a, b := pair(t, MinRing, -1)
+	_ = b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, _, err := b.Next(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Next past its deadline = %v, want os.ErrDeadlineExceeded", err)
+	}
+	bound(a, b)
+	got := make(chan error, 1)
+	go func() {
+		p, q, err := b.Next()
+		if err == nil && string(joined(p, q)) != "late" {
+			err = fmt.Errorf("Next = %q, want \"late\"", joined(p, q))
+		}
+		got <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // asleep, most likely: the doorbell must wake it
+	if _, err := a.Write([]byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	if err := testwait.Recv(t, got, "Next woken by the doorbell"); err != nil {
+		t.Fatal(err)
+	}
+	b.Consume()
+	_ = b.Close()
+	if _, _, err := b.Next(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Next after Close = %v, want net.ErrClosed", err)
+	}
+	if _, _, _, err := b.TryNext(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("TryNext after Close = %v, want net.ErrClosed", err)
+	}
+	_ = a.Close()
+	if _, err := a.TryWrite([]byte("x"), nil); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("TryWrite after Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// TestRecordStream streams random bytes through a small ring with a
+// writer that mixes TryWrite (its buffer cut in two at random) and Write,
+// and a reader that mixes Next and Consume with Read, polling and
+// sleeping: every byte arrives once, in order.
+func TestRecordStream(t *testing.T) {
+	for _, spin := range []time.Duration{0, -1} {
+		t.Run(map[bool]string{true: "poll", false: "sleep"}[spin == 0], func(t *testing.T) {
+			a, b := pair(t, MinRing, spin)
+			const total = 2 << 20
+			src := make([]byte, total)
+			rng := rand.New(rand.NewPCG(7, 1))
+			for i := range src {
+				src[i] = byte(rng.Uint32())
+			}
+			errs := make(chan error, 2)
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				wr := rand.New(rand.NewPCG(8, 1))
+				for p := src; len(p) > 0; {
+					k := min(len(p), 1+wr.IntN(MinRing))
+					cut := wr.IntN(k + 1)
+					_ = a.SetWriteDeadline(time.Now().Add(stallAfter))
+					ok, err := a.TryWrite(p[:cut], p[cut:k])
+					if err == nil && !ok {
+						_, err = a.Write(p[:k])
+					}
+					if err != nil {
+						errs <- fmt.Errorf("writer, %d bytes left: %w", len(p), err)
+						_ = a.Close()
+						return
+					}
+					p = p[k:]
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				rd := rand.New(rand.NewPCG(9, 1))
+				got := make([]byte, 0, total)
+				buf := make([]byte, 3000)
+				for len(got) < total {
+					_ = b.SetReadDeadline(time.Now().Add(stallAfter))
+					if rd.IntN(2) == 0 {
+						p, q, err := b.Next()
+						if err != nil {
+							errs <- fmt.Errorf("reader, at %d: Next: %w", len(got), err)
+							return
+						}
+						got = append(append(got, p...), q...)
+						b.Consume()
+						continue
+					}
+					n, err := b.Read(buf[:1+rd.IntN(len(buf))])
+					if err != nil {
+						errs <- fmt.Errorf("reader, at %d: Read: %w", len(got), err)
+						return
+					}
+					got = append(got, buf[:n]...)
+				}
+				if !bytes.Equal(got, src) {
+					errs <- errors.New("the stream arrived corrupted")
+				}
+			}()
+			testwait.Group(t, &wg, "the record stream's writer and reader")
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
