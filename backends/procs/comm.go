@@ -54,6 +54,9 @@ type Comm struct {
 	parked atomic.Int32
 	// spare is a request for Recv to reuse.
 	spare atomic.Pointer[request]
+	// unexp counts, by source, the messages on the unexpected queue
+	// (changed under mu): for the lane (lane.go), which reads it without.
+	unexp []atomic.Int32
 
 	coll collState
 	one  onesided.Table // this rank's exposed regions (onesided.go)
@@ -112,6 +115,7 @@ func newComm(cfg Config) *Comm {
 		links:     make([]*link, cfg.Size),
 		lost:      make([]error, cfg.Size),
 		devPaths:  make([]atomic.Uint32, cfg.Size),
+		unexp:     make([]atomic.Int32, cfg.Size),
 		lifecycle: lifecycle{stop: make(chan struct{})},
 		node:      shm.NodeKey(cfg.Node),
 	}
@@ -323,6 +327,13 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 			return c.recvDevice(ctx, buf, source, tag)
 		}
 		return comm.Status{}, err
+	}
+	if uint(source) < uint(c.size) && source != c.rank && ctx != nil {
+		if l := c.links[source]; l != nil && l.shm != nil {
+			if st, ok, err := l.recvLane(ctx, data, tag); ok {
+				return st, err
+			}
+		}
 	}
 	r := c.spare.Swap(nil)
 	if r == nil {
@@ -539,6 +550,7 @@ func (c *Comm) shutdown() {
 // enqueue queues an unexpected message. c.mu is held.
 func (c *Comm) enqueue(m *request) {
 	c.tbl.Arrive(m, m.peer, m.tag)
+	c.unexp[m.peer].Add(1)
 	if m.kind == kindRTSMsg {
 		m.via.credit.rtsHeld++
 	}
@@ -550,9 +562,10 @@ func (c *Comm) unqueue(m *request) {
 	c.unqueued(m)
 }
 
-// unqueued keeps the count of a link's held announcements once m has left
-// the unexpected queue. c.mu is held.
+// unqueued keeps the counts of unexpected messages and of a link's held
+// announcements once m has left the unexpected queue. c.mu is held.
 func (c *Comm) unqueued(m *request) {
+	c.unexp[m.peer].Add(-1)
 	if m.kind == kindRTSMsg {
 		m.via.credit.rtsHeld--
 	}

@@ -205,6 +205,23 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 		return false, err
 	}
 	eager := l.credit.fits(n)
+	if eager && l.shm != nil && n <= smallWrite && l.w.idleLocked() {
+		// An idle shared-memory link takes a small frame as one record,
+		// its header and payload copied into the ring in place.
+		frame{typ: frameEager, tag: uint32(tag), a: uint64(n)}.encode(hdr[:])
+		if sent, err := l.w.tryWrite(l.shm, hdr[:], data); sent || err != nil {
+			if sent {
+				l.credit.out += n
+			}
+			l.w.mu.Unlock()
+			l.w.noteWrite()
+			if err != nil {
+				return false, l.w.lost(err)
+			}
+			return true, nil
+		}
+		// No room: as any frame that would wait.
+	}
 	size := headerSize
 	if eager {
 		size += n
@@ -274,6 +291,11 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 	if r != nil && r.Finishing() {
 		l.role.atBoundary.Store(false)
 		return true, nil
+	}
+	if l.shm != nil && l.rd.br.Buffered() == 0 {
+		if handled, yield, err := l.stepRecord(); handled {
+			return yield, err
+		}
 	}
 	hdr, err := l.rd.br.Peek(headerSize)
 	l.role.atBoundary.Store(false)
@@ -349,6 +371,89 @@ func (l *link) step(r *p2p.Done) (yield bool, err error) {
 	return false, err
 }
 
+// stepRecord is step on a shared-memory link whose buffered reader holds
+// nothing: it waits for the ring's next record and, when the record is
+// one eager frame and nothing else, takes the message from the ring in
+// place (onEagerRecord) — no copy into the buffered reader, one copy into
+// the receive. handled is false for any other record, which the caller
+// then reads through the buffered reader as usual, from the same first
+// byte (Next consumes nothing). The caller set atBoundary.
+func (l *link) stepRecord() (handled, yield bool, err error) {
+	a, b, err := l.shm.Next()
+	l.role.atBoundary.Store(false)
+	if err != nil {
+		if isKicked(err) {
+			return true, true, nil
+		}
+		if errors.Is(err, shm.ErrCorrupt) {
+			err = xerr.Detail(ErrProtocol, "shared-memory link: %w", err)
+		}
+		return true, false, err
+	}
+	if !l.rd.heard.Load() {
+		l.rd.heard.Store(true)
+	}
+	if len(a) < headerSize || a[0] != frameEager {
+		return false, false, nil
+	}
+	f, err := decodeFrame(a[:headerSize], l.c.lim)
+	if err != nil {
+		return true, false, err
+	}
+	if headerSize+f.a != uint64(len(a)+len(b)) {
+		return false, false, nil
+	}
+	return true, false, l.onEagerRecord(int(f.tag), int(f.a), a[headerSize:], b, nil)
+}
+
+// onEagerRecord is onEager for a message of n bytes that lies in the
+// ring, in p and q (stepRecord, and the lane's poll): it is copied (or
+// folded) from there once, and the record freed. lane, when not nil, is
+// the receive of the lane reading the ring (lane.go), which takes the
+// message when no posted receive does.
+func (l *link) onEagerRecord(tag, n int, p, q []byte, lane *laneRecv) error {
+	c := l.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		l.shm.Consume()
+		return nil
+	}
+	if !l.credit.receive(n) {
+		c.mu.Unlock()
+		return l.credit.overBudget(l.peer, n)
+	}
+	r := c.tbl.TakePosted(l.peer, tag)
+	mine := r == nil && lane.takes(tag)
+	if r != nil || mine {
+		// Given back at once, as in onEager.
+		l.consumed(n)
+	}
+	c.mu.Unlock()
+	if mine {
+		l.deliverLane(lane, tag, n, p, q)
+		return nil
+	}
+	if r != nil {
+		if r.dev != nil {
+			r.dev.standIn(r, n)
+		}
+		k := min(n, len(r.buf))
+		err := l.rd.fromRecord(r, p, q, k)
+		l.shm.Consume()
+		if err != nil {
+			r.complete(comm.Status{}, l.lostErr(err))
+			return err
+		}
+		r.complete(p2p.Outcome(Name, c.rank, l.peer, tag, n, k))
+		return nil
+	}
+	buf, h := getBuf(n)
+	copyAt(buf, p, q, 0)
+	l.shm.Consume()
+	return l.holdEager(&request{c: c, kind: kindEagerMsg, peer: l.peer, tag: tag, buf: buf, pooled: h, via: l}, n)
+}
+
 // onEager takes an eager message of n bytes: straight into a matching
 // posted receive, else into a private buffer on the unexpected queue.
 func (l *link) onEager(tag, n int) error {
@@ -390,18 +495,25 @@ func (l *link) onEager(tag, n int) error {
 		putBuf(h)
 		return err
 	}
-	m := &request{c: c, kind: kindEagerMsg, peer: l.peer, tag: tag, buf: buf, pooled: h, via: l}
+	return l.holdEager(&request{c: c, kind: kindEagerMsg, peer: l.peer, tag: tag, buf: buf, pooled: h, via: l}, n)
+}
+
+// holdEager queues the eager message m, read into a buffer of its own, as
+// unexpected — unless a receive for it was posted meanwhile, which then
+// takes it.
+func (l *link) holdEager(m *request, n int) error {
+	c := l.c
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		putBuf(h)
+		putBuf(m.pooled)
 		return nil
 	}
-	if r := c.tbl.TakePosted(l.peer, tag); r != nil {
+	if r := c.tbl.TakePosted(l.peer, m.tag); r != nil {
 		l.consumed(n)
 		c.mu.Unlock()
 		r.complete(deliverMsg(r, m))
-		putBuf(h)
+		putBuf(m.pooled)
 		return nil
 	}
 	c.enqueue(m)

@@ -105,11 +105,7 @@ func (rd *reader) readInto(r *request, off, n int) error {
 		}
 		return nil
 	}
-	if rd.stage == nil {
-		rd.stage = make([]byte, 64<<10)
-		b, _ := memspace.FromSlice(rd.stage)
-		rd.stageBlk = b.Block()
-	}
+	rd.growStage()
 	for n > 0 {
 		k := min(n, len(rd.stage))
 		if _, err := io.ReadFull(rd.br, rd.stage[:k]); err != nil {
@@ -121,6 +117,45 @@ func (rd *reader) readInto(r *request, off, n int) error {
 		off, n = off+k, n-k
 	}
 	return nil
+}
+
+// fromRecord copies the first k bytes of a message that lies in a ring
+// record, in p and then q, into r — or folds them, for a reducing
+// receive, through the staging buffer (fold reads a block).
+func (rd *reader) fromRecord(r *request, p, q []byte, k int) error {
+	if r.red == nil {
+		copyAt(r.buf[:k], p, q, 0)
+		return nil
+	}
+	rd.growStage()
+	for off := 0; off < k; {
+		m := min(k-off, len(rd.stage))
+		copyAt(rd.stage[:m], p, q, off)
+		if err := r.red.fold(off, rd.stageBlk, m); err != nil {
+			return err
+		}
+		off += m
+	}
+	return nil
+}
+
+// copyAt fills dst with the bytes from off of p and q joined.
+func copyAt(dst, p, q []byte, off int) {
+	if off < len(p) {
+		k := copy(dst, p[off:])
+		copy(dst[k:], q)
+		return
+	}
+	copy(dst, q[off-len(p):])
+}
+
+// growStage makes the staging buffer of reducing receives.
+func (rd *reader) growStage() {
+	if rd.stage == nil {
+		rd.stage = make([]byte, 64<<10)
+		b, _ := memspace.FromSlice(rd.stage)
+		rd.stageBlk = b.Block()
+	}
 }
 
 // fold computes dst[off:off+k] = in[:k] op own[off:off+k].

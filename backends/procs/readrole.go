@@ -254,6 +254,21 @@ func (ro *readRole) takeForWaiter(ctx context.Context, r *p2p.Done) (held, handl
 	return true, true, stop
 }
 
+// tryTake takes the role, when it is free and nobody asked for it, for a
+// waiter that polls the link itself and never blocks in a read (the lane,
+// lane.go): no kick is registered for its context, which it watches
+// itself. false when the role is not to be had at once.
+func (ro *readRole) tryTake() bool {
+	ro.mu.Lock()
+	ok := !ro.dead && !ro.closed && !ro.want && ro.owner == roleFree
+	if ok {
+		ro.owner = roleWaiter
+		ro.taken++
+	}
+	ro.mu.Unlock()
+	return ok
+}
+
 // watchLocked records that the holder of the role waits with ctx, and
 // makes sure that ctx's end kicks it (context.AfterFunc). A registration
 // costs a few microseconds between processes, so one is kept from wait to

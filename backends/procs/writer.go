@@ -146,6 +146,16 @@ func (w *writer) writeInline(hdr, payload []byte) error {
 	return w.writeInlinePre(hdr, nil, payload)
 }
 
+// tryWrite writes a frame (hdr and payload) into the ring of sc, the
+// link's connection, as one record when it has room now; sent reports
+// that it did. mu is held, the link idle: the caller unlocks.
+func (w *writer) tryWrite(sc *shm.Conn, hdr, payload []byte) (sent bool, err error) {
+	shm.RaceRelease() // a reader of this process may see the frame next
+	sent, err = sc.TryWrite(hdr, payload)
+	shm.RaceRelease() // the payload is read (see write)
+	return sent, err
+}
+
 // writeInlinePre writes a frame whose payload starts with pre (a
 // one-sided frame's key), as writeInline does.
 func (w *writer) writeInlinePre(hdr, pre, payload []byte) error {

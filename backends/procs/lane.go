@@ -1,0 +1,143 @@
+package procs
+
+import (
+	"context"
+	"time"
+
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
+	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/p2p"
+)
+
+// The small-message lane (ADR 44). A blocking Recv from one peer over a
+// shared-memory link, into host memory, first tries to take its message
+// straight from the link's ring: it takes the link's read role when it is
+// free, polls the ring's next record itself, and when that record is one
+// eager frame it matches the frame once under the communicator's lock and
+// copies the payload from the ring into its buffer. It makes no request:
+// nothing is posted, nothing completed, nothing published, no buffered
+// reader is filled and no read role waits for a handoff. Anything else —
+// a record of any other kind or of several frames, a message already
+// queued from the peer, the role held or asked for, the link or the
+// communicator closing, the context ending, the spin budget spent — sends
+// the receive back to the general path with the record unread, as if the
+// lane had not been tried.
+//
+// Why the lane cannot take a message another receive is owed:
+//
+//   - Only the holder of a link's read role takes the peer's messages off
+//     the link (readrole.go), and the lane holds it: while it polls, no
+//     message from the peer reaches the matching table but through the
+//     lane.
+//   - So the unexpected messages from the peer, counted under Comm.mu
+//     (Comm.unexp), can only shrink while the lane holds the role: the
+//     count read once after the role is taken, zero, stays zero, and no
+//     message that arrived before the receive was called can be owed to
+//     it instead of the one in the ring.
+//   - Each message the lane reads is matched under Comm.mu against the
+//     posted receives first, as onEager matches: a receive posted before
+//     (by this goroutine, as an Irecv before the Recv, or by another)
+//     takes it, and the lane waits for the next. The lane's receive is
+//     not posted, so it comes after every posted one: the order of a
+//     thread's receives is kept, and receives of goroutines running at
+//     once have no order between them to keep.
+//   - Messages not for the lane and not for any posted receive are queued
+//     as unexpected, exactly as the general path queues them.
+//
+// The frames of the lane are the ones TryWrite publishes: an idle link's
+// small eager send writes its header and payload as one record
+// (link.sendMsg), which the lane reads in place.
+type laneRecv struct {
+	buf []byte // the receive's buffer
+	tag int    // the tag wanted, or comm.AnyTag
+	got bool   // the message is delivered: st and err are its outcome
+	st  comm.Status
+	err error
+}
+
+// takes reports whether the lane's receive takes a message with tag; a
+// nil lane takes none.
+func (lr *laneRecv) takes(tag int) bool { return lr != nil && impl.MatchTag(lr.tag, tag) }
+
+// recvLane receives into data a message with tag from l's peer through
+// the lane, for Comm.Recv; handled is false when the lane could not, and
+// the caller then receives through the general path.
+func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Status, handled bool, err error) {
+	c := l.c
+	done := ctx.Done()
+	if !l.role.tryTake() {
+		return comm.Status{}, false, nil
+	}
+	lr := laneRecv{buf: data, tag: tag}
+	if c.unexp[l.peer].Load() == 0 {
+		l.poll(done, &lr)
+	}
+	l.role.release()
+	if !lr.got {
+		return comm.Status{}, false, nil
+	}
+	if tag <= comm.MaxTag {
+		if lr.err == nil {
+			c.rec.Record(flight.OpRecv, l.peer, tag, int64(len(data)))
+		} else if t := c.flightPost(flight.OpRecv, l.peer, tag, len(data)); t.Valid() {
+			t.Finish(lr.err)
+		}
+	}
+	return lr.st, true, lr.err
+}
+
+// poll reads the ring for the lane's receive lr until it has its message
+// or must leave it to the general path. The caller holds the read role.
+func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
+	var until time.Time
+	for polls := 0; ; polls++ {
+		p, q, ok, err := l.shm.TryNext()
+		if err != nil {
+			return // the general path meets it again, and fails the link
+		}
+		if ok {
+			if len(p) < headerSize || p[0] != frameEager {
+				return
+			}
+			f, err := decodeFrame(p[:headerSize], l.c.lim)
+			if err != nil || headerSize+f.a != uint64(len(p)+len(q)) {
+				return
+			}
+			if !l.rd.heard.Load() {
+				l.rd.heard.Store(true)
+			}
+			if err := l.onEagerRecord(int(f.tag), int(f.a), p[headerSize:], q, lr); err != nil {
+				l.readFailed(err)
+				return
+			}
+			if lr.got {
+				return
+			}
+			continue
+		}
+		if l.role.wantFlag.Load() || l.c.shut.Load() || l.closing() {
+			return
+		}
+		if polls%64 == 63 {
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+		if !l.shm.Poll(&until, polls) {
+			return
+		}
+	}
+}
+
+// deliverLane copies the message of n bytes with tag, in p and q, into
+// the lane's receive, and frees its record.
+func (l *link) deliverLane(lr *laneRecv, tag, n int, p, q []byte) {
+	k := min(n, len(lr.buf))
+	copyAt(lr.buf[:k], p, q, 0)
+	l.shm.Consume()
+	lr.st, lr.err = p2p.Outcome(Name, l.c.rank, l.peer, tag, n, k)
+	lr.got = true
+}
