@@ -25,6 +25,15 @@ func SetWindow(w int) (restore func()) {
 // from peer took the read role of c's link to peer.
 func DirectReads(c *Comm, peer int) int64 { return c.links[peer].role.directReads() }
 
+// LaneReads returns how many messages from peer a blocking Recv of c took
+// through the small-message lane (lane.go).
+func LaneReads(c *Comm, peer int) int64 {
+	ro := &c.links[peer].role
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	return c.links[peer].rd.lanes
+}
+
 // KickRead interrupts the read of whoever holds the read role of c's link
 // to peer, as a late completer of a former waiter's request does.
 func KickRead(c *Comm, peer int) {

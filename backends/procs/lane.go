@@ -140,4 +140,5 @@ func (l *link) deliverLane(lr *laneRecv, tag, n int, p, q []byte) {
 	l.shm.Consume()
 	lr.st, lr.err = p2p.Outcome(Name, l.c.rank, l.peer, tag, n, k)
 	lr.got = true
+	l.rd.lanes++
 }
