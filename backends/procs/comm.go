@@ -11,7 +11,6 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
-	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/nodecoll"
 	"github.com/xpu-go/xpu/internal/onesided"
 	"github.com/xpu-go/xpu/internal/p2p"
@@ -39,7 +38,7 @@ type Comm struct {
 	// tbl holds the posted receives and the unexpected messages: eager
 	// payloads, announcements of rendezvous messages, and sends to this
 	// rank waiting for their receive.
-	tbl  match.Table[request, *request]
+	tbl  table
 	self p2p.Self // the eager budget of sends to this rank
 
 	// anyLost mirrors nlost > 0, and shut mirrors closed: for waits that

@@ -2,11 +2,13 @@ package procs
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/p2p"
 )
 
@@ -56,6 +58,34 @@ type laneRecv struct {
 	err error
 }
 
+// table is the communicator's matching table (guarded by Comm.mu), with a
+// count of the receives posted, which the lane reads without the lock.
+type table struct {
+	match.Table[request, *request]
+	posted atomic.Int32
+}
+
+// Post posts r (match.Table.Post) and counts it.
+func (t *table) Post(r *request, src, tag int) {
+	t.Table.Post(r, src, tag)
+	t.posted.Add(1)
+}
+
+// Unpost removes the posted r (match.Table.Unpost) from the count.
+func (t *table) Unpost(r *request) {
+	t.Table.Unpost(r)
+	t.posted.Add(-1)
+}
+
+// TakePosted is match.Table.TakePosted, counted.
+func (t *table) TakePosted(src, tag int) *request {
+	r := t.Table.TakePosted(src, tag)
+	if r != nil {
+		t.posted.Add(-1)
+	}
+	return r
+}
+
 // takes reports whether the lane's receive takes a message with tag; a
 // nil lane takes none.
 func (lr *laneRecv) takes(tag int) bool { return lr != nil && impl.MatchTag(lr.tag, tag) }
@@ -73,7 +103,7 @@ func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Stat
 	if c.unexp[l.peer].Load() == 0 {
 		l.poll(done, &lr)
 	}
-	l.role.release()
+	l.role.releaseLane()
 	if !lr.got {
 		return comm.Status{}, false, nil
 	}
@@ -87,12 +117,24 @@ func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Stat
 	return lr.st, true, lr.err
 }
 
+// laneBurst is how many times the lane looks at the ring between its
+// looks at everything else (the role, the link, the communicator, the
+// context, the spin budget): a burst is a tight loop of loads, so that a
+// record is seen within a few nanoseconds of its publication, and the
+// other looks, which cost more than a look at the ring, are made every
+// ~100 ns.
+const laneBurst = 16
+
 // poll reads the ring for the lane's receive lr until it has its message
 // or must leave it to the general path. The caller holds the read role.
 func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 	var until time.Time
 	for polls := 0; ; polls++ {
-		p, q, ok, err := l.shm.TryNext()
+		var p, q []byte
+		ok, err := l.shm.Ready(laneBurst)
+		if ok {
+			p, q, ok, err = l.shm.TryNext()
+		}
 		if err != nil {
 			return // the general path meets it again, and fails the link
 		}
@@ -107,6 +149,9 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 			if !l.rd.heard.Load() {
 				l.rd.heard.Store(true)
 			}
+			if l.takeLane(lr, int(f.tag), int(f.a), p[headerSize:], q) {
+				return
+			}
 			if err := l.onEagerRecord(int(f.tag), int(f.a), p[headerSize:], q, lr); err != nil {
 				l.readFailed(err)
 				return
@@ -119,17 +164,43 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 		if l.role.wantFlag.Load() || l.c.shut.Load() || l.closing() {
 			return
 		}
-		if polls%64 == 63 {
-			select {
-			case <-done:
-				return
-			default:
-			}
+		select {
+		case <-done:
+			return
+		default:
 		}
 		if !l.shm.Poll(&until, polls) {
 			return
 		}
 	}
+}
+
+// takeLane gives the lane's receive a message of n bytes with tag, in p
+// and q, without the communicator's lock when nothing can be owed it
+// instead: no receive is posted (Comm.tbl counts them), so none can match
+// it first, and nothing is queued from the peer (checked when the lane
+// began, and only the lane can add to it). A receive posted by another
+// goroutine at the same moment has no order with the lane's to keep. It
+// reports false, having done nothing, when that is not so: onEagerRecord
+// then matches under the lock.
+//
+// The lane counts the eager bytes it takes in rd.laneDue, which only the
+// holder of the read role touches, and gives them back a quarter of the
+// budget at a time, as consume does for the others. They never enter
+// credit.in: a message the lane takes is never held, so the budget that
+// bounds what a rank holds for its peer stays bounded by what it holds.
+func (l *link) takeLane(lr *laneRecv, tag, n int, p, q []byte) bool {
+	c := l.c
+	if !lr.takes(tag) || c.tbl.posted.Load() != 0 || c.shut.Load() {
+		return false
+	}
+	l.deliverLane(lr, tag, n, p, q)
+	l.rd.laneDue += n
+	if l.rd.laneDue >= max(1, l.credit.budget/4) {
+		_ = l.w.sendCtl(frame{typ: frameCredit, a: uint64(l.rd.laneDue)}, true)
+		l.rd.laneDue = 0
+	}
+	return true
 }
 
 // deliverLane copies the message of n bytes with tag, in p and q, into

@@ -26,7 +26,7 @@ const readAhead = 4 << 10
 // reader is the receiving half of a link: it reads the peer's frames from
 // the socket, and their payloads into the receives they are for. Only the
 // holder of the link's read role (readrole.go) reads, and br, spin, stage,
-// stageBlk and lanes are its. mu guards inbound, nextToken and down, which the
+// stageBlk, lanes and laneDue are its. mu guards inbound, nextToken and down, which the
 // goroutines that match an announcement share with the holder (the holder
 // alone completes the receives in inbound). heard is atomic; raw is set
 // before the link starts.
@@ -41,6 +41,7 @@ type reader struct {
 	stage    []byte          // staging buffer of reducing receives
 	stageBlk memspace.Block  // its block
 	lanes    int64           // messages the lane took (lane.go): for tests, read under the role's mu
+	laneDue  int             // eager bytes the lane took without the lock, not given back yet (takeLane)
 
 	mu        sync.Mutex
 	inbound   map[uint64]*request // matched rendezvous receives, by token

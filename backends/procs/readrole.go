@@ -46,7 +46,7 @@ const (
 const idleCheck = 50 * time.Millisecond
 
 // readRole is a link's read role: who holds it, who asked for it, and how
-// the holder is interrupted. mu guards owner, want, kicked, dead, closed,
+// the holder is interrupted. mu guards want, kicked, dead, closed,
 // taken and the contexts of waits (holderDone, lastDone, watchDone,
 // watchStop). wantFlag mirrors want and atBoundary says that the holder
 // waits for a frame header: both are read without mu, by the holder and by
@@ -64,7 +64,6 @@ type readRole struct {
 	idle   time.Duration // idleCheck, or a test's
 
 	mu     sync.Mutex
-	owner  int  // roleFree, roleReader or roleWaiter
 	want   bool // a waiter asked for the role
 	kicked bool // a kick is set
 	dead   bool // the read side has ended
@@ -75,6 +74,10 @@ type readRole struct {
 	holderDone, lastDone, watchDone <-chan struct{}
 	watchStop                       func() bool
 
+	// owner is roleFree, roleReader or roleWaiter. It changes under mu,
+	// except when the lane gives the role back (releaseLane): atomic.
+	owner      atomic.Int32
+	shut       atomic.Bool // mirrors closed, for releaseLane
 	wantFlag   atomic.Bool
 	atBoundary atomic.Bool
 	grant      chan struct{} // the role, handed to the waiter that asked
@@ -110,7 +113,7 @@ func (ro *readRole) unkick() {
 // the goroutine that completes the request it waits for.
 func (ro *readRole) kickWaiter() {
 	ro.mu.Lock()
-	if ro.owner == roleWaiter {
+	if ro.owner.Load() == roleWaiter {
 		ro.kickLocked()
 	}
 	ro.mu.Unlock()
@@ -120,13 +123,14 @@ func (ro *readRole) kickWaiter() {
 // it. mu is held.
 func (ro *readRole) handOverLocked() {
 	ro.unkickLocked()
-	ro.owner = roleFree
 	if ro.want && !ro.dead && !ro.closed {
 		ro.want = false
 		ro.wantFlag.Store(false)
-		ro.owner = roleWaiter
+		ro.owner.Store(roleWaiter)
 		ro.grant <- struct{}{}
+		return
 	}
+	ro.owner.Store(roleFree)
 }
 
 // handOver is handOverLocked for the reader goroutine, which holds no
@@ -141,7 +145,7 @@ func (ro *readRole) handOver() {
 // for a goroutine about to block on something this link must read.
 func (ro *readRole) wakeReader() {
 	ro.mu.Lock()
-	free := ro.owner == roleFree
+	free := ro.owner.Load() == roleFree
 	ro.mu.Unlock()
 	if free {
 		ro.wakeUp()
@@ -165,7 +169,7 @@ func isKicked(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 // stopped timer) and whenever woken.
 func (ro *readRole) takeForReader(idle *time.Timer) bool {
 	ro.mu.Lock()
-	for ro.owner != roleFree || ro.want {
+	for ro.owner.Load() != roleFree || ro.want {
 		if ro.dead {
 			ro.mu.Unlock()
 			return false
@@ -183,7 +187,7 @@ func (ro *readRole) takeForReader(idle *time.Timer) bool {
 		ro.mu.Unlock()
 		return false
 	}
-	ro.owner = roleReader
+	ro.owner.Store(roleReader)
 	ro.mu.Unlock()
 	return true
 }
@@ -218,12 +222,12 @@ func (ro *readRole) end() bool {
 // and true when the request completed or ctx ended while it asked.
 func (ro *readRole) takeForWaiter(ctx context.Context, r *p2p.Done) (held, handled bool, stop func() bool) {
 	ro.mu.Lock()
-	if ro.dead || ro.closed || ro.want || ro.owner == roleWaiter {
+	if ro.dead || ro.closed || ro.want || ro.owner.Load() == roleWaiter {
 		ro.mu.Unlock()
 		return false, false, nil
 	}
-	if ro.owner == roleFree {
-		ro.owner = roleWaiter
+	if ro.owner.Load() == roleFree {
+		ro.owner.Store(roleWaiter)
 		ro.taken++
 		stop = ro.watchLocked(ctx)
 		ro.mu.Unlock()
@@ -260,9 +264,9 @@ func (ro *readRole) takeForWaiter(ctx context.Context, r *p2p.Done) (held, handl
 // itself. false when the role is not to be had at once.
 func (ro *readRole) tryTake() bool {
 	ro.mu.Lock()
-	ok := !ro.dead && !ro.closed && !ro.want && ro.owner == roleFree
+	ok := !ro.dead && !ro.closed && !ro.want && ro.owner.Load() == roleFree
 	if ok {
-		ro.owner = roleWaiter
+		ro.owner.Store(roleWaiter)
 		ro.taken++
 	}
 	ro.mu.Unlock()
@@ -289,7 +293,7 @@ func (ro *readRole) watchLocked(ctx context.Context) (stop func() bool) {
 	}
 	kick := func() {
 		ro.mu.Lock()
-		if ro.owner == roleWaiter && ro.holderDone == done {
+		if ro.owner.Load() == roleWaiter && ro.holderDone == done {
 			ro.kickLocked()
 		}
 		ro.mu.Unlock()
@@ -371,11 +375,38 @@ func (ro *readRole) release() {
 	ro.mu.Lock()
 	ro.holderDone = nil
 	ro.handOverLocked()
-	free := ro.owner == roleFree
+	free := ro.owner.Load() == roleFree
 	wake := free && (ro.closed || ro.parked.Load() > 0)
 	if ro.closed {
 		ro.released.Broadcast()
 	}
+	ro.mu.Unlock()
+	if wake {
+		ro.wakeUp()
+	}
+}
+
+// releaseLane gives back the role the lane took (tryTake) without the
+// lock when nobody needs to hear of it: the owner is a waiter, so nobody
+// asked for the role meanwhile (takeForWaiter asks only the reader
+// goroutine; a waiter that finds a waiter holding it waits without
+// reading, counted in parked), and the role's holder is the one that
+// changes owner away from roleWaiter. The store of owner comes before the
+// loads of shut and parked, and Comm.Close sets shut (close) before it
+// looks at owner (awaitHolder), a parked waiter counts itself before it
+// looks at owner (wakeReader): a full fence on each side, so one of the
+// two sees the other, and the lane then takes the lock to wake them.
+func (ro *readRole) releaseLane() {
+	ro.owner.Store(roleFree)
+	if !ro.shut.Load() && ro.parked.Load() == 0 {
+		return
+	}
+	ro.mu.Lock()
+	closed, free := ro.closed, ro.owner.Load() == roleFree
+	if closed {
+		ro.released.Broadcast()
+	}
+	wake := free && (closed || ro.parked.Load() > 0)
 	ro.mu.Unlock()
 	if wake {
 		ro.wakeUp()
@@ -387,7 +418,7 @@ func (ro *readRole) release() {
 // holder reads).
 func (ro *readRole) awaitHolder() {
 	ro.mu.Lock()
-	for ro.owner == roleWaiter {
+	for ro.owner.Load() == roleWaiter {
 		ro.released.Wait()
 	}
 	ro.mu.Unlock()
@@ -406,6 +437,7 @@ func (ro *readRole) directReads() int64 {
 func (ro *readRole) close() {
 	ro.mu.Lock()
 	ro.closed = true
+	ro.shut.Store(true)
 	ro.unwatchLocked() // no wait comes any more: let go of the context
 	ro.kickLocked()
 	ro.mu.Unlock()

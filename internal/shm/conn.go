@@ -147,9 +147,12 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if err := c.await(); err != nil {
 		return 0, err
 	}
+	pub := c.in.pub
 	n, err := c.in.read(p)
 	if n > 0 {
 		RaceAcquire()
+	}
+	if c.in.pub != pub {
 		c.wakeWriter()
 	}
 	return n, err
@@ -184,11 +187,38 @@ func (c *Conn) TryNext() (a, b []byte, ok bool, err error) {
 	}
 	defer c.exit()
 	if ok, err = c.in.ready(); !ok {
+		c.flush()
 		return nil, nil, false, err
 	}
 	RaceAcquire()
 	a, b = c.in.view()
 	return a, b, true, nil
+}
+
+// Ready polls for a record up to polls times in a tight loop and reports
+// whether one is there to read (TryNext then returns it): for a reader
+// that polls the Conn itself and looks at other things between bursts.
+func (c *Conn) Ready(polls int) (bool, error) {
+	if !c.enter() {
+		return false, net.ErrClosed
+	}
+	defer c.exit()
+	for range polls {
+		if ok, err := c.in.ready(); ok || err != nil {
+			return ok, err
+		}
+	}
+	c.flush()
+	return false, nil
+}
+
+// flush publishes the room of the records read and not yet published
+// (consumer.done), and wakes the peer's writer if it waits for it: for a
+// reader that found nothing to read.
+func (c *Conn) flush() {
+	if c.in.flush() {
+		c.wakeWriter()
+	}
 }
 
 // Poll reports whether a caller that has polled the Conn polls times
@@ -198,16 +228,19 @@ func (c *Conn) TryNext() (a, b []byte, ok bool, err error) {
 // zero).
 func (c *Conn) Poll(until *time.Time, polls int) bool { return c.polling(until, polls) }
 
-// Consume frees the record Next (or TryNext) returned, and wakes the
-// peer's writer if it waits for room. Only the reader may call it, after
+// Consume frees the record Next (or TryNext) returned; the peer's writer
+// learns of the room as Read's does (consumer.done). Only the reader may call it, after
 // a Next that returned a record and before any other read.
 func (c *Conn) Consume() {
 	if !c.enter() {
 		return
 	}
 	defer c.exit()
+	pub := c.in.pub
 	c.in.skip()
-	c.wakeWriter()
+	if c.in.pub != pub {
+		c.wakeWriter()
+	}
 }
 
 // await waits until a record is there to read: polling within the spin
@@ -219,6 +252,9 @@ func (c *Conn) await() error {
 	for polls := 0; ; polls++ {
 		if ok, err := c.in.ready(); ok || err != nil {
 			return err
+		}
+		if polls == 0 {
+			c.flush()
 		}
 		if err := c.blocked(&c.rdl); err != nil {
 			if errors.Is(err, errDead) {

@@ -23,7 +23,9 @@ func joined(p, q []byte) []byte { return append(append([]byte(nil), p...), q...)
 // Next returns in place, whole, wrapped or not; Next consumes nothing (a
 // Read after it starts from the record's first byte, and a Next after a
 // Read returns the rest); TryWrite writes nothing when the ring has no
-// room, and again once the reader frees some.
+// room; the room a reader frees reaches the writer a quarter ring at a
+// time while records keep coming, and all of it once the reader finds
+// none.
 func TestTryWriteNext(t *testing.T) {
 	a, b := pair(t, MinRing, 0)
 	bound(a, b)
@@ -68,25 +70,48 @@ func TestTryWriteNext(t *testing.T) {
 	if fit != MinRing/recAlign {
 		t.Fatalf("%d records of 48 bytes fit a ring of %d, want %d", fit, MinRing, MinRing/recAlign)
 	}
-	for i := range fit + 1 {
+	// Freed room reaches the writer a quarter ring at a time while the
+	// reader keeps finding records, and all of it once it finds none.
+	quarter := MinRing / 4 / recAlign
+	for i := range fit {
 		p, q, ok, err := b.TryNext()
 		if !ok || err != nil || len(p)+len(q) != 48 {
-			t.Fatalf("record %d of %d: TryNext = %d bytes, %v, %v", i, fit+1, len(p)+len(q), ok, err)
+			t.Fatalf("record %d of %d: TryNext = %d bytes, %v, %v", i, fit, len(p)+len(q), ok, err)
 		}
 		b.Consume()
-		if i == 0 {
-			// Room for one more now.
+		switch i + 1 {
+		case 1, quarter - 1:
+			if ok, _ := a.TryWrite(hdr[:8], small); ok {
+				t.Fatalf("TryWrite found room after %d records of %d freed: published before a quarter ring", i+1, quarter)
+			}
+		case quarter:
 			if ok, err := a.TryWrite(hdr[:8], small); !ok || err != nil {
-				t.Fatalf("TryWrite once a record is freed = %v, %v", ok, err)
+				t.Fatalf("TryWrite once a quarter ring is freed = %v, %v", ok, err)
 			}
 		}
 	}
+	// The record written at the quarter, then nothing: the look that
+	// finds nothing publishes the rest.
+	if _, _, ok, err := b.TryNext(); !ok || err != nil {
+		t.Fatalf("the record written once room was published: %v, %v", ok, err)
+	}
+	b.Consume()
 	if _, _, ok, _ := b.TryNext(); ok {
 		t.Fatal("a record is left after the refused TryWrite: it wrote something")
 	}
-
+	for i := range fit {
+		if ok, err := a.TryWrite(hdr[:8], small); !ok || err != nil {
+			t.Fatalf("record %d of %d into a ring the reader emptied: TryWrite = %v, %v", i, fit, ok, err)
+		}
+	}
+	for range fit {
+		if _, _, ok, _ := b.TryNext(); !ok {
+			t.Fatal("a record written is missing")
+		}
+		b.Consume()
+	}
 	// A record that wraps past the ring's end: the position is now
-	// (fit+1)*64 mod MinRing = 64; a record of 3,000 bytes takes it to
+	// (2*fit+1)*64 mod MinRing = 64; a record of 3,000 bytes takes it to
 	// 3,136, and the next, of 2,000, wraps.
 	big := make([]byte, 3000)
 	if ok, err := a.TryWrite(big[:16], big[16:]); !ok || err != nil {

@@ -186,11 +186,12 @@ func (w *producer) full() bool {
 }
 
 // consumer reads a ring. head is its own count of bytes consumed, never
-// read back from shared memory; left and off describe the record being
-// read.
+// read back from shared memory; pub is the count last published to the
+// writer (done); left and off describe the record being read.
 type consumer struct {
 	r    ring
 	head uint64
+	pub  uint64
 	left uint64 // bytes of the current record not yet read; 0: none
 	off  uint64 // bytes of it read
 	size uint64 // its size in the ring
@@ -227,10 +228,40 @@ func (rd *consumer) read(p []byte) (int, error) {
 	rd.off += n
 	rd.left -= n
 	if rd.left == 0 {
-		rd.head += rd.size
-		rd.r.head.Swap(rd.head) // the writer's waiting flag is loaded next (fence)
+		rd.done()
 	}
 	return int(n), nil
+}
+
+// done frees the record just read to its end. The writer learns of it at
+// once when a quarter of the ring or more is freed and not yet published,
+// else at the next look that finds no record to read (flush): a message's
+// reader does not pay the publication, a locked instruction, between the
+// message and its caller, and a stream pays it once a quarter ring. The
+// caller loads the writer's waiting flag next (wakeWriter).
+func (rd *consumer) done() {
+	rd.head += rd.size
+	if rd.head-rd.pub >= uint64(len(rd.r.data))/4 {
+		rd.publish()
+	}
+}
+
+// flush publishes the records done has freed and not published, and
+// reports whether there were any: the caller then loads the writer's
+// waiting flag (wakeWriter). Every wait for a record flushes before it
+// sleeps, so a writer waiting for room is never kept waiting by a reader
+// that has nothing to read.
+func (rd *consumer) flush() bool {
+	if rd.pub == rd.head {
+		return false
+	}
+	rd.publish()
+	return true
+}
+
+func (rd *consumer) publish() {
+	rd.pub = rd.head
+	rd.r.head.Swap(rd.head) // the writer's waiting flag is loaded next (fence)
 }
 
 // view returns the unread bytes of the record ready() found, in place: in
@@ -244,12 +275,11 @@ func (rd *consumer) view() (a, b []byte) {
 	return rd.r.data[from:], rd.r.data[:end-uint64(len(rd.r.data))]
 }
 
-// skip frees the record ready() found, read or not.
+// skip frees the record ready() found, read or not (done).
 func (rd *consumer) skip() {
 	rd.off += rd.left
 	rd.left = 0
-	rd.head += rd.size
-	rd.r.head.Swap(rd.head) // the writer's waiting flag is loaded next (fence)
+	rd.done()
 }
 
 // writeHeader writes the identity of a new segment into mem.
