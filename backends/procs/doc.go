@@ -62,7 +62,12 @@
 // XPU_LINKS=auto|tcp|shm, or the option "links") forces one kind of link;
 // Transport says which a peer got. One matching engine, one failure
 // contract and one set of collectives serve both kinds of link, so a job
-// may mix them (docs/adr/0025-shared-memory-links.md).
+// may mix them (docs/adr/0025-shared-memory-links.md). A small message is
+// written into the ring as one record and taken from it in place; a
+// blocking Recv from one such peer polls the ring itself and takes its
+// message with no request and, when no receive is posted, no lock, falling
+// back to the general path for anything else
+// (docs/adr/0044-a-lane-for-small-messages.md).
 //
 // # Messages
 //
