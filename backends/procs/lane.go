@@ -100,7 +100,9 @@ func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Stat
 		return comm.Status{}, false, nil
 	}
 	lr := laneRecv{buf: data, tag: tag}
-	if c.unexp[l.peer].Load() == 0 {
+	// Frames a reader before it read ahead into the buffered reader come
+	// before the ring's next record: the general path takes them.
+	if c.unexp[l.peer].Load() == 0 && l.rd.br.Buffered() == 0 {
 		l.poll(done, &lr)
 	}
 	l.role.releaseLane()
