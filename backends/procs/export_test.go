@@ -26,12 +26,24 @@ func SetWindow(w int) (restore func()) {
 func DirectReads(c *Comm, peer int) int64 { return c.links[peer].role.directReads() }
 
 // LaneReads returns how many messages from peer a blocking Recv of c took
-// through the small-message lane (lane.go).
+// through the small-message lane (lane.go). The count belongs to whoever
+// holds the link's read role: call it from the goroutine that did the
+// Recv (or one ordered after it), when no Recv from peer is under way.
 func LaneReads(c *Comm, peer int) int64 {
 	ro := &c.links[peer].role
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
 	return c.links[peer].rd.lanes
+}
+
+// WriterBusy reports whether a goroutine is writing frames to c's link to
+// peer (the writer's role is held): a frame sent meanwhile is queued, and
+// written after it with the frames queued beside it.
+func WriterBusy(c *Comm, peer int) bool {
+	w := &c.links[peer].w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writing
 }
 
 // KickRead interrupts the read of whoever holds the read role of c's link
