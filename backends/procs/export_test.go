@@ -36,15 +36,6 @@ func LaneReads(c *Comm, peer int) int64 {
 	return c.links[peer].rd.lanes
 }
 
-// WriterBusy reports whether a goroutine is writing frames to c's link to
-// peer (the writer's role is held): a frame sent meanwhile is queued, and
-// written after it with the frames queued beside it.
-func WriterBusy(c *Comm, peer int) bool {
-	w := &c.links[peer].w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.writing
-}
 
 // KickRead interrupts the read of whoever holds the read role of c's link
 // to peer, as a late completer of a former waiter's request does.
