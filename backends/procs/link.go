@@ -97,7 +97,7 @@ func newLink(c *Comm, peer int, conn net.Conn, h join.Terms) *link {
 	if sc, ok := conn.(syscall.Conn); ok && c.cfg.Spin > 0 {
 		l.rd.raw, _ = sc.SyscallConn()
 	}
-	l.role = readRole{conn: conn, parked: &c.parked, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+	l.role = readRole{conn: conn, parked: &c.parked, ending: &c.shut, grant: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: cmp.Or(c.cfg.idleCheck, idleCheck)}
 	l.role.released.L = &l.role.mu
 	l.credit = credit{peerLimit: int(h.Limit), peerBudget: int(min(h.Budget, MaxEagerBudget)), budget: c.lim.budget}

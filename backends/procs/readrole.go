@@ -61,6 +61,7 @@ const idleCheck = 50 * time.Millisecond
 type readRole struct {
 	conn   net.Conn      // a read deadline in the past on it is a kick
 	parked *atomic.Int32 // Comm.parked: goroutines blocked in Wait without reading
+	ending *atomic.Bool  // Comm.shut: the rank is closing, and its links must read the goodbyes
 	idle   time.Duration // idleCheck, or a test's
 
 	mu     sync.Mutex
@@ -369,14 +370,15 @@ func (ro *readRole) withdraw() (granted bool) {
 }
 
 // release frees the role held by a waiter. The reader goroutine is woken
-// only when a goroutine is blocked waiting without reading, or the link is
-// going down; otherwise it finds the role free at its next check.
+// only when a goroutine is blocked waiting without reading, or the link or
+// the rank is going down (the peer's goodbye must be read); otherwise it
+// finds the role free at its next check.
 func (ro *readRole) release() {
 	ro.mu.Lock()
 	ro.holderDone = nil
 	ro.handOverLocked()
 	free := ro.owner.Load() == roleFree
-	wake := free && (ro.closed || ro.parked.Load() > 0)
+	wake := free && (ro.closed || ro.parked.Load() > 0 || ro.ending.Load())
 	if ro.closed {
 		ro.released.Broadcast()
 	}
@@ -398,7 +400,7 @@ func (ro *readRole) release() {
 // two sees the other, and the lane then takes the lock to wake them.
 func (ro *readRole) releaseLane() {
 	ro.owner.Store(roleFree)
-	if !ro.shut.Load() && ro.parked.Load() == 0 {
+	if !ro.shut.Load() && ro.parked.Load() == 0 && !ro.ending.Load() {
 		return
 	}
 	ro.mu.Lock()
@@ -406,7 +408,7 @@ func (ro *readRole) releaseLane() {
 	if closed {
 		ro.released.Broadcast()
 	}
-	wake := free && (closed || ro.parked.Load() > 0)
+	wake := free && (closed || ro.parked.Load() > 0 || ro.ending.Load())
 	ro.mu.Unlock()
 	if wake {
 		ro.wakeUp()
