@@ -36,7 +36,6 @@ func LaneReads(c *Comm, peer int) int64 {
 	return c.links[peer].rd.lanes
 }
 
-
 // KickRead interrupts the read of whoever holds the read role of c's link
 // to peer, as a late completer of a former waiter's request does.
 func KickRead(c *Comm, peer int) {
