@@ -208,8 +208,7 @@ func (l *link) sendMsg(r *request, data []byte, tag int) (done bool, err error) 
 	if eager && l.shm != nil && n <= smallWrite && l.w.idleLocked() {
 		// An idle shared-memory link takes a small frame as one record,
 		// its header and payload copied into the ring in place.
-		frame{typ: frameEager, tag: uint32(tag), a: uint64(n)}.encode(hdr[:])
-		if sent, err := l.w.tryWrite(l.shm, hdr[:], data); sent || err != nil {
+		if sent, err := l.w.writeEager(l.shm, tag, data); sent || err != nil {
 			if sent {
 				l.credit.out += n
 			}
@@ -393,17 +392,11 @@ func (l *link) stepRecord() (handled, yield bool, err error) {
 	if !l.rd.heard.Load() {
 		l.rd.heard.Store(true)
 	}
-	if len(a) < headerSize || a[0] != frameEager {
+	tag, n, whole := eagerRecord(a, b, l.c.lim)
+	if !whole {
 		return false, false, nil
 	}
-	f, err := decodeFrame(a[:headerSize], l.c.lim)
-	if err != nil {
-		return true, false, err
-	}
-	if headerSize+f.a != uint64(len(a)+len(b)) {
-		return false, false, nil
-	}
-	return true, false, l.onEagerRecord(int(f.tag), int(f.a), a[headerSize:], b, nil)
+	return true, false, l.onEagerRecord(tag, n, a[headerSize:], b, nil)
 }
 
 // onEagerRecord is onEager for a message of n bytes that lies in the

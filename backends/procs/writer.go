@@ -146,14 +146,22 @@ func (w *writer) writeInline(hdr, payload []byte) error {
 	return w.writeInlinePre(hdr, nil, payload)
 }
 
-// tryWrite writes a frame (hdr and payload) into the ring of sc, the
-// link's connection, as one record when it has room now; sent reports
-// that it did. mu is held, the link idle: the caller unlocks.
-func (w *writer) tryWrite(sc *shm.Conn, hdr, payload []byte) (sent bool, err error) {
+// writeEager writes an eager frame of data with tag into the ring of sc,
+// the link's connection, as one record when it has room now, its header
+// encoded in place; sent reports that it did. mu is held, the link idle:
+// the caller unlocks.
+func (w *writer) writeEager(sc *shm.Conn, tag int, data []byte) (sent bool, err error) {
+	p, q, ok, err := sc.Reserve(headerSize + len(data))
+	if !ok {
+		return false, err
+	}
+	// The header is in the part of a record that never wraps.
+	frame{typ: frameEager, tag: uint32(tag), a: uint64(len(data))}.encode(p[:headerSize])
+	shm.Fill(p, q, headerSize, data)
 	shm.RaceRelease() // a reader of this process may see the frame next
-	sent, err = sc.TryWrite(hdr, payload)
+	sc.Commit()
 	shm.RaceRelease() // the payload is read (see write)
-	return sent, err
+	return true, nil
 }
 
 // writeInlinePre writes a frame whose payload starts with pre (a

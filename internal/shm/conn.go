@@ -181,35 +181,31 @@ func (c *Conn) Next() (a, b []byte, err error) {
 
 // TryNext is Next without the wait: ok is false, and nothing returned,
 // when no record is there to read yet.
-func (c *Conn) TryNext() (a, b []byte, ok bool, err error) {
+func (c *Conn) TryNext() (a, b []byte, ok bool, err error) { return c.Peek(1) }
+
+// Peek looks for a record up to polls times in a tight loop and, when one
+// is there, returns it as Next does; ok is false, and nothing returned,
+// when none came: for a reader that polls the Conn itself and looks at
+// other things between bursts.
+func (c *Conn) Peek(polls int) (a, b []byte, ok bool, err error) {
 	if !c.enter() {
 		return nil, nil, false, net.ErrClosed
 	}
 	defer c.exit()
-	if ok, err = c.in.ready(); !ok {
-		c.flush()
+	for range polls {
+		if ok, err = c.in.ready(); ok || err != nil {
+			break
+		}
+	}
+	if !ok {
+		if err == nil {
+			c.flush()
+		}
 		return nil, nil, false, err
 	}
 	RaceAcquire()
 	a, b = c.in.view()
 	return a, b, true, nil
-}
-
-// Ready polls for a record up to polls times in a tight loop and reports
-// whether one is there to read (TryNext then returns it): for a reader
-// that polls the Conn itself and looks at other things between bursts.
-func (c *Conn) Ready(polls int) (bool, error) {
-	if !c.enter() {
-		return false, net.ErrClosed
-	}
-	defer c.exit()
-	for range polls {
-		if ok, err := c.in.ready(); ok || err != nil {
-			return ok, err
-		}
-	}
-	c.flush()
-	return false, nil
 }
 
 // flush publishes the room of the records read and not yet published
@@ -228,9 +224,10 @@ func (c *Conn) flush() {
 // zero).
 func (c *Conn) Poll(until *time.Time, polls int) bool { return c.polling(until, polls) }
 
-// Consume frees the record Next (or TryNext) returned; the peer's writer
-// learns of the room as Read's does (consumer.done). Only the reader may call it, after
-// a Next that returned a record and before any other read.
+// Consume frees the record Next (or TryNext, or Peek) returned; the
+// peer's writer learns of the room as Read's does (consumer.done). Only
+// the reader may call it, after a Next that returned a record and before
+// any other read.
 func (c *Conn) Consume() {
 	if !c.enter() {
 		return
@@ -349,6 +346,32 @@ func (c *Conn) TryWrite(a, b []byte) (bool, error) {
 		c.wakeReader()
 	}
 	return ok, err
+}
+
+// Reserve returns the bytes of a record of n bytes, in p and in q what
+// wraps past the ring's end (else empty), when the ring has room for it
+// now; the writer fills them (Fill) and Commit publishes the record, which
+// a reader's Next sees whole. The first 48 bytes of a record never wrap.
+// ok is false, and nothing reserved, when the room is not there; it fails
+// as Write does on a closed Conn or a corrupt ring. Only the writer may
+// call it, and nothing else of the writer's between it and Commit.
+func (c *Conn) Reserve(n int) (p, q []byte, ok bool, err error) {
+	if !c.enter() {
+		return nil, nil, false, net.ErrClosed
+	}
+	defer c.exit()
+	return c.out.reserve(n)
+}
+
+// Commit publishes the record Reserve returned, and wakes the peer's
+// reader if it sleeps.
+func (c *Conn) Commit() {
+	if !c.enter() {
+		return
+	}
+	defer c.exit()
+	c.out.commit()
+	c.wakeReader()
 }
 
 // fence: the reader and the writer each store a word and then load the

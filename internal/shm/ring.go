@@ -89,9 +89,10 @@ func recSize(n uint64) uint64 { return (recHeader + n + recAlign - 1) &^ (recAli
 // producer writes a ring. tail is its own count of bytes published, never
 // read back from shared memory; head is the last consumer index it saw.
 type producer struct {
-	r    ring
-	tail uint64
-	head uint64
+	r        ring
+	tail     uint64
+	head     uint64
+	reserved uint64 // the length of the record reserve returned, for commit
 }
 
 // write copies as much of p as fits in one record and publishes it; it
@@ -129,38 +130,69 @@ func (w *producer) write(p []byte) (int, error) {
 // nothing when the room is not there. It returns ErrCorrupt when the
 // consumer's index is impossible.
 func (w *producer) writeAll(a, b []byte) (bool, error) {
+	p, q, ok, err := w.reserve(len(a) + len(b))
+	if !ok {
+		return false, err
+	}
+	Fill(p, q, 0, a)
+	Fill(p, q, len(a), b)
+	w.commit()
+	return true, nil
+}
+
+// Fill copies src into p and q joined, from byte off: into the two pieces
+// of a record (Reserve).
+func Fill(p, q []byte, off int, src []byte) {
+	if off < len(p) {
+		k := copy(p[off:], src)
+		copy(q, src[k:])
+		return
+	}
+	copy(q[off-len(p):], src)
+}
+
+// reserve returns the bytes of a record of n bytes at the producer's
+// position, in p and in q what wraps past the ring's end, when the ring
+// has room for it now; commit publishes the record once they are written.
+// ok is false, and nothing reserved, when the room is not there. It
+// returns ErrCorrupt when the consumer's index is impossible.
+func (w *producer) reserve(n int) (p, q []byte, ok bool, err error) {
 	size := uint64(len(w.r.data))
-	n := uint64(len(a) + len(b))
-	need := recSize(n)
-	if n == 0 || need > size {
-		return false, nil
+	need := recSize(uint64(n))
+	if n <= 0 || need > size {
+		return nil, nil, false, nil
 	}
 	if need > size-(w.tail-w.head) {
 		h := w.r.head.Load()
 		if h-w.head > w.tail-w.head {
-			return false, fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
+			return nil, nil, false, fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
 		}
 		w.head = h
 		if need > size-(w.tail-w.head) {
-			return false, nil
+			return nil, nil, false, nil
 		}
 	}
+	w.reserved = uint64(n)
+	// A record starts on a line of recAlign bytes, and the ring is
+	// longer than one: its header and the first recAlign-recHeader
+	// bytes never wrap.
+	from := (w.tail + recHeader) & w.r.mask
+	end := from + uint64(n)
+	if end <= size {
+		return w.r.data[from:end:end], nil, true, nil
+	}
+	return w.r.data[from:], w.r.data[: end-size : end-size], true, nil
+}
+
+// commit publishes the record reserve returned.
+func (w *producer) commit() {
 	at := w.tail & w.r.mask
-	binary.LittleEndian.PutUint64(w.r.data[at+8:], n)
-	from := (at + recHeader) & w.r.mask
-	w.put(from, a)
-	w.put((from+uint64(len(a)))&w.r.mask, b)
+	binary.LittleEndian.PutUint64(w.r.data[at+8:], w.reserved)
 	RaceRelease() // after the copy, before the record can be seen
 	// Swap, not Store: see write.
 	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Swap(w.tail + 1)
-	w.tail += need
-	return true, nil
-}
-
-// put copies p into the ring's bytes from index at, wrapping at the end.
-func (w *producer) put(at uint64, p []byte) {
-	k := copy(w.r.data[at:], p)
-	copy(w.r.data, p[k:])
+	w.tail += recSize(w.reserved)
+	w.reserved = 0
 }
 
 // room reports whether n bytes fit in one record now, so that a write of
