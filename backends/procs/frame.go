@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
 )
@@ -222,3 +223,10 @@ func decodeFrame(hdr []byte, lim limits) (frame, error) {
 	}
 	return f, nil
 }
+
+// A frame header is what the shared-memory rings write as one piece
+// (shm.Conn.TryWriteFrame).
+var (
+	_ [headerSize - shm.FrameHeader]byte
+	_ [shm.FrameHeader - headerSize]byte
+)

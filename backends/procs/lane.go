@@ -190,7 +190,7 @@ func (l *link) takeLane(lr *laneRecv, tag, n int, p, q []byte) bool {
 	if !lr.takes(tag) || c.tbl.posted.Load() != 0 || c.shut.Load() {
 		return false
 	}
-	l.deliverLane(lr, tag, n, p, q)
+	l.deliverLane(lr, tag, n)
 	l.rd.laneDue += n
 	if l.rd.laneDue >= max(1, l.credit.budget/4) {
 		_ = l.w.sendCtl(frame{typ: frameCredit, a: uint64(l.rd.laneDue)}, true)
@@ -221,12 +221,11 @@ func eagerRecord(p, q []byte, lim limits) (tag, n int, whole bool) {
 	return int(t), int(a), true
 }
 
-// deliverLane copies the message of n bytes with tag, in p and q, into
-// the lane's receive, and frees its record.
-func (l *link) deliverLane(lr *laneRecv, tag, n int, p, q []byte) {
+// deliverLane copies the message of n bytes with tag, the ring's record
+// Peek returned, into the lane's receive, and frees the record.
+func (l *link) deliverLane(lr *laneRecv, tag, n int) {
 	k := min(n, len(lr.buf))
-	copyAt(lr.buf[:k], p, q, 0)
-	l.shm.Consume()
+	l.shm.Take(lr.buf[:k], headerSize)
 	lr.st, lr.err = p2p.Outcome(Name, l.c.rank, l.peer, tag, n, k)
 	lr.got = true
 	l.rd.lanes++

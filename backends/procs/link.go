@@ -424,7 +424,7 @@ func (l *link) onEagerRecord(tag, n int, p, q []byte, lane *laneRecv) error {
 	}
 	c.mu.Unlock()
 	if mine {
-		l.deliverLane(lane, tag, n, p, q)
+		l.deliverLane(lane, tag, n)
 		return nil
 	}
 	if r != nil {
@@ -442,7 +442,7 @@ func (l *link) onEagerRecord(tag, n int, p, q []byte, lane *laneRecv) error {
 		return nil
 	}
 	buf, h := getBuf(n)
-	copyAt(buf, p, q, 0)
+	shm.Gather(buf, p, q, 0)
 	l.shm.Consume()
 	return l.holdEager(&request{c: c, kind: kindEagerMsg, peer: l.peer, tag: tag, buf: buf, pooled: h, via: l}, n)
 }

@@ -126,29 +126,19 @@ func (rd *reader) readInto(r *request, off, n int) error {
 // receive, through the staging buffer (fold reads a block).
 func (rd *reader) fromRecord(r *request, p, q []byte, k int) error {
 	if r.red == nil {
-		copyAt(r.buf[:k], p, q, 0)
+		shm.Gather(r.buf[:k], p, q, 0)
 		return nil
 	}
 	rd.growStage()
 	for off := 0; off < k; {
 		m := min(k-off, len(rd.stage))
-		copyAt(rd.stage[:m], p, q, off)
+		shm.Gather(rd.stage[:m], p, q, off)
 		if err := r.red.fold(off, rd.stageBlk, m); err != nil {
 			return err
 		}
 		off += m
 	}
 	return nil
-}
-
-// copyAt fills dst with the bytes from off of p and q joined.
-func copyAt(dst, p, q []byte, off int) {
-	if off < len(p) {
-		k := copy(dst, p[off:])
-		copy(dst[k:], q)
-		return
-	}
-	copy(dst, q[off-len(p):])
 }
 
 // growStage makes the staging buffer of reducing receives.

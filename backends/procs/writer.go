@@ -147,21 +147,15 @@ func (w *writer) writeInline(hdr, payload []byte) error {
 }
 
 // writeEager writes an eager frame of data with tag into the ring of sc,
-// the link's connection, as one record when it has room now, its header
-// encoded in place; sent reports that it did. mu is held, the link idle:
-// the caller unlocks.
+// the link's connection, as one record when it has room now; sent
+// reports that it did. mu is held, the link idle: the caller unlocks.
 func (w *writer) writeEager(sc *shm.Conn, tag int, data []byte) (sent bool, err error) {
-	p, q, ok, err := sc.Reserve(headerSize + len(data))
-	if !ok {
-		return false, err
-	}
-	// The header is in the part of a record that never wraps.
-	frame{typ: frameEager, tag: uint32(tag), a: uint64(len(data))}.encode(p[:headerSize])
-	shm.Fill(p, q, headerSize, data)
+	var hdr [shm.FrameHeader]byte
+	frame{typ: frameEager, tag: uint32(tag), a: uint64(len(data))}.encode(hdr[:])
 	shm.RaceRelease() // a reader of this process may see the frame next
-	sc.Commit()
+	sent, err = sc.TryWriteFrame(&hdr, data)
 	shm.RaceRelease() // the payload is read (see write)
-	return true, nil
+	return sent, err
 }
 
 // writeInlinePre writes a frame whose payload starts with pre (a

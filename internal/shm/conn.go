@@ -191,7 +191,6 @@ func (c *Conn) Peek(polls int) (a, b []byte, ok bool, err error) {
 	if !c.enter() {
 		return nil, nil, false, net.ErrClosed
 	}
-	defer c.exit()
 	for range polls {
 		if ok, err = c.in.ready(); ok || err != nil {
 			break
@@ -201,10 +200,12 @@ func (c *Conn) Peek(polls int) (a, b []byte, ok bool, err error) {
 		if err == nil {
 			c.flush()
 		}
+		c.exit()
 		return nil, nil, false, err
 	}
 	RaceAcquire()
 	a, b = c.in.view()
+	c.exit()
 	return a, b, true, nil
 }
 
@@ -223,6 +224,25 @@ func (c *Conn) flush() {
 // writes do; until holds the end of the budget between calls (start it
 // zero).
 func (c *Conn) Poll(until *time.Time, polls int) bool { return c.polling(until, polls) }
+
+// Take copies the bytes of the record Next (or TryNext, or Peek) returned,
+// from its byte off, into dst, frees the record as Consume does, and
+// returns how many bytes it copied: for a reader that wants them out of
+// the ring and the record gone in one call.
+func (c *Conn) Take(dst []byte, off int) int {
+	if !c.enter() {
+		return 0
+	}
+	a, b := c.in.view()
+	n := Gather(dst, a, b, off)
+	pub := c.in.pub
+	c.in.skip()
+	if c.in.pub != pub {
+		c.wakeWriter()
+	}
+	c.exit()
+	return n
+}
 
 // Consume frees the record Next (or TryNext, or Peek) returned; the
 // peer's writer learns of the room as Read's does (consumer.done). Only
@@ -348,30 +368,19 @@ func (c *Conn) TryWrite(a, b []byte) (bool, error) {
 	return ok, err
 }
 
-// Reserve returns the bytes of a record of n bytes, in p and in q what
-// wraps past the ring's end (else empty), when the ring has room for it
-// now; the writer fills them (Fill) and Commit publishes the record, which
-// a reader's Next sees whole. The first 48 bytes of a record never wrap.
-// ok is false, and nothing reserved, when the room is not there; it fails
-// as Write does on a closed Conn or a corrupt ring. Only the writer may
-// call it, and nothing else of the writer's between it and Commit.
-func (c *Conn) Reserve(n int) (p, q []byte, ok bool, err error) {
+// TryWriteFrame writes hdr then payload as one record when the ring has
+// room for both now, and reports whether it did, as TryWrite does; the
+// header goes in with one assignment, not a copy.
+func (c *Conn) TryWriteFrame(hdr *[FrameHeader]byte, payload []byte) (bool, error) {
 	if !c.enter() {
-		return nil, nil, false, net.ErrClosed
+		return false, net.ErrClosed
 	}
-	defer c.exit()
-	return c.out.reserve(n)
-}
-
-// Commit publishes the record Reserve returned, and wakes the peer's
-// reader if it sleeps.
-func (c *Conn) Commit() {
-	if !c.enter() {
-		return
+	ok, err := c.out.writeFrame(hdr, payload)
+	if ok {
+		c.wakeReader()
 	}
-	defer c.exit()
-	c.out.commit()
-	c.wakeReader()
+	c.exit()
+	return ok, err
 }
 
 // fence: the reader and the writer each store a word and then load the

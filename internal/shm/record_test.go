@@ -22,8 +22,9 @@ func joined(p, q []byte) []byte { return append(append([]byte(nil), p...), q...)
 // TestTryWriteNext: TryWrite publishes its two parts as one record, which
 // Next returns in place, whole, wrapped or not; Next consumes nothing (a
 // Read after it starts from the record's first byte, and a Next after a
-// Read returns the rest); TryWrite writes nothing when the ring has no
-// room; the room a reader frees reaches the writer a quarter ring at a
+// Read returns the rest); TryWriteFrame does the same for a frame header
+// and a payload, which Take copies out and frees; TryWrite writes nothing
+// when the ring has no room; the room a reader frees reaches the writer a quarter ring at a
 // time while records keep coming, and all of it once the reader finds
 // none.
 func TestTryWriteNext(t *testing.T) {
@@ -139,6 +140,42 @@ func TestTryWriteNext(t *testing.T) {
 		t.Fatal("the wrapped record differs from what TryWrite wrote")
 	}
 	b.Consume()
+
+	// TryWriteFrame: a frame header and a payload that wraps, taken out
+	// with Take from past the header. The position is now 64 + 3,072 +
+	// 2,048 = 5,184, 1,088 in the ring; a record of 1,500 bytes takes it
+	// to 2,624, where one of 2,032 wraps.
+	if ok, err := a.TryWriteFrame(new([FrameHeader]byte), big[:1500-FrameHeader]); !ok || err != nil {
+		t.Fatalf("TryWriteFrame of 1500 bytes = %v, %v", ok, err)
+	}
+	if _, _, err := b.Next(); err != nil {
+		t.Fatal(err)
+	}
+	b.Consume()
+	var fh [FrameHeader]byte
+	for i := range fh {
+		fh[i] = byte(100 + i)
+	}
+	if ok, err := a.TryWriteFrame(&fh, wrap); !ok || err != nil {
+		t.Fatalf("TryWriteFrame of a header and 2000 bytes = %v, %v", ok, err)
+	}
+	p, q, err = b.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) == 0 || len(p) < FrameHeader {
+		t.Fatalf("the frame's record is %d + %d bytes: the test's positions are off", len(p), len(q))
+	}
+	if !bytes.Equal(joined(p, q), joined(fh[:], wrap)) {
+		t.Fatal("the frame's record differs from what TryWriteFrame wrote")
+	}
+	dst := make([]byte, len(wrap)+10)
+	if n := b.Take(dst, FrameHeader); n != len(wrap) || !bytes.Equal(dst[:n], wrap) {
+		t.Fatalf("Take from past the header = %d bytes, equal %v; want the 2000 of the payload", n, bytes.Equal(dst[:n], wrap))
+	}
+	if _, _, ok, _ := b.TryNext(); ok {
+		t.Fatal("a record is left after Take: it did not free the frame's")
+	}
 
 	if ok, err := a.TryWrite(make([]byte, MinRing), nil); ok || err != nil {
 		t.Fatalf("TryWrite of more than the ring = %v, %v; want false, nil", ok, err)

@@ -84,6 +84,10 @@ const (
 	recHeader = 16
 )
 
+// FrameHeader is the length of the header TryWriteFrame writes before a
+// payload: a frame header of the procs wire.
+const FrameHeader = 32
+
 func recSize(n uint64) uint64 { return (recHeader + n + recAlign - 1) &^ (recAlign - 1) }
 
 // producer writes a ring. tail is its own count of bytes published, never
@@ -140,8 +144,22 @@ func (w *producer) writeAll(a, b []byte) (bool, error) {
 	return true, nil
 }
 
+// writeFrame publishes hdr then p as one record when the ring has room
+// for both now, as writeAll does; hdr is stored with one assignment (a
+// record's first 48 bytes never wrap), not copied through memmove.
+func (w *producer) writeFrame(hdr *[FrameHeader]byte, p []byte) (bool, error) {
+	a, b, ok, err := w.reserve(FrameHeader + len(p))
+	if !ok {
+		return false, err
+	}
+	*(*[FrameHeader]byte)(a) = *hdr
+	Fill(a, b, FrameHeader, p)
+	w.commit()
+	return true, nil
+}
+
 // Fill copies src into p and q joined, from byte off: into the two pieces
-// of a record (Reserve).
+// of a record (reserve).
 func Fill(p, q []byte, off int, src []byte) {
 	if off < len(p) {
 		k := copy(p[off:], src)
@@ -149,6 +167,16 @@ func Fill(p, q []byte, off int, src []byte) {
 		return
 	}
 	copy(q[off-len(p):], src)
+}
+
+// Gather fills dst with the bytes of p and q joined, from byte off: out of
+// the two pieces of a record (Next). It returns how many it copied.
+func Gather(dst, p, q []byte, off int) int {
+	if off < len(p) {
+		k := copy(dst, p[off:])
+		return k + copy(dst[k:], q)
+	}
+	return copy(dst, q[off-len(p):])
 }
 
 // reserve returns the bytes of a record of n bytes at the producer's
