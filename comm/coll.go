@@ -712,7 +712,7 @@ func checkPair[T any](name string, send, recv *memspace.Buffer[T]) error {
 	if err := checkBuf(name, "send", send); err != nil {
 		return err
 	}
-	return checkBuf(name, "receive", recv)
+	return checkBufOf(name, "receive", recv)
 }
 
 // checkBuf validates the element type and a buffer (named what): it may
@@ -721,6 +721,12 @@ func checkBuf[T any](name, what string, b *memspace.Buffer[T]) error {
 	if err := memspace.CheckElem[T](); err != nil {
 		return fmt.Errorf("comm: %s: %w", name, err)
 	}
+	return checkBufOf(name, what, b)
+}
+
+// checkBufOf is checkBuf for a buffer whose element type has been
+// checked.
+func checkBufOf[T any](name, what string, b *memspace.Buffer[T]) error {
 	if b == nil {
 		return fmt.Errorf("comm: %s: nil %s buffer: %w", name, what, ErrInvalidArgument)
 	}
