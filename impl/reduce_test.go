@@ -2,6 +2,7 @@ package impl_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"testing"
 
@@ -68,4 +69,21 @@ func TestReduceBytesWireValues(t *testing.T) {
 	}
 	buf := make([]byte, 16)
 	require.ErrorIs(t, impl.ReduceBytes(buf[:8], buf[4:12], buf[8:], comm.Float32, comm.Sum), xerr.ErrInvalidArgument, "partial overlap")
+}
+
+// BenchmarkReduceBytes times one reduction of two vectors of 8 bytes (one
+// float64: a small allreduce's fold, where dispatch is all the cost) and
+// of 64 KiB.
+func BenchmarkReduceBytes(b *testing.B) {
+	for _, n := range []int{8, 64 << 10} {
+		dst, x, y := make([]byte, n), make([]byte, n), make([]byte, n)
+		b.Run(fmt.Sprintf("float64.sum.%dB", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if err := impl.ReduceBytes(dst, x, y, comm.Float64, comm.Sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
