@@ -23,10 +23,22 @@ func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 	if err := impl.CheckTag(tag, false); err != nil {
 		return err
 	}
+	if d, ok := c.(direct); ok && buf.HostPointer() != nil {
+		return d.Send(ctx, buf, dest, tag)
+	}
 	if !recordsItself(c) {
 		return sendRecorded(ctx, c, buf, dest, tag)
 	}
 	return send(ctx, c, buf, dest, tag)
+}
+
+// direct is a communicator that blocks and records its own requests:
+// Send and Recv of host memory go straight to its methods, with one type
+// assertion where the general path makes three (recordsItself, Blocking,
+// and the device check's), on the path of every small message.
+type direct interface {
+	Blocking
+	Recording
 }
 
 // sendRecorded is Send on a communicator that does not record its own
@@ -64,6 +76,9 @@ func send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
 	if err := impl.CheckTag(tag, true); err != nil {
 		return Status{}, err
+	}
+	if d, ok := c.(direct); ok && buf.HostPointer() != nil {
+		return d.Recv(ctx, buf, source, tag)
 	}
 	if !recordsItself(c) {
 		return recvRecorded(ctx, c, buf, source, tag)

@@ -11,6 +11,7 @@ import (
 	"github.com/xpu-go/xpu/impl"
 	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/p2p"
+	"github.com/xpu-go/xpu/internal/shm"
 )
 
 // The small-message lane (ADR 44). A blocking Recv from one peer over a
@@ -128,10 +129,19 @@ func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Stat
 // ~100 ns.
 const laneBurst = 16
 
+// laneSpin divides the spin budget (Config.ShmSpin) for the lane: a
+// receive whose message does not come within a quarter of it polls on in
+// the general path, for the whole budget, before it sleeps. A small
+// message's round trip is a few hundred nanoseconds; a longer wait is
+// the program's, and polling it twice over would spend a processor that
+// a node's other ranks may need.
+const laneSpin = 4
+
 // poll reads the ring for the lane's receive lr until it has its message
 // or must leave it to the general path. The caller holds the read role.
 func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 	var until time.Time
+	spin, yield := l.c.cfg.ShmSpin/laneSpin, l.c.shmYield.Load()
 	for polls := 0; ; polls++ {
 		p, q, ok, err := l.shm.Peek(laneBurst)
 		if err != nil {
@@ -165,7 +175,7 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 			return
 		default:
 		}
-		if !l.shm.Poll(&until, polls) {
+		if !shm.Polling(spin, yield, polls, &until) {
 			return
 		}
 	}

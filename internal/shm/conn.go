@@ -218,13 +218,6 @@ func (c *Conn) flush() {
 	}
 }
 
-// Poll reports whether a caller that has polled the Conn polls times
-// (counted from 0) without finding what it waits for should poll again,
-// by the Conn's spin budget and yield (SetSpin), as its own reads and
-// writes do; until holds the end of the budget between calls (start it
-// zero).
-func (c *Conn) Poll(until *time.Time, polls int) bool { return c.polling(until, polls) }
-
 // Take copies the bytes of the record Next (or TryNext, or Peek) returned,
 // from its byte off, into dst, frees the record as Consume does, and
 // returns how many bytes it copied: for a reader that wants them out of
