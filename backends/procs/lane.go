@@ -18,15 +18,16 @@ import (
 // shared-memory link, into host memory, first tries to take its message
 // straight from the link's ring: it takes the link's read role when it is
 // free, polls the ring's next record itself, and when that record is one
-// eager frame it matches the frame once under the communicator's lock and
-// copies the payload from the ring into its buffer. It makes no request:
-// nothing is posted, nothing completed, nothing published, no buffered
-// reader is filled and no read role waits for a handoff. Anything else —
-// a record of any other kind or of several frames, a message already
+// eager frame it matches it — without the communicator's lock when no
+// receive is posted, else once under it — and copies the payload from the
+// ring into its buffer. It makes no request: nothing is posted, nothing
+// completed, nothing published, no buffered reader is filled and no read
+// role waits for a handoff. Anything else — a record of any other kind or
+// of several frames, frames left in the buffered reader, a message already
 // queued from the peer, the role held or asked for, the link or the
-// communicator closing, the context ending, the spin budget spent — sends
-// the receive back to the general path with the record unread, as if the
-// lane had not been tried.
+// communicator closing, the context ending, a quarter of the spin budget
+// spent — sends the receive back to the general path with the record
+// unread, as if the lane had not been tried.
 //
 // Why the lane cannot take a message another receive is owed:
 //
@@ -38,20 +39,26 @@ import (
 //     (Comm.unexp), can only shrink while the lane holds the role: the
 //     count read once after the role is taken, zero, stays zero, and no
 //     message that arrived before the receive was called can be owed to
-//     it instead of the one in the ring.
-//   - Each message the lane reads is matched under Comm.mu against the
-//     posted receives first, as onEager matches: a receive posted before
-//     (by this goroutine, as an Irecv before the Recv, or by another)
-//     takes it, and the lane waits for the next. The lane's receive is
-//     not posted, so it comes after every posted one: the order of a
-//     thread's receives is kept, and receives of goroutines running at
-//     once have no order between them to keep.
+//     it instead of the one in the ring. Frames a reader before it read
+//     ahead into the buffered reader come before the ring's next record:
+//     the lane leaves them to the general path.
+//   - Each message the lane reads goes first to a posted receive that
+//     matches it: with none posted (Comm.tbl counts them), none can; else
+//     it is matched under Comm.mu, posted receives first, as onEager
+//     matches. A receive posted before the Recv (by this goroutine, as an
+//     Irecv, or by one ordered before it) is counted before the Recv
+//     begins. The lane's receive is not posted, so it comes after every
+//     posted one: the order of a thread's receives is kept, and receives
+//     of goroutines running at once have no order between them to keep.
 //   - Messages not for the lane and not for any posted receive are queued
 //     as unexpected, exactly as the general path queues them.
 //
-// The frames of the lane are the ones TryWrite publishes: an idle link's
-// small eager send writes its header and payload as one record
+// The records of the lane are the ones TryWriteFrame publishes: an idle
+// link's small eager send writes its header and payload as one record
 // (link.sendMsg), which the lane reads in place.
+
+// laneRecv is the receive of a lane: what it wants, and once it has its
+// message, the outcome.
 type laneRecv struct {
 	buf []byte // the receive's buffer
 	tag int    // the tag wanted, or comm.AnyTag
