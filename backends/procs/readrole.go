@@ -30,7 +30,9 @@ import (
 // The reader goroutine takes the free role back when asked for it (a
 // goroutine that blocks without reading: Test, a send waiting for its
 // clear-to-send, a second waiter) and otherwise checks on its own every
-// idleCheck: nothing the peer sends goes unread longer than that.
+// idleCheck: nothing the peer sends goes unread longer than that. A
+// blocking Recv over shared memory takes the free role for its lane
+// (lane.go: tryTake) and gives it back with one store (releaseLane).
 const (
 	roleFree   = iota
 	roleReader // the link's reader goroutine
