@@ -85,13 +85,18 @@ func pairOf(t *testing.T, tmpl procs.Config) ([]*procs.Comm, context.Context) {
 
 // recvDirect has rank 0 of cs receive 8 bytes from rank 1 with tag under
 // wctx, reading the link itself, while rank 1 sends them under ctx, and
-// fails the test unless they arrive whole.
+// fails the test unless they arrive whole. The receive is an Irecv and
+// its Wait, which waits in the read role (the path these tests are about);
+// a blocking Recv over shared memory may take its message through the
+// lane instead (lane.go), which registers nothing for its context.
 func recvDirect(t *testing.T, ctx, wctx context.Context, cs []*procs.Comm, tag int) {
 	t.Helper()
 	got := make([]byte, 8)
 	before := procs.DirectReads(cs[0], 1)
 	res := make(chan error, 1)
-	go func() { _, err := comm.Recv(wctx, cs[0], bytesBlock(got), 1, tag); res <- err }()
+	r, err := cs[0].Irecv(bytesBlock(got), 1, tag)
+	require.NoError(t, err)
+	go func() { _, err := r.Wait(wctx); res <- err }()
 	waitDirectReads(t, cs[0], 1, before)
 	require.NoError(t, comm.Send(ctx, cs[1], bytesBlock(pattern(8, tag)), 0, tag))
 	require.NoError(t, within(t, res, "a receive did not complete"))
