@@ -161,8 +161,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Next waits, as Read does, for published bytes, and returns the unread
 // rest of the record that holds them in place instead of copying them: in
 // a, and in b the part that wraps past the ring's end (else empty). The
-// writer wrote the record with one Write or TryWrite, unless the bytes
-// did not fit in one (Write) or a Read has already taken part of it. The
+// writer wrote the record with one Write, TryWrite or TryWriteFrame,
+// unless the bytes did not fit in one (Write) or a Read has already taken
+// part of it. The
 // bytes stay the reader's until it calls Consume, which frees the record,
 // or Read, which goes on from its first byte; the reader must not keep
 // them past either. Only the reader may call it.

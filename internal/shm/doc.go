@@ -34,7 +34,10 @@
 // cache line where a separate tail index would cost two (a Go ping-pong
 // through the ring: 178 ns one way, against 318 ns with a tail). The
 // consumer's head, on a line of its own, tells the producer what room it
-// has. Both sides keep their own index privately and check what they load:
+// has; the consumer publishes it a quarter ring at a time, or when it
+// finds nothing to read, not after every record. A reader may take a
+// record in place (Next, Peek, Take) and a writer write a frame's header
+// and payload as one record (TryWriteFrame). Both sides keep their own index privately and check what they load:
 // a consumer index that moves backwards or past the producer, or a record
 // longer than the ring, is ErrCorrupt, never an out-of-bounds access. The
 // bytes themselves are the protocol's to check; they are copied out before
