@@ -161,7 +161,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Next waits, as Read does, for published bytes, and returns the unread
 // rest of the record that holds them in place instead of copying them: in
 // a, and in b the part that wraps past the ring's end (else empty). The
-// writer wrote the record with one Write, TryWrite or TryWriteFrame,
+// writer wrote the record with one Write or TryWriteFrame,
 // unless the bytes did not fit in one (Write) or a Read has already taken
 // part of it. The
 // bytes stay the reader's until it calls Consume, which frees the record,
@@ -179,10 +179,6 @@ func (c *Conn) Next() (a, b []byte, err error) {
 	a, b = c.in.view()
 	return a, b, nil
 }
-
-// TryNext is Next without the wait: ok is false, and nothing returned,
-// when no record is there to read yet.
-func (c *Conn) TryNext() (a, b []byte, ok bool, err error) { return c.Peek(1) }
 
 // Peek looks for a record up to polls times in a tight loop and, when one
 // is there, returns it as Next does; ok is false, and nothing returned,
@@ -219,7 +215,7 @@ func (c *Conn) flush() {
 	}
 }
 
-// Take copies the bytes of the record Next (or TryNext, or Peek) returned,
+// Take copies the bytes of the record Next (or Peek) returned,
 // from its byte off, into dst, frees the record as Consume does, and
 // returns how many bytes it copied: for a reader that wants them out of
 // the ring and the record gone in one call.
@@ -229,16 +225,12 @@ func (c *Conn) Take(dst []byte, off int) int {
 	}
 	a, b := c.in.view()
 	n := Gather(dst, a, b, off)
-	pub := c.in.pub
-	c.in.skip()
-	if c.in.pub != pub {
-		c.wakeWriter()
-	}
+	c.skip()
 	c.exit()
 	return n
 }
 
-// Consume frees the record Next (or TryNext, or Peek) returned; the
+// Consume frees the record Next (or Peek) returned; the
 // peer's writer learns of the room as Read's does (consumer.done). Only
 // the reader may call it, after a Next that returned a record and before
 // any other read.
@@ -247,6 +239,12 @@ func (c *Conn) Consume() {
 		return
 	}
 	defer c.exit()
+	c.skip()
+}
+
+// skip frees the record Next returned, and wakes the peer's writer if it
+// learns of room by it (consumer.done).
+func (c *Conn) skip() {
 	pub := c.in.pub
 	c.in.skip()
 	if c.in.pub != pub {
@@ -345,26 +343,12 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return total, nil
 }
 
-// TryWrite writes a then b as one record when the ring has room for both
-// now, and reports whether it did; it never waits, and writes nothing
-// when it returns false with no error. A reader's Next sees the two as one
+// TryWriteFrame writes hdr then payload as one record when the ring has
+// room for both now, and reports whether it did; it never waits, and
+// writes nothing when it returns false with no error. The header goes in
+// with one assignment, not a copy; a reader's Next sees the two as one
 // record. It fails as Write does on a closed Conn or a corrupt ring. Only
 // the writer may call it.
-func (c *Conn) TryWrite(a, b []byte) (bool, error) {
-	if !c.enter() {
-		return false, net.ErrClosed
-	}
-	defer c.exit()
-	ok, err := c.out.writeAll(a, b)
-	if ok {
-		c.wakeReader()
-	}
-	return ok, err
-}
-
-// TryWriteFrame writes hdr then payload as one record when the ring has
-// room for both now, and reports whether it did, as TryWrite does; the
-// header goes in with one assignment, not a copy.
 func (c *Conn) TryWriteFrame(hdr *[FrameHeader]byte, payload []byte) (bool, error) {
 	if !c.enter() {
 		return false, net.ErrClosed

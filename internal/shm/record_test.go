@@ -16,24 +16,54 @@ import (
 	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
+// tryWrite publishes a then b as one record when c's ring has room for
+// both now, as TryWriteFrame does a frame: for tests of records cut
+// anywhere, of any length.
+func tryWrite(c *Conn, a, b []byte) (bool, error) {
+	if !c.enter() {
+		return false, net.ErrClosed
+	}
+	defer c.exit()
+	ok, err := c.out.writeAll(a, b)
+	if ok {
+		c.wakeReader()
+	}
+	return ok, err
+}
+
+// writeAll publishes a then b as one record when the ring has room for
+// both now, and reports whether it did; it never blocks, and writes
+// nothing when the room is not there. It returns ErrCorrupt when the
+// consumer's index is impossible.
+func (w *producer) writeAll(a, b []byte) (bool, error) {
+	p, q, ok, err := w.reserve(len(a) + len(b))
+	if !ok {
+		return false, err
+	}
+	Fill(p, q, 0, a)
+	Fill(p, q, len(a), b)
+	w.commit()
+	return true, nil
+}
+
 // joined returns p and q as one slice.
 func joined(p, q []byte) []byte { return append(append([]byte(nil), p...), q...) }
 
-// TestTryWriteNext: TryWrite publishes its two parts as one record, which
-// Next returns in place, whole, wrapped or not; Next consumes nothing (a
-// Read after it starts from the record's first byte, and a Next after a
-// Read returns the rest); TryWriteFrame does the same for a frame header
-// and a payload, which Take copies out and frees; TryWrite writes nothing
-// when the ring has no room; the room a reader frees reaches the writer a quarter ring at a
-// time while records keep coming, and all of it once the reader finds
-// none.
-func TestTryWriteNext(t *testing.T) {
+// TestRecordsInPlace: a record written in two parts (tryWrite) is one
+// record, which Next returns in place, whole, wrapped or not; Next
+// consumes nothing (a Read after it starts from the record's first byte,
+// and a Next after a Read returns the rest); TryWriteFrame does the same
+// for a frame header and a payload, which Take copies out and frees; a
+// write that finds no room writes nothing; the room a reader frees
+// reaches the writer a quarter ring at a time while records keep coming,
+// and all of it once the reader finds none.
+func TestRecordsInPlace(t *testing.T) {
 	a, b := pair(t, MinRing, 0)
 	bound(a, b)
 	hdr := bytes.Repeat([]byte{'h'}, 32)
 	payload := bytes.Repeat([]byte{'p'}, 100)
-	if ok, err := a.TryWrite(hdr, payload); !ok || err != nil {
-		t.Fatalf("TryWrite of 132 bytes into an empty ring = %v, %v", ok, err)
+	if ok, err := tryWrite(a, hdr, payload); !ok || err != nil {
+		t.Fatalf("tryWrite of 132 bytes into an empty ring = %v, %v", ok, err)
 	}
 	p, q, err := b.Next()
 	if err != nil {
@@ -51,15 +81,15 @@ func TestTryWriteNext(t *testing.T) {
 		t.Fatalf("Next after a Read of 5 = %d bytes, %v; want the 127 left", len(p)+len(q), err)
 	}
 	b.Consume()
-	if _, _, ok, err := b.TryNext(); ok || err != nil {
-		t.Fatalf("TryNext on an empty ring = %v, %v", ok, err)
+	if _, _, ok, err := b.Peek(1); ok || err != nil {
+		t.Fatalf("Peek(1) on an empty ring = %v, %v", ok, err)
 	}
 
 	// Fill the ring with records of 64-byte slots, then one more.
 	small := bytes.Repeat([]byte{'s'}, 40)
 	fit := 0
 	for {
-		ok, err := a.TryWrite(hdr[:8], small)
+		ok, err := tryWrite(a, hdr[:8], small)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,38 +105,38 @@ func TestTryWriteNext(t *testing.T) {
 	// reader keeps finding records, and all of it once it finds none.
 	quarter := MinRing / 4 / recAlign
 	for i := range fit {
-		p, q, ok, err := b.TryNext()
+		p, q, ok, err := b.Peek(1)
 		if !ok || err != nil || len(p)+len(q) != 48 {
-			t.Fatalf("record %d of %d: TryNext = %d bytes, %v, %v", i, fit, len(p)+len(q), ok, err)
+			t.Fatalf("record %d of %d: Peek(1) = %d bytes, %v, %v", i, fit, len(p)+len(q), ok, err)
 		}
 		b.Consume()
 		switch i + 1 {
 		case 1, quarter - 1:
-			if ok, _ := a.TryWrite(hdr[:8], small); ok {
-				t.Fatalf("TryWrite found room after %d records of %d freed: published before a quarter ring", i+1, quarter)
+			if ok, _ := tryWrite(a, hdr[:8], small); ok {
+				t.Fatalf("tryWrite found room after %d records of %d freed: published before a quarter ring", i+1, quarter)
 			}
 		case quarter:
-			if ok, err := a.TryWrite(hdr[:8], small); !ok || err != nil {
-				t.Fatalf("TryWrite once a quarter ring is freed = %v, %v", ok, err)
+			if ok, err := tryWrite(a, hdr[:8], small); !ok || err != nil {
+				t.Fatalf("tryWrite once a quarter ring is freed = %v, %v", ok, err)
 			}
 		}
 	}
 	// The record written at the quarter, then nothing: the look that
 	// finds nothing publishes the rest.
-	if _, _, ok, err := b.TryNext(); !ok || err != nil {
+	if _, _, ok, err := b.Peek(1); !ok || err != nil {
 		t.Fatalf("the record written once room was published: %v, %v", ok, err)
 	}
 	b.Consume()
-	if _, _, ok, _ := b.TryNext(); ok {
-		t.Fatal("a record is left after the refused TryWrite: it wrote something")
+	if _, _, ok, _ := b.Peek(1); ok {
+		t.Fatal("a record is left after the refused tryWrite: it wrote something")
 	}
 	for i := range fit {
-		if ok, err := a.TryWrite(hdr[:8], small); !ok || err != nil {
-			t.Fatalf("record %d of %d into a ring the reader emptied: TryWrite = %v, %v", i, fit, ok, err)
+		if ok, err := tryWrite(a, hdr[:8], small); !ok || err != nil {
+			t.Fatalf("record %d of %d into a ring the reader emptied: tryWrite = %v, %v", i, fit, ok, err)
 		}
 	}
 	for range fit {
-		if _, _, ok, _ := b.TryNext(); !ok {
+		if _, _, ok, _ := b.Peek(1); !ok {
 			t.Fatal("a record written is missing")
 		}
 		b.Consume()
@@ -115,8 +145,8 @@ func TestTryWriteNext(t *testing.T) {
 	// (2*fit+1)*64 mod MinRing = 64; a record of 3,000 bytes takes it to
 	// 3,136, and the next, of 2,000, wraps.
 	big := make([]byte, 3000)
-	if ok, err := a.TryWrite(big[:16], big[16:]); !ok || err != nil {
-		t.Fatalf("TryWrite of 3000 bytes = %v, %v", ok, err)
+	if ok, err := tryWrite(a, big[:16], big[16:]); !ok || err != nil {
+		t.Fatalf("tryWrite of 3000 bytes = %v, %v", ok, err)
 	}
 	if _, _, err := b.Next(); err != nil {
 		t.Fatal(err)
@@ -126,8 +156,8 @@ func TestTryWriteNext(t *testing.T) {
 	for i := range wrap {
 		wrap[i] = byte(i * 7)
 	}
-	if ok, err := a.TryWrite(wrap[:32], wrap[32:]); !ok || err != nil {
-		t.Fatalf("TryWrite of 2000 bytes = %v, %v", ok, err)
+	if ok, err := tryWrite(a, wrap[:32], wrap[32:]); !ok || err != nil {
+		t.Fatalf("tryWrite of 2000 bytes = %v, %v", ok, err)
 	}
 	p, q, err = b.Next()
 	if err != nil {
@@ -137,7 +167,7 @@ func TestTryWriteNext(t *testing.T) {
 		t.Fatalf("the record of 2000 bytes did not wrap (%d + %d): the test's positions are off", len(p), len(q))
 	}
 	if !bytes.Equal(joined(p, q), wrap) {
-		t.Fatal("the wrapped record differs from what TryWrite wrote")
+		t.Fatal("the wrapped record differs from what tryWrite wrote")
 	}
 	b.Consume()
 
@@ -173,15 +203,18 @@ func TestTryWriteNext(t *testing.T) {
 	if n := b.Take(dst, FrameHeader); n != len(wrap) || !bytes.Equal(dst[:n], wrap) {
 		t.Fatalf("Take from past the header = %d bytes, equal %v; want the 2000 of the payload", n, bytes.Equal(dst[:n], wrap))
 	}
-	if _, _, ok, _ := b.TryNext(); ok {
+	if _, _, ok, _ := b.Peek(1); ok {
 		t.Fatal("a record is left after Take: it did not free the frame's")
 	}
 
-	if ok, err := a.TryWrite(make([]byte, MinRing), nil); ok || err != nil {
-		t.Fatalf("TryWrite of more than the ring = %v, %v; want false, nil", ok, err)
+	if ok, err := a.TryWriteFrame(new([FrameHeader]byte), make([]byte, MinRing)); ok || err != nil {
+		t.Fatalf("TryWriteFrame of more than the ring = %v, %v; want false, nil", ok, err)
 	}
-	if ok, err := a.TryWrite(nil, nil); ok || err != nil {
-		t.Fatalf("TryWrite of nothing = %v, %v; want false, nil", ok, err)
+	if ok, err := tryWrite(a, make([]byte, MinRing), nil); ok || err != nil {
+		t.Fatalf("tryWrite of more than the ring = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := tryWrite(a, nil, nil); ok || err != nil {
+		t.Fatalf("tryWrite of nothing = %v, %v; want false, nil", ok, err)
 	}
 }
 
@@ -214,17 +247,17 @@ func TestNextBlocks(t *testing.T) {
 	if _, _, err := b.Next(); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Next after Close = %v, want net.ErrClosed", err)
 	}
-	if _, _, _, err := b.TryNext(); !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("TryNext after Close = %v, want net.ErrClosed", err)
+	if _, _, _, err := b.Peek(1); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Peek(1) after Close = %v, want net.ErrClosed", err)
 	}
 	_ = a.Close()
-	if _, err := a.TryWrite([]byte("x"), nil); !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("TryWrite after Close = %v, want net.ErrClosed", err)
+	if _, err := a.TryWriteFrame(new([FrameHeader]byte), []byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("TryWriteFrame after Close = %v, want net.ErrClosed", err)
 	}
 }
 
 // TestRecordStream streams random bytes through a small ring with a
-// writer that mixes TryWrite (its buffer cut in two at random) and Write,
+// writer that mixes tryWrite (its buffer cut in two at random) and Write,
 // and a reader that mixes Next and Consume with Read, polling and
 // sleeping: every byte arrives once, in order.
 func TestRecordStream(t *testing.T) {
@@ -247,7 +280,7 @@ func TestRecordStream(t *testing.T) {
 					k := min(len(p), 1+wr.IntN(MinRing))
 					cut := wr.IntN(k + 1)
 					_ = a.SetWriteDeadline(time.Now().Add(stallAfter))
-					ok, err := a.TryWrite(p[:cut], p[cut:k])
+					ok, err := tryWrite(a, p[:cut], p[cut:k])
 					if err == nil && !ok {
 						_, err = a.Write(p[:k])
 					}

@@ -99,17 +99,26 @@ type producer struct {
 	reserved uint64 // the length of the record reserve returned, for commit
 }
 
+// refresh loads the consumer's index, when the last one seen leaves too
+// little room; ErrCorrupt when it moved backwards or past the producer.
+func (w *producer) refresh() error {
+	h := w.r.head.Load()
+	if h-w.head > w.tail-w.head {
+		return fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
+	}
+	w.head = h
+	return nil
+}
+
 // write copies as much of p as fits in one record and publishes it; it
 // never blocks. It returns ErrCorrupt when the consumer's index is
 // impossible.
 func (w *producer) write(p []byte) (int, error) {
 	size := uint64(len(w.r.data))
 	if size-(w.tail-w.head) < recAlign {
-		h := w.r.head.Load()
-		if h-w.head > w.tail-w.head {
-			return 0, fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
+		if err := w.refresh(); err != nil {
+			return 0, err
 		}
-		w.head = h
 	}
 	free := (size - (w.tail - w.head)) &^ (recAlign - 1)
 	if free < recAlign || len(p) == 0 {
@@ -127,21 +136,6 @@ func (w *producer) write(p []byte) (int, error) {
 	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Swap(w.tail + 1)
 	w.tail += recSize(n)
 	return int(n), nil
-}
-
-// writeAll publishes a then b as one record when the ring has room for
-// both now, and reports whether it did; it never blocks, and writes
-// nothing when the room is not there. It returns ErrCorrupt when the
-// consumer's index is impossible.
-func (w *producer) writeAll(a, b []byte) (bool, error) {
-	p, q, ok, err := w.reserve(len(a) + len(b))
-	if !ok {
-		return false, err
-	}
-	Fill(p, q, 0, a)
-	Fill(p, q, len(a), b)
-	w.commit()
-	return true, nil
 }
 
 // writeFrame publishes hdr then p as one record when the ring has room
@@ -191,11 +185,9 @@ func (w *producer) reserve(n int) (p, q []byte, ok bool, err error) {
 		return nil, nil, false, nil
 	}
 	if need > size-(w.tail-w.head) {
-		h := w.r.head.Load()
-		if h-w.head > w.tail-w.head {
-			return nil, nil, false, fmt.Errorf("%w: consumer index %d outside [%d, %d]", ErrCorrupt, h, w.head, w.tail)
+		if err := w.refresh(); err != nil {
+			return nil, nil, false, err
 		}
-		w.head = h
 		if need > size-(w.tail-w.head) {
 			return nil, nil, false, nil
 		}
