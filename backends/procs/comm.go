@@ -11,6 +11,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/nodecoll"
 	"github.com/xpu-go/xpu/internal/onesided"
 	"github.com/xpu-go/xpu/internal/p2p"
@@ -76,6 +77,34 @@ type Comm struct {
 	devPaths []atomic.Uint32
 	shares   devShares
 	lifecycle
+}
+
+// table is the communicator's matching table (guarded by Comm.mu), with a
+// count of the receives posted, which the lane reads without the lock.
+type table struct {
+	match.Table[request, *request]
+	posted atomic.Int32
+}
+
+// Post posts r (match.Table.Post) and counts it.
+func (t *table) Post(r *request, src, tag int) {
+	t.Table.Post(r, src, tag)
+	t.posted.Add(1)
+}
+
+// Unpost removes the posted r (match.Table.Unpost) from the count.
+func (t *table) Unpost(r *request) {
+	t.Table.Unpost(r)
+	t.posted.Add(-1)
+}
+
+// TakePosted is match.Table.TakePosted, counted.
+func (t *table) TakePosted(src, tag int) *request {
+	r := t.Table.TakePosted(src, tag)
+	if r != nil {
+		t.posted.Add(-1)
+	}
+	return r
 }
 
 // nodes are the collectives of the nodes in their shared regions
@@ -181,16 +210,23 @@ func (c *Comm) Isend(buf memspace.Block, dest, tag int) (comm.Request, error) {
 	if done, err := c.sendAtOnce(data, dest, tag); err != nil {
 		return nil, err
 	} else if done {
-		c.flightDone(dest, tag, len(data))
+		c.flightDone(flight.OpSend, dest, tag, len(data), nil)
 		return &sent{Source: dest, Tag: tag, Count: len(data)}, nil
 	}
 	return c.isend(data, dest, tag)
 }
 
-// flightDone records a send of a user tag that completed as it started.
-func (c *Comm) flightDone(dest, tag, n int) {
-	if tag <= comm.MaxTag {
-		c.rec.Record(flight.OpSend, dest, tag, int64(n))
+// flightDone records a send or receive of a user tag that completed as it
+// started, with its outcome: a send written at once, a receive the lane
+// took (lane.go).
+func (c *Comm) flightDone(op flight.Op, peer, tag, n int, err error) {
+	if tag > comm.MaxTag {
+		return
+	}
+	if err == nil {
+		c.rec.Record(op, peer, tag, int64(n))
+	} else if t := c.flightPost(op, peer, tag, n); t.Valid() {
+		t.Finish(err)
 	}
 }
 
@@ -227,7 +263,7 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 	}
 	if done, err := c.sendAtOnce(data, dest, tag); done || err != nil {
 		if done {
-			c.flightDone(dest, tag, len(data))
+			c.flightDone(flight.OpSend, dest, tag, len(data), nil)
 		}
 		return err
 	}

@@ -3,13 +3,11 @@ package procs
 import (
 	"context"
 	"encoding/binary"
-	"sync/atomic"
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
-	"github.com/xpu-go/xpu/internal/match"
 	"github.com/xpu-go/xpu/internal/p2p"
 	"github.com/xpu-go/xpu/internal/shm"
 )
@@ -67,34 +65,6 @@ type laneRecv struct {
 	err error
 }
 
-// table is the communicator's matching table (guarded by Comm.mu), with a
-// count of the receives posted, which the lane reads without the lock.
-type table struct {
-	match.Table[request, *request]
-	posted atomic.Int32
-}
-
-// Post posts r (match.Table.Post) and counts it.
-func (t *table) Post(r *request, src, tag int) {
-	t.Table.Post(r, src, tag)
-	t.posted.Add(1)
-}
-
-// Unpost removes the posted r (match.Table.Unpost) from the count.
-func (t *table) Unpost(r *request) {
-	t.Table.Unpost(r)
-	t.posted.Add(-1)
-}
-
-// TakePosted is match.Table.TakePosted, counted.
-func (t *table) TakePosted(src, tag int) *request {
-	r := t.Table.TakePosted(src, tag)
-	if r != nil {
-		t.posted.Add(-1)
-	}
-	return r
-}
-
 // takes reports whether the lane's receive takes a message with tag; a
 // nil lane takes none.
 func (lr *laneRecv) takes(tag int) bool { return lr != nil && impl.MatchTag(lr.tag, tag) }
@@ -118,13 +88,7 @@ func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Stat
 	if !lr.got {
 		return comm.Status{}, false, nil
 	}
-	if tag <= comm.MaxTag {
-		if lr.err == nil {
-			c.rec.Record(flight.OpRecv, l.peer, tag, int64(len(data)))
-		} else if t := c.flightPost(flight.OpRecv, l.peer, tag, len(data)); t.Valid() {
-			t.Finish(lr.err)
-		}
-	}
+	c.flightDone(flight.OpRecv, l.peer, tag, len(data), lr.err)
 	return lr.st, true, lr.err
 }
 
@@ -159,9 +123,7 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 			if !whole {
 				return
 			}
-			if !l.rd.heard.Load() {
-				l.rd.heard.Store(true)
-			}
+			l.rd.hear()
 			if l.takeLane(lr, tag, n, p[headerSize:], q) {
 				return
 			}

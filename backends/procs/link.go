@@ -384,14 +384,9 @@ func (l *link) stepRecord() (handled, yield bool, err error) {
 		if isKicked(err) {
 			return true, true, nil
 		}
-		if errors.Is(err, shm.ErrCorrupt) {
-			err = xerr.Detail(ErrProtocol, "shared-memory link: %w", err)
-		}
-		return true, false, err
+		return true, false, protocolErr(err)
 	}
-	if !l.rd.heard.Load() {
-		l.rd.heard.Store(true)
-	}
+	l.rd.hear()
 	tag, n, whole := eagerRecord(a, b, l.c.lim)
 	if !whole {
 		return false, false, nil
@@ -406,23 +401,14 @@ func (l *link) stepRecord() (handled, yield bool, err error) {
 // message when no posted receive does.
 func (l *link) onEagerRecord(tag, n int, p, q []byte, lane *laneRecv) error {
 	c := l.c
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	r, mine, closed, err := l.matchEager(tag, n, lane)
+	if err != nil {
+		return err
+	}
+	if closed {
 		l.shm.Consume()
 		return nil
 	}
-	if !l.credit.receive(n) {
-		c.mu.Unlock()
-		return l.credit.overBudget(l.peer, n)
-	}
-	r := c.tbl.TakePosted(l.peer, tag)
-	mine := r == nil && lane.takes(tag)
-	if r != nil || mine {
-		// Given back at once, as in onEager.
-		l.consumed(n)
-	}
-	c.mu.Unlock()
 	if mine {
 		l.deliverLane(lane, tag, n)
 		return nil
@@ -447,26 +433,43 @@ func (l *link) onEagerRecord(tag, n int, p, q []byte, lane *laneRecv) error {
 	return l.holdEager(&request{c: c, kind: kindEagerMsg, peer: l.peer, tag: tag, buf: buf, pooled: h, via: l}, n)
 }
 
+// matchEager counts an eager message of n bytes with tag against this
+// rank's budget and matches it, under the communicator's lock: to the
+// posted receive r, else to the lane's receive (mine; lane may be nil),
+// else to neither, and the caller holds it as unexpected. A message that
+// goes straight into a receive is never held: its bytes are given back at
+// once. closed reports a closed rank, which drops the message; err a peer
+// past its budget.
+func (l *link) matchEager(tag, n int, lane *laneRecv) (r *request, mine, closed bool, err error) {
+	c := l.c
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		closed = true
+	case !l.credit.receive(n):
+		err = l.credit.overBudget(l.peer, n)
+	default:
+		r = c.tbl.TakePosted(l.peer, tag)
+		mine = r == nil && lane.takes(tag)
+		if r != nil || mine {
+			l.consumed(n)
+		}
+	}
+	c.mu.Unlock()
+	return r, mine, closed, err
+}
+
 // onEager takes an eager message of n bytes: straight into a matching
 // posted receive, else into a private buffer on the unexpected queue.
 func (l *link) onEager(tag, n int) error {
 	c := l.c
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	r, _, closed, err := l.matchEager(tag, n, nil)
+	if err != nil {
+		return err
+	}
+	if closed {
 		return l.rd.discard(n)
 	}
-	if !l.credit.receive(n) {
-		c.mu.Unlock()
-		return l.credit.overBudget(l.peer, n)
-	}
-	r := c.tbl.TakePosted(l.peer, tag)
-	if r != nil {
-		// The message goes straight into r, never held: its bytes are
-		// given back at once.
-		l.consumed(n)
-	}
-	c.mu.Unlock()
 	if r != nil {
 		if r.dev != nil {
 			r.dev.standIn(r, n)

@@ -25,11 +25,11 @@ const readAhead = 4 << 10
 
 // reader is the receiving half of a link: it reads the peer's frames from
 // the socket, and their payloads into the receives they are for. Only the
-// holder of the link's read role (readrole.go) reads, and br, spin, stage,
-// stageBlk, lanes and laneDue are its. mu guards inbound, nextToken and down, which the
-// goroutines that match an announcement share with the holder (the holder
-// alone completes the receives in inbound). heard is atomic; raw is set
-// before the link starts.
+// holder of the link's read role (readrole.go) reads, and br, spin,
+// stage, stageBlk, lanes and laneDue are its. mu guards inbound,
+// nextToken and down, which the goroutines that match an announcement
+// share with the holder (the holder alone completes the receives in
+// inbound). heard is atomic; raw is set before the link starts.
 type reader struct {
 	br *bufio.Reader // over the link's liveReader
 	// heard is set by a read that returns bytes, when it finds it clear
@@ -164,6 +164,23 @@ func (red *reduction) fold(off int, in memspace.Block, k int) error {
 	return impl.ReduceBytes(d[off:off+k], x[:k], o[off:off+k], red.dt, red.op)
 }
 
+// hear marks the link heard from since the monitor's last tick.
+func (rd *reader) hear() {
+	if !rd.heard.Load() {
+		rd.heard.Store(true)
+	}
+}
+
+// protocolErr is err, or, for a shared-memory ring that breaks its
+// format (shm.ErrCorrupt), an error matching ErrProtocol: the peer broke
+// the link's protocol.
+func protocolErr(err error) error {
+	if err != nil && errors.Is(err, shm.ErrCorrupt) {
+		return xerr.Detail(ErrProtocol, "shared-memory link: %w", err)
+	}
+	return err
+}
+
 // liveReader is what a link's reader.br reads: the socket, polled first
 // while the holder spins. It counts the reads that bring bytes, and
 // absorbs a kick (a read deadline set to interrupt the holder of the read
@@ -181,16 +198,13 @@ func (lr liveReader) Read(p []byte) (int, error) {
 		} else {
 			n, err = l.conn.Read(p)
 		}
-		if n > 0 && !l.rd.heard.Load() {
-			l.rd.heard.Store(true)
+		if n > 0 {
+			l.rd.hear()
 		}
 		if n == 0 && err != nil && isKicked(err) && !l.role.atBoundary.Load() {
 			l.role.unkick()
 			continue
 		}
-		if err != nil && errors.Is(err, shm.ErrCorrupt) {
-			err = xerr.Detail(ErrProtocol, "shared-memory link: %w", err)
-		}
-		return n, err
+		return n, protocolErr(err)
 	}
 }

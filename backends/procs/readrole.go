@@ -379,11 +379,19 @@ func (ro *readRole) release() {
 	ro.mu.Lock()
 	ro.holderDone = nil
 	ro.handOverLocked()
-	free := ro.owner.Load() == roleFree
-	wake := free && (ro.closed || ro.parked.Load() > 0 || ro.ending.Load())
+	ro.releasedLocked()
+}
+
+// releasedLocked tells those who need it that a waiter gave the role back:
+// Close, waiting for the holder (awaitHolder), once the role is closed;
+// the reader goroutine, when the role is free and a goroutine blocks
+// without reading or the link or the rank is going down. mu is held on
+// entry and released.
+func (ro *readRole) releasedLocked() {
 	if ro.closed {
 		ro.released.Broadcast()
 	}
+	wake := ro.owner.Load() == roleFree && (ro.closed || ro.parked.Load() > 0 || ro.ending.Load())
 	ro.mu.Unlock()
 	if wake {
 		ro.wakeUp()
@@ -406,15 +414,7 @@ func (ro *readRole) releaseLane() {
 		return
 	}
 	ro.mu.Lock()
-	closed, free := ro.closed, ro.owner.Load() == roleFree
-	if closed {
-		ro.released.Broadcast()
-	}
-	wake := free && (closed || ro.parked.Load() > 0 || ro.ending.Load())
-	ro.mu.Unlock()
-	if wake {
-		ro.wakeUp()
-	}
+	ro.releasedLocked()
 }
 
 // awaitHolder waits until no waiter holds the role: once the role is
