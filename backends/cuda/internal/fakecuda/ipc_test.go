@@ -150,7 +150,7 @@ func TestIPC(t *testing.T) {
 	if got := f.read(p, 8192); !bytes.Equal(got, bytes.Repeat([]byte{1}, 8192)) {
 		t.Fatalf("the imported allocation reads %x...", got[:16])
 	}
-	checkProtNone(t, p)
+	checkProtNone(t, p, "the imported allocation")
 	f.ok(f.cuMemsetD8(p+100, 9, 50), "cuMemsetD8 through the mapping")
 	f.write(p+4096, []byte{7, 7, 7})
 	got := f.read(p, 8192)
@@ -222,12 +222,13 @@ func TestIPC(t *testing.T) {
 	}
 }
 
-// checkProtNone fails t unless p lies in a mapping the host cannot touch.
-func checkProtNone(t *testing.T, p dptr) {
+// checkProtNone fails t unless p, which holds what (device memory, an
+// imported allocation), lies in a mapping the host cannot touch.
+func checkProtNone(t *testing.T, p dptr, what string) {
 	t.Helper()
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		t.Skip(err)
+		t.Skipf("cannot read /proc/self/maps to check that %s is closed to the host: %v", what, err)
 	}
 	for _, line := range strings.Split(string(maps), "\n") {
 		fields := strings.Fields(line)
@@ -241,9 +242,9 @@ func checkProtNone(t *testing.T, p dptr) {
 			continue
 		}
 		if !strings.HasPrefix(fields[1], "---") {
-			t.Fatalf("the imported address is mapped %s: %s", fields[1], line)
+			t.Fatalf("%s at %#x is mapped %s: %s", what, p, fields[1], line)
 		}
 		return
 	}
-	t.Fatalf("the imported address %#x is not mapped", p)
+	t.Fatalf("%s at %#x is not mapped", what, p)
 }
