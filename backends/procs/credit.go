@@ -58,12 +58,16 @@ func (cr *credit) overBudget(peer, n int) error {
 	return xerr.Detail(ErrProtocol, "rank %d sent %d eager bytes beyond the budget of %d", peer, cr.in+n-cr.budget, cr.budget)
 }
 
+// giveBackAt is how many eager bytes taken make a credit frame: a quarter
+// of the budget.
+func (cr *credit) giveBackAt() int { return max(1, cr.budget/4) }
+
 // consume records that a receive took n eager bytes, and returns the bytes
 // to give back now: none until at least a quarter of the budget is due.
 // Comm.mu is held.
 func (cr *credit) consume(n int) (giveBack int) {
 	cr.due += n
-	if cr.due < max(1, cr.budget/4) {
+	if cr.due < cr.giveBackAt() {
 		return 0
 	}
 	giveBack, cr.due = cr.due, 0

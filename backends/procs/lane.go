@@ -124,7 +124,7 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 				return
 			}
 			l.rd.hear()
-			if l.takeLane(lr, tag, n, p[headerSize:], q) {
+			if l.takeLane(lr, tag, n) {
 				return
 			}
 			if err := l.onEagerRecord(tag, n, p[headerSize:], q, lr); err != nil {
@@ -150,8 +150,8 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 	}
 }
 
-// takeLane gives the lane's receive a message of n bytes with tag, in p
-// and q, without the communicator's lock when nothing can be owed it
+// takeLane gives the lane's receive the message of n bytes with tag in
+// the record Peek returned, without the communicator's lock when nothing can be owed it
 // instead: no receive is posted (Comm.tbl counts them), so none can match
 // it first, and nothing is queued from the peer (checked when the lane
 // began, and only the lane can add to it). A receive posted by another
@@ -164,14 +164,14 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 // budget at a time, as consume does for the others. They never enter
 // credit.in: a message the lane takes is never held, so the budget that
 // bounds what a rank holds for its peer stays bounded by what it holds.
-func (l *link) takeLane(lr *laneRecv, tag, n int, p, q []byte) bool {
+func (l *link) takeLane(lr *laneRecv, tag, n int) bool {
 	c := l.c
 	if !lr.takes(tag) || c.tbl.posted.Load() != 0 || c.shut.Load() {
 		return false
 	}
 	l.deliverLane(lr, tag, n)
 	l.rd.laneDue += n
-	if l.rd.laneDue >= max(1, l.credit.budget/4) {
+	if l.rd.laneDue >= l.credit.giveBackAt() {
 		_ = l.w.sendCtl(frame{typ: frameCredit, a: uint64(l.rd.laneDue)}, true)
 		l.rd.laneDue = 0
 	}
