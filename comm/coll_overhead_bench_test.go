@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -106,4 +107,38 @@ func BenchmarkValidationTyped(b *testing.B) {
 			}
 		}
 	})
+}
+
+// recColl is nopColl with a flight recorder of its own, as every backend
+// of this project has: package comm then keeps none for it, and the
+// benchmark times the checks and the recorder's entry alone.
+type recColl struct {
+	nopColl
+	rec *flight.Recorder
+}
+
+func (c *recColl) FlightRecorder() *flight.Recorder { return c.rec }
+
+// BenchmarkValidationRecorded times the typed 8-byte allreduce on a
+// communicator whose native collectives return at once and that records
+// its own operations: what package comm adds to every small collective of
+// a backend, with the recorder on (its default) and off.
+func BenchmarkValidationRecorded(b *testing.B) {
+	ctx := context.Background()
+	for _, on := range []bool{true, false} {
+		b.Run(map[bool]string{true: "recorder", false: "norecorder"}[on], func(b *testing.B) {
+			c := &recColl{nopColl: nopColl{rank: 0, size: 2}}
+			if on {
+				c.rec = flight.New(flight.DefaultSize, flight.Context{Rank: 0, Size: 2})
+				defer c.rec.Close()
+			}
+			s, r := buf(b, make([]float64, 1)), buf(b, make([]float64, 1))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := comm.Allreduce(ctx, c, s, r, comm.Sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
