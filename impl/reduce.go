@@ -125,15 +125,13 @@ type ordered interface {
 // operand is misaligned for its element type.
 const alignedChunk = 4096
 
-// aligned reports whether every slice starts at a multiple of E's alignment.
-func aligned[E any](ps ...[]byte) bool {
-	al := unsafe.Alignof(*new(E))
-	for _, p := range ps {
-		if uintptr(unsafe.Pointer(unsafe.SliceData(p)))%al != 0 {
-			return false
-		}
-	}
-	return true
+// aligned reports whether the three slices start at multiples of E's
+// alignment (three arguments, not variadic: a slice of slices built per
+// call costs a small reduction more than its arithmetic).
+func aligned[E any](p, q, r []byte) bool {
+	al := unsafe.Alignof(*new(E)) - 1
+	at := func(s []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(s))) }
+	return (at(p)|at(q)|at(r))&al == 0
 }
 
 // view reinterprets p, which is aligned for E and a whole number of E, as
@@ -162,6 +160,22 @@ func staged(dst, a, b []byte, kernel func(dst, a, b []byte)) {
 func reduceOrdered[E ordered](dst, a, b []byte, op uint8) {
 	if !aligned[E](dst, a, b) {
 		staged(dst, a, b, func(d, x, y []byte) { reduceOrdered[E](d, x, y, op) })
+		return
+	}
+	if len(dst) == int(unsafe.Sizeof(*new(E))) {
+		// One element (a small allreduce's usual vector): computed here,
+		// as the kernels compute each element, without their loops.
+		d, x, y := (*E)(unsafe.Pointer(&dst[0])), *(*E)(unsafe.Pointer(&a[0])), *(*E)(unsafe.Pointer(&b[0]))
+		switch op {
+		case opSum:
+			*d = x + y
+		case opProd:
+			*d = x * y
+		case opMin:
+			*d = min(x, y)
+		case opMax:
+			*d = max(x, y)
+		}
 		return
 	}
 	d, x, y := view[E](dst), view[E](a), view[E](b)
