@@ -429,12 +429,12 @@ func Bcast[T any](ctx context.Context, c Comm, buf *memspace.Buffer[T], root int
 // rank root. recv has send's length at the root, where it may be send
 // itself (in place); on the other ranks it is ignored and may be nil.
 func Reduce[T Number](ctx context.Context, c Comm, send, recv *memspace.Buffer[T], op Op, root int) error {
-	if err := checkBuf("reduce", "send", send); err != nil {
+	if err := checkBufOf("reduce", "send", send); err != nil {
 		return err
 	}
 	var rb memspace.Block
 	if isRoot(c, root) {
-		if err := checkBuf("reduce", "receive", recv); err != nil {
+		if err := checkBufOf("reduce", "receive", recv); err != nil {
 			return err
 		}
 		if recv.Len() != send.Len() {
@@ -449,7 +449,7 @@ func Reduce[T Number](ctx context.Context, c Comm, send, recv *memspace.Buffer[T
 // every rank. recv has send's length and may be send itself (in place).
 // Every rank gets the bitwise-same result.
 func Allreduce[T Number](ctx context.Context, c Comm, send, recv *memspace.Buffer[T], op Op) error {
-	if err := checkPair("allreduce", send, recv); err != nil {
+	if err := checkNumbers("allreduce", send, recv); err != nil {
 		return err
 	}
 	if recv.Len() != send.Len() {
@@ -518,7 +518,7 @@ func Alltoall[T any](ctx context.Context, c Comm, send, recv *memspace.Buffer[T]
 // leaves block i of the result in recv on rank i: send has
 // Size()×recv.Len() elements.
 func ReduceScatter[T Number](ctx context.Context, c Comm, send, recv *memspace.Buffer[T], op Op) error {
-	if err := checkPair("reduce-scatter", send, recv); err != nil {
+	if err := checkNumbers("reduce-scatter", send, recv); err != nil {
 		return err
 	}
 	return ReduceScatterBlock(ctx, c, send.Block(), recv.Block(), DTypeOf[T](), op)
@@ -710,6 +710,17 @@ func checkDisjoint(name string, send, recv memspace.Block) error {
 // checkPair validates a send and a receive buffer.
 func checkPair[T any](name string, send, recv *memspace.Buffer[T]) error {
 	if err := checkBuf(name, "send", send); err != nil {
+		return err
+	}
+	return checkBufOf(name, "receive", recv)
+}
+
+// checkNumbers is checkPair for buffers of a Number type, which is a
+// valid element type: only the buffers are checked (the type's check, a
+// type switch through the instantiation's dictionary, costs a small
+// reduction several nanoseconds).
+func checkNumbers[T Number](name string, send, recv *memspace.Buffer[T]) error {
+	if err := checkBufOf(name, "send", send); err != nil {
 		return err
 	}
 	return checkBufOf(name, "receive", recv)

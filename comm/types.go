@@ -72,30 +72,30 @@ func DTypeOf[T Number]() DType {
 	// The predeclared types answer from a type switch, a fraction of the
 	// cost of reflect's (a fifth of a small typed collective's checks);
 	// named types go by their kind.
-	switch any(*new(T)).(type) {
-	case float64:
+	switch any((*T)(nil)).(type) {
+	case *float64:
 		return Float64
-	case float32:
+	case *float32:
 		return Float32
-	case int64:
+	case *int64:
 		return Int64
-	case int32:
+	case *int32:
 		return Int32
-	case uint64:
+	case *uint64:
 		return Uint64
-	case uint32:
+	case *uint32:
 		return Uint32
-	case uint8:
+	case *uint8:
 		return Uint8
-	case int8:
+	case *int8:
 		return Int8
-	case int16:
+	case *int16:
 		return Int16
-	case uint16:
+	case *uint16:
 		return Uint16
-	case complex64:
+	case *complex64:
 		return Complex64
-	case complex128:
+	case *complex128:
 		return Complex128
 	}
 	return dtypeOfKind(reflect.TypeFor[T]())

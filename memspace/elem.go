@@ -20,9 +20,9 @@ var okElem okElemT
 func CheckElem[T any]() error {
 	// The predeclared number types answer without the cache (a map lookup
 	// that costs more than the rest of a small collective's checks).
-	switch any(*new(T)).(type) {
-	case bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-		float32, float64, complex64, complex128, int, uint, uintptr:
+	switch any((*T)(nil)).(type) {
+	case *bool, *int8, *int16, *int32, *int64, *uint8, *uint16, *uint32, *uint64,
+		*float32, *float64, *complex64, *complex128, *int, *uint, *uintptr:
 		return nil
 	}
 	return checkType(reflect.TypeFor[T]())
