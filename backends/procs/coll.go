@@ -53,11 +53,16 @@ const tagRing = comm.MaxReservedTag - 64
 
 type collState struct {
 	mu        sync.Mutex
-	seq       uint64 // collectives started
-	abortFrom uint64 // the earliest aborted collective; 0: none
+	seq       atomic.Uint64 // collectives started
+	abortFrom uint64        // the earliest aborted collective; 0: none
 	abortErr  error
-	running   []*collRun
-	small     atomic.Pointer[smallColl] // allreduceSmall's state, between calls
+	// abortAt is abortFrom, for the light runs' lock-free check.
+	abortAt atomic.Uint64
+	running []*collRun
+	// light is the run of the node's collectives (lightBegin), set once
+	// under mu; its live word says which collective it runs.
+	light *collRun
+	small atomic.Pointer[smallColl] // allreduceSmall's state, between calls
 }
 
 func (s *collState) closeAll() {
@@ -65,6 +70,9 @@ func (s *collState) closeAll() {
 	defer s.mu.Unlock()
 	for _, run := range s.running {
 		run.abort(nil)
+	}
+	if s.light != nil && s.light.live.Load() != 0 {
+		s.light.abort(nil)
 	}
 }
 
@@ -81,6 +89,10 @@ type collRun struct {
 	cancel context.CancelCauseFunc
 	err    atomic.Pointer[error]
 	cur    atomic.Pointer[request]
+	// live is the number of the last collective a run of lightBegin
+	// began (0: none, or one refused); it is not reset when the
+	// collective ends, which would cost a locked instruction per call.
+	live atomic.Uint64
 }
 
 // abort ends the run with cause (nil: the communicator is closing).
@@ -187,8 +199,7 @@ func (c *Comm) collBegin(name string, run *collRun) error {
 	s := &c.coll
 	closed, anyLost := c.shut.Load(), c.anyLost.Load()
 	s.mu.Lock()
-	s.seq++
-	seq := s.seq
+	seq := s.seq.Add(1)
 	if s.abortFrom != 0 && seq >= s.abortFrom {
 		err := s.abortErr
 		s.mu.Unlock()
@@ -201,6 +212,13 @@ func (c *Comm) collBegin(name string, run *collRun) error {
 		return nil
 	}
 	s.mu.Unlock()
+	return c.collRefused(name, seq, closed)
+}
+
+// collRefused is the error of collective seq, which may not run: this
+// rank is closed, or a peer is lost, which aborts seq and every later
+// collective.
+func (c *Comm) collRefused(name string, seq uint64, closed bool) error {
 	if closed {
 		return xerr.Errorf(Name, name, comm.ErrClosed, "rank %d", c.rank)
 	}
@@ -215,6 +233,40 @@ func (c *Comm) collBegin(name string, run *collRun) error {
 	c.mu.Unlock()
 	c.abortColl(seq, c.rank, lost)
 	return xerr.Op(Name, name, fmt.Errorf("a rank of the group is lost: %w", detailOf(lost)))
+}
+
+// lightBegin is collBegin for the run of the node's collectives
+// (nodeHost.light), without the lock: the run publishes the number of the
+// collective it runs in its live word, then looks at abortAt (and at
+// whether this rank is closed), while abortColl stores abortAt, then
+// looks at the live word (and Close stores shut, then closeAll looks):
+// each pair is a store then a load on either side, full fences both, so
+// at least one side sees the other — the run refuses, or the abort finds
+// it live and aborts it. An abort found in run.err from before is
+// cleared first: one that lands later is this run's (its number is no
+// less than any abort's that found it live). A collective that begins
+// must end as nodeHost.End ends it.
+func (c *Comm) lightBegin(name string, run *collRun) error {
+	s := &c.coll
+	if run.err.Load() != nil {
+		run.err.Store(nil)
+	}
+	seq := s.seq.Add(1)
+	run.seq = seq
+	run.live.Swap(seq) // then abortAt is looked at: a fence
+	if at := s.abortAt.Load(); at == 0 || seq < at {
+		closed, anyLost := c.shut.Load(), c.anyLost.Load()
+		if !closed && !anyLost {
+			return nil
+		}
+		run.live.Store(0)
+		return c.collRefused(name, seq, closed)
+	}
+	run.live.Store(0)
+	s.mu.Lock()
+	err := s.abortErr
+	s.mu.Unlock()
+	return xerr.Op(Name, name, err)
 }
 
 // collEnd ends the collective run, which collBegin began and which ended
@@ -237,7 +289,13 @@ func (c *Comm) collEnd(ctx context.Context, name string, run *collRun, err error
 	if err == nil {
 		return nil
 	}
-	seq := run.seq
+	return c.collFailed(ctx, name, run.seq, err, cause)
+}
+
+// collFailed is what collective seq, which failed with err, returns: a
+// failure caused by a lost peer aborts it and every later collective.
+// cause reports the abort that ended the run, if any.
+func (c *Comm) collFailed(ctx context.Context, name string, seq uint64, err error, cause func() error) error {
 	if why := cause(); ctx.Err() == nil && why != nil && errors.Is(why, comm.ErrPeerLost) {
 		err = why
 	}
@@ -264,6 +322,7 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 		return
 	}
 	s.abortFrom = seq
+	s.abortAt.Store(seq) // then the light run is looked at (lightBegin)
 	if by == c.rank {
 		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted: %w", c.rank, seq, detailOf(cause))
 	} else {
@@ -272,6 +331,11 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 	for _, run := range s.running {
 		if run.seq >= seq {
 			run.abort(s.abortErr)
+		}
+	}
+	if s.light != nil {
+		if live := s.light.live.Load(); live != 0 && live >= seq {
+			s.light.abort(s.abortErr)
 		}
 	}
 	s.mu.Unlock()
@@ -290,7 +354,14 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 // collective more than its checks).
 func hostBlock(b memspace.Block) bool { return b.Len() == 0 || b.HostAccessible() }
 
-func hostBlocks(a, b memspace.Block) bool { return hostBlock(a) && hostBlock(b) }
+func hostBlocks(a, b memspace.Block) bool {
+	// Blocks with a host mapping answer inline: a Block handed to a call
+	// is spilled and copied through memory, which stalls a small
+	// collective for longer than the rest of its checks.
+	return a.HostPointer() != nil && b.HostPointer() != nil || bothHost(a, b)
+}
+
+func bothHost(a, b memspace.Block) bool { return hostBlock(a) && hostBlock(b) }
 
 // oneNode returns the node collectives when every rank of the job shares
 // this node's region (Reduce, Allgather and Alltoall run there only then),

@@ -377,3 +377,29 @@ func TestNodeRingRunsAhead(t *testing.T) {
 	})
 	require.NoError(t, errors.Join(errs...))
 }
+
+// TestNodeCollectiveClosedWhileWaiting: a rank closed while its node
+// collective waits for a rank that never joins ends that collective with
+// ErrClosed at once, not when its context ends: Close aborts the run of the
+// node's collectives, which registers itself without a lock.
+func TestNodeCollectiveClosedWhileWaiting(t *testing.T) {
+	cs := group(t, 2, procs.Config{})
+	each(t, cs, func(ctx context.Context, c *procs.Comm) error { return comm.Barrier(ctx, c) })
+	require.True(t, procs.NodeCollectives(cs[0]))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		v := []float64{1}
+		done <- comm.AllreduceBlock(ctx, cs[0], blk(v), blk(v), comm.Float64, comm.Sum)
+	}()
+	time.Sleep(100 * time.Millisecond) // the allreduce waits for rank 1, which never joins
+	start := time.Now()
+	require.NoError(t, cs[0].Close())
+	err := testwait.Recv(t, done, "the allreduce of a closed rank")
+	require.ErrorIs(t, err, comm.ErrClosed)
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.NoError(t, ctx.Err(), "the allreduce waited for its context")
+	v := []float64{1}
+	require.ErrorIs(t, comm.AllreduceBlock(ctx, cs[0], blk(v), blk(v), comm.Float64, comm.Sum), comm.ErrClosed)
+}

@@ -21,9 +21,8 @@ import (
 type nodeHost struct {
 	*Comm
 	// light is the run of a one-node job's collective: one serves them
-	// all (once a collective has ended no abort refers to its run:
-	// collEnd drops it from the running under the lock aborts take), and
-	// lightAborted its abort, bound once.
+	// all, registered once (lightBegin), and lightAborted its abort,
+	// bound once.
 	light        collRun
 	lightAborted func() error
 	// full and fullCtx are the run of a collective of a job that spans
@@ -35,6 +34,9 @@ type nodeHost struct {
 func newNodeHost(c *Comm) *nodeHost {
 	h := &nodeHost{Comm: c}
 	h.lightAborted = h.light.aborted
+	c.coll.mu.Lock()
+	c.coll.light = &h.light
+	c.coll.mu.Unlock()
 	return h
 }
 
@@ -43,11 +45,7 @@ var _ nodecoll.Host = (*nodeHost)(nil)
 // Begin numbers the collective and registers its run for aborts.
 func (h *nodeHost) Begin(ctx context.Context, name string, light bool) (context.Context, error) {
 	if light {
-		run := &h.light
-		if run.err.Load() != nil {
-			run.err.Store(nil)
-		}
-		return ctx, h.collBegin(name, run)
+		return ctx, h.lightBegin(name, &h.light)
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	run := &collRun{cancel: cancel}
@@ -63,7 +61,14 @@ func (h *nodeHost) Begin(ctx context.Context, name string, light bool) (context.
 // an abort of this and every later collective.
 func (h *nodeHost) End(ctx context.Context, name string, light bool, err error) error {
 	if light {
-		return h.collEnd(ctx, name, &h.light, err, h.lightAborted)
+		// The run stays live (lightBegin): an abort or close that finds
+		// it so after it ended leaves an error that the next lightBegin
+		// clears, and that next collective sees the abort or close
+		// itself.
+		if err == nil {
+			return nil
+		}
+		return h.collFailed(ctx, name, h.light.seq, err, h.lightAborted)
 	}
 	run, cctx := h.full, h.fullCtx
 	h.full, h.fullCtx = nil, nil
