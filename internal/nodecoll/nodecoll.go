@@ -796,9 +796,17 @@ func (n *Node) awaitAll(ctx context.Context, run abort, v uint64) error {
 
 // describe records the arguments of step e for the others to check, in
 // the words of half e%2: a rank that goes on to step e+1 leaves them be.
+// Words that already hold them are not written again: the others poll
+// this line, and a write takes it from them (a collective called again
+// and again with the same arguments writes none).
 func (n *Node) describe(e uint64, length int, kind uint32) {
 	l, k := n.args(n.me, int(e%2))
-	*l, *k = uint64(length), kind
+	if *l != uint64(length) {
+		*l = uint64(length)
+	}
+	if *k != kind {
+		*k = kind
+	}
 }
 
 // agree checks that the ranks of only (every rank when -1) described step
