@@ -72,6 +72,16 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) (err 
 // bcastRun runs a broadcast whose arguments have been checked: natively,
 // else staged whole when the host cannot touch buf, else shared.
 func bcastRun(ctx context.Context, c Comm, p int, buf memspace.Block, root, rank int) error {
+	if hc, ok := c.(HostCollectives); ok && buf.HostPointer() != nil {
+		if err := hc.BcastBytes(ctx, blockBytes(buf), root); !isFallback(err) {
+			return err
+		}
+	}
+	return bcastRest(ctx, c, p, buf, root, rank)
+}
+
+// bcastRest is bcastRun past HostCollectives.
+func bcastRest(ctx context.Context, c Comm, p int, buf memspace.Block, root, rank int) error {
 	if nc, ok := native(c); ok {
 		if err := nc.Bcast(ctx, buf, root); !isFallback(err) {
 			return err
@@ -193,6 +203,16 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // natively, else staged whole when the host cannot touch a buffer, else
 // shared.
 func allreduceRun(ctx context.Context, c Comm, p int, send, recv memspace.Block, dt DType, op Op) error {
+	if hc, ok := c.(HostCollectives); ok && send.HostPointer() != nil && recv.HostPointer() != nil {
+		if err := hc.AllreduceBytes(ctx, blockBytes(send), blockBytes(recv), dt, op); !isFallback(err) {
+			return err
+		}
+	}
+	return allreduceRest(ctx, c, p, send, recv, dt, op)
+}
+
+// allreduceRest is allreduceRun past HostCollectives.
+func allreduceRest(ctx context.Context, c Comm, p int, send, recv memspace.Block, dt DType, op Op) error {
 	if nc, ok := native(c); ok {
 		if err := nc.Allreduce(ctx, send, recv, dt, op); !isFallback(err) {
 			return err
@@ -422,6 +442,11 @@ func Bcast[T any](ctx context.Context, c Comm, buf *memspace.Buffer[T], root int
 	if err := checkBuf("bcast", "buffer", buf); err != nil {
 		return err
 	}
+	if hc, ok := c.(HostCollectives); ok {
+		if err, done := bcastHost(ctx, c, hc, buf, root); done {
+			return err
+		}
+	}
 	return BcastBlock(ctx, c, buf.Block(), root)
 }
 
@@ -449,6 +474,11 @@ func Reduce[T Number](ctx context.Context, c Comm, send, recv *memspace.Buffer[T
 // every rank. recv has send's length and may be send itself (in place).
 // Every rank gets the bitwise-same result.
 func Allreduce[T Number](ctx context.Context, c Comm, send, recv *memspace.Buffer[T], op Op) error {
+	if hc, ok := c.(HostCollectives); ok {
+		if err, done := allreduceHost(ctx, c, hc, send, recv, op); done {
+			return err
+		}
+	}
 	if err := checkNumbers("allreduce", send, recv); err != nil {
 		return err
 	}
