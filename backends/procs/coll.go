@@ -404,6 +404,43 @@ func (c *Comm) Bcast(ctx context.Context, buf memspace.Block, root int) error {
 	return c.collective(ctx, "bcast", func(ctx context.Context) error { return comm.BcastBlock(ctx, plain{c}, buf, root) })
 }
 
+// The typed collectives of package comm reach a one-node job's region
+// with bytes (comm.HostCollectives); any other job declines, and they come
+// through Collectives instead.
+var _ comm.HostCollectives = (*Comm)(nil)
+
+// BcastBytes is Bcast of host bytes, in a one-node job's region.
+func (c *Comm) BcastBytes(ctx context.Context, buf []byte, root int) error {
+	n, err := c.hostNode(ctx, "bcast")
+	if n == nil {
+		return err
+	}
+	return n.BcastBytes(ctx, buf, root)
+}
+
+// AllreduceBytes is Allreduce of host bytes, in a one-node job's region.
+func (c *Comm) AllreduceBytes(ctx context.Context, send, recv []byte, dt comm.DType, op comm.Op) error {
+	n, err := c.hostNode(ctx, "allreduce")
+	if n == nil {
+		return err
+	}
+	return n.AllreduceBytes(ctx, send, recv, dt, op)
+}
+
+// hostNode returns the node collectives of a one-node job of more than
+// one rank, or nil and the error of setting them up for op, or nil and
+// comm.ErrFallback.
+func (c *Comm) hostNode(ctx context.Context, op string) (*nodecoll.Node, error) {
+	if c.size == 1 {
+		return nil, comm.ErrFallback
+	}
+	n, err := c.oneNode(ctx, op)
+	if n == nil && err == nil {
+		err = comm.ErrFallback
+	}
+	return n, err
+}
+
 // Reduce reduces send over every rank into recv on root.
 func (c *Comm) Reduce(ctx context.Context, send, recv memspace.Block, dt comm.DType, op comm.Op, root int) error {
 	if c.size == 1 || !hostBlocks(send, recv) {

@@ -55,3 +55,17 @@ func (n *Node) Allgather(ctx context.Context, send, recv memspace.Block) error {
 func (n *Node) Alltoall(ctx context.Context, send, recv memspace.Block) error {
 	return n.run(ctx, "alltoall", func(ctx context.Context, run abort) error { return n.alltoall(ctx, run, send, recv) })
 }
+
+// AllreduceBytes is Allreduce over host bytes, for a one-node job only
+// (OneNode): send and recv have the same length and are the same bytes or
+// disjoint.
+func (n *Node) AllreduceBytes(ctx context.Context, send, recv []byte, dt comm.DType, op comm.Op) error {
+	return n.run(ctx, "allreduce", func(ctx context.Context, run abort) error {
+		return n.allreduceBytes(ctx, run, send, recv, dt, op)
+	})
+}
+
+// BcastBytes is Bcast over host bytes, for a one-node job only (OneNode).
+func (n *Node) BcastBytes(ctx context.Context, buf []byte, root int) error {
+	return n.run(ctx, "bcast", func(ctx context.Context, run abort) error { return n.bcast(ctx, run, buf, n.index(root)) })
+}

@@ -908,6 +908,11 @@ func (n *Node) allreduce(ctx context.Context, run abort, send, recv memspace.Blo
 	if err != nil {
 		return err
 	}
+	return n.allreduceBytes(ctx, run, sendB, recvB, dt, op)
+}
+
+// allreduceBytes reduces sendB over every rank into recvB.
+func (n *Node) allreduceBytes(ctx context.Context, run abort, sendB, recvB []byte, dt comm.DType, op comm.Op) error {
 	if n.p == 1 {
 		if &sendB[0] != &recvB[0] {
 			copy(recvB, sendB)
