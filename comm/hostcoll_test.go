@@ -182,10 +182,10 @@ func TestHostCollectivesBadInput(t *testing.T) {
 			z := buf(t, make([]complex64, 1))
 			return comm.Allreduce(ctx, c, z, z, comm.Max)
 		}, comm.ErrInvalidArgument},
-		"nil context":    {func(c comm.Comm) error { return comm.Allreduce(nil, c, three, three, comm.Sum) }, comm.ErrInvalidArgument}, //nolint:staticcheck // the nil context is the bad input
-		"bcast root":     {func(c comm.Comm) error { return comm.Bcast(ctx, c, three, 2) }, comm.ErrInvalidArgument},
-		"bcast nil":      {func(c comm.Comm) error { return comm.Bcast[float64](ctx, c, nil, 0) }, comm.ErrInvalidArgument},
-		"bcast freed":    {func(c comm.Comm) error { return comm.Bcast(ctx, c, freed, 0) }, comm.ErrClosed},
+		"nil context": {func(c comm.Comm) error { return comm.Allreduce(nil, c, three, three, comm.Sum) }, comm.ErrInvalidArgument}, //nolint:staticcheck // the nil context is the bad input
+		"bcast root":  {func(c comm.Comm) error { return comm.Bcast(ctx, c, three, 2) }, comm.ErrInvalidArgument},
+		"bcast nil":   {func(c comm.Comm) error { return comm.Bcast[float64](ctx, c, nil, 0) }, comm.ErrInvalidArgument},
+		"bcast freed": {func(c comm.Comm) error { return comm.Bcast(ctx, c, freed, 0) }, comm.ErrClosed},
 		"ended context": {func(c comm.Comm) error {
 			ended, cancel := context.WithCancel(ctx)
 			cancel()
