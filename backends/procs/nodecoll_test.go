@@ -344,7 +344,7 @@ func TestNodeRingRunsAhead(t *testing.T) {
 			// Every broadcast of the root is out, with rank 2 not started.
 			close(late)
 		}
-		for i := range 300 {
+		for i := range 3 * procs.NodeRing { // the ring wraps around three times more
 			root := i % p
 			var err error
 			switch i % 5 {

@@ -28,8 +28,12 @@ const (
 	// A rank's ring of small steps: nodeRing entries of nodeEntry bytes,
 	// each the step's length (8 bytes) and kind (4 bytes), then its data
 	// from byte 16 on: a small broadcast's bytes and arguments share one
-	// cache line.
-	nodeRing  = 16
+	// cache line. The ring is deep so that ranks sharing processors (a
+	// node with more ranks than cores) run many small steps per turn on
+	// a processor: each turn costs a switch of process, and 16 entries
+	// made 4 ranks on 2 cores wait at every sixteenth broadcast (ADR 45).
+	// 256 KiB a rank, against 512 KiB of slots.
+	nodeRing  = 256
 	nodeEntry = 1024
 	entryLen  = 0
 	entryKind = 8
