@@ -310,13 +310,14 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 		return Ticket{}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.active || len(r.ring) == 0 {
+		r.mu.Unlock()
 		return Ticket{}
 	}
 	r.seq++
 	t := r.post(op, root, 0, count, r.name(dtype), r.name(reduction), r.seq)
 	t.coll, r.active = true, true
+	r.mu.Unlock()
 	return t
 }
 
