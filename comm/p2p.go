@@ -23,6 +23,11 @@ func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 	if err := impl.CheckTag(tag, false); err != nil {
 		return err
 	}
+	if h, ok := c.(hostDirect); ok {
+		if b, err := buf.Bytes(); err == nil {
+			return h.SendBytes(ctx, b, dest, tag)
+		}
+	}
 	if d, ok := c.(direct); ok && buf.HostPointer() != nil {
 		return d.Send(ctx, buf, dest, tag)
 	}
@@ -38,6 +43,25 @@ func Send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 // and the device check's), on the path of every small message.
 type direct interface {
 	Blocking
+	Recording
+}
+
+// HostPointToPoint is implemented by a communicator whose blocking Send
+// and Recv also take host memory as bytes. Send and Recv hand it the bytes
+// of a host Block (nil for the zero Block) when it also records its own
+// requests (Recording): a Block is five words, and each layer it passes
+// through by value copies it through memory (ADR 45). Only the
+// communicator's own methods count, as for HostCollectives. The methods
+// check the rank and tag as Send and Recv of Blocking do.
+type HostPointToPoint interface {
+	SendBytes(ctx context.Context, buf []byte, dest, tag int) error
+	RecvBytes(ctx context.Context, buf []byte, source, tag int) (Status, error)
+}
+
+// hostDirect is a communicator that takes host bytes point to point and
+// records its own requests.
+type hostDirect interface {
+	HostPointToPoint
 	Recording
 }
 
@@ -76,6 +100,11 @@ func send(ctx context.Context, c Comm, buf memspace.Block, dest, tag int) error 
 func Recv(ctx context.Context, c Comm, buf memspace.Block, source, tag int) (Status, error) {
 	if err := impl.CheckTag(tag, true); err != nil {
 		return Status{}, err
+	}
+	if h, ok := c.(hostDirect); ok {
+		if b, err := buf.Bytes(); err == nil {
+			return h.RecvBytes(ctx, b, source, tag)
+		}
 	}
 	if d, ok := c.(direct); ok && buf.HostPointer() != nil {
 		return d.Recv(ctx, buf, source, tag)
