@@ -261,6 +261,22 @@ func (c *Comm) Send(ctx context.Context, buf memspace.Block, dest, tag int) erro
 		}
 		return err
 	}
+	return c.sendBytes(ctx, data, dest, tag)
+}
+
+// Send and Recv of package comm hand host Blocks to c as bytes.
+var _ comm.HostPointToPoint = (*Comm)(nil)
+
+// SendBytes is Send of host bytes (comm.HostPointToPoint).
+func (c *Comm) SendBytes(ctx context.Context, data []byte, dest, tag int) error {
+	if err := c.checkArgs("send", dest, tag, false); err != nil {
+		return err
+	}
+	return c.sendBytes(ctx, data, dest, tag)
+}
+
+// sendBytes is Send of host bytes whose arguments have been checked.
+func (c *Comm) sendBytes(ctx context.Context, data []byte, dest, tag int) error {
 	if done, err := c.sendAtOnce(data, dest, tag); done || err != nil {
 		if done {
 			c.flightDone(flight.OpSend, dest, tag, len(data), nil)
@@ -363,6 +379,19 @@ func (c *Comm) Recv(ctx context.Context, buf memspace.Block, source, tag int) (c
 		}
 		return comm.Status{}, err
 	}
+	return c.recvBytes(ctx, data, source, tag)
+}
+
+// RecvBytes is Recv into host bytes (comm.HostPointToPoint).
+func (c *Comm) RecvBytes(ctx context.Context, data []byte, source, tag int) (comm.Status, error) {
+	if err := c.checkArgs("recv", source, tag, true); err != nil {
+		return comm.Status{}, err
+	}
+	return c.recvBytes(ctx, data, source, tag)
+}
+
+// recvBytes is Recv into host bytes whose arguments have been checked.
+func (c *Comm) recvBytes(ctx context.Context, data []byte, source, tag int) (comm.Status, error) {
 	if uint(source) < uint(c.size) && source != c.rank && ctx != nil {
 		if l := c.links[source]; l != nil && l.shm != nil {
 			if st, ok, err := l.recvLane(ctx, data, tag); ok {
@@ -627,17 +656,28 @@ func (c *Comm) hostArgs(op string, buf memspace.Block, rank, tag int, wildcard b
 		// cost ~8 ns of an 8-byte ping-pong's ~345 (ADR 28).
 		return unsafe.Slice((*byte)(p), buf.Len()), nil
 	}
-	if err := impl.CheckRank(rank, c.size, wildcard); err != nil {
-		return nil, xerr.Op(Name, op, err)
-	}
-	if err := impl.CheckWireTag(tag, wildcard); err != nil {
-		return nil, xerr.Op(Name, op, err)
+	if err := c.checkArgs(op, rank, tag, wildcard); err != nil {
+		return nil, err
 	}
 	data, err := hostBytes(buf)
 	if err != nil {
 		return nil, xerr.Op(Name, op, err)
 	}
 	return data, nil
+}
+
+// checkArgs checks the rank and tag of a point-to-point call op.
+func (c *Comm) checkArgs(op string, rank, tag int, wildcard bool) error {
+	if uint(rank) < uint(c.size) && uint(tag) <= comm.MaxReservedTag {
+		return nil
+	}
+	if err := impl.CheckRank(rank, c.size, wildcard); err != nil {
+		return xerr.Op(Name, op, err)
+	}
+	if err := impl.CheckWireTag(tag, wildcard); err != nil {
+		return xerr.Op(Name, op, err)
+	}
+	return nil
 }
 
 // hostBytes returns the host view of b. The zero Block is an empty buffer.
