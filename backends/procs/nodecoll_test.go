@@ -255,7 +255,7 @@ func TestNodeCollectivesPeerLost(t *testing.T) {
 }
 
 // TestNodeReduce checks Reduce in a one-node job's region to every root,
-// through the ring (up to 1008 bytes) and through the slots (one step up
+// through the ring (up to NodeTiny bytes) and through the slots (one step up
 // to 256 KiB, then chunks), in place and not, for a float and an integer
 // type, against the results computed here.
 func TestNodeReduce(t *testing.T) {
@@ -263,7 +263,7 @@ func TestNodeReduce(t *testing.T) {
 	defer cancel()
 	const p = 3
 	cs := group(t, p, procs.Config{})
-	for _, n := range []int{1, 7, 126, 127, 32768, 32769, 100_003} {
+	for _, n := range []int{1, 7, procs.NodeTiny / 8, procs.NodeTiny/8 + 1, 32768, 32769, 100_003} {
 		for root := range p {
 			for _, inPlace := range []bool{false, true} {
 				errs := onEach(t, cs, func(c *procs.Comm) error {

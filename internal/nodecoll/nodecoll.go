@@ -32,9 +32,9 @@ const (
 	// node with more ranks than cores) run many small steps per turn on
 	// a processor: each turn costs a switch of process, and 16 entries
 	// made 4 ranks on 2 cores wait at every sixteenth broadcast (ADR 45).
-	// 256 KiB a rank, against 512 KiB of slots.
-	nodeRing  = 256
-	nodeEntry = 1024
+	// 1024 entries of 512 bytes: 512 KiB a rank, as much as its slots.
+	nodeRing  = 1024
+	nodeEntry = 512
 	entryLen  = 0
 	entryKind = 8
 	entryData = 16
