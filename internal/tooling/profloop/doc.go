@@ -1,0 +1,18 @@
+// Command profloop is a profiling program; tooling, not shipped by the
+// library. It runs one small operation of the procs communicator in a loop
+// for a while on every rank, with a CPU profile per rank, so that the
+// share of each layer of one call can be read from the profile (ADR 45):
+//
+//	go build -o /tmp/profloop ./internal/tooling/profloop
+//	./bin/xpu run -n 2 -- /tmp/profloop -op allreduce -d 5s -cpuprofile /tmp/ar.prof
+//	go tool pprof -top -cum /tmp/profloop /tmp/ar.prof.0
+//
+// -op names the operation, on one float64: "allreduce" (comm.Allreduce,
+// Sum), "allreduce-direct" (the communicator's own Allreduce, past package
+// comm), "bcast" (comm.Bcast from rank 0) or "pingpong" (comm.Send and
+// comm.Recv between ranks 0 and 1, others idle). -d is how long the loop
+// runs; every 10,000 calls the ranks agree whether it is over, so that
+// all stop after the same call. Rank 0 prints "<op> <ns> ns/op" (a
+// ping-pong's op is a round trip). With -cpuprofile FILE rank r writes its
+// profile to FILE.r, leaving out a warm-up of 20,000 calls.
+package main

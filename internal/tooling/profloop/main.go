@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/xpu-go/xpu/backends/procs"
+	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/memspace"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "profloop:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	op := flag.String("op", "allreduce", `the operation: "allreduce", "allreduce-direct", "bcast" or "pingpong"`)
+	dur := flag.Duration("d", 3*time.Second, "how long the loop runs")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), *dur+time.Minute)
+	defer cancel()
+	cfg, err := procs.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	c, err := procs.Dial(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	body, err := operation(ctx, c, *op)
+	if err != nil {
+		return err
+	}
+	for range 20000 {
+		if err := body(); err != nil {
+			return err
+		}
+	}
+	if *profile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", *profile, c.Rank()))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	calls, start := 0, time.Now()
+	for over := false; !over; {
+		for range 10000 {
+			if err := body(); err != nil {
+				return err
+			}
+		}
+		calls += 10000
+		if over, err = agreeOver(ctx, c, time.Since(start) > *dur); err != nil {
+			return err
+		}
+	}
+	if c.Rank() == 0 {
+		fmt.Printf("%s %.1f ns/op\n", *op, float64(time.Since(start).Nanoseconds())/float64(calls))
+	}
+	return nil
+}
+
+// operation returns one call of op on c.
+func operation(ctx context.Context, c *procs.Comm, op string) (func() error, error) {
+	v, err := memspace.FromSlice([]float64{1})
+	if err != nil {
+		return nil, err
+	}
+	b := v.Block()
+	switch op {
+	case "allreduce":
+		return func() error { return comm.Allreduce(ctx, c, v, v, comm.Sum) }, nil
+	case "allreduce-direct":
+		return func() error { return c.Allreduce(ctx, b, b, comm.Float64, comm.Sum) }, nil
+	case "bcast":
+		return func() error { return comm.Bcast(ctx, c, v, 0) }, nil
+	case "pingpong":
+		if c.Size() < 2 {
+			return nil, errors.New("a ping-pong needs 2 ranks")
+		}
+		return func() error {
+			switch c.Rank() {
+			case 0:
+				if err := comm.Send(ctx, c, b, 1, 1); err != nil {
+					return err
+				}
+				_, err := comm.Recv(ctx, c, b, 1, 1)
+				return err
+			case 1:
+				if _, err := comm.Recv(ctx, c, b, 0, 1); err != nil {
+					return err
+				}
+				return comm.Send(ctx, c, b, 0, 1)
+			}
+			return nil
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown operation %q", op)
+}
+
+// agreeOver returns whether any rank says the loop is over.
+func agreeOver(ctx context.Context, c comm.Comm, mine bool) (bool, error) {
+	flag := []int32{0}
+	if mine {
+		flag[0] = 1
+	}
+	f, err := memspace.FromSlice(flag)
+	if err != nil {
+		return false, err
+	}
+	err = comm.Allreduce(ctx, c, f, f, comm.Max)
+	return flag[0] == 1, err
+}
