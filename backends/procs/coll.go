@@ -431,6 +431,9 @@ func (c *Comm) AllreduceBytes(ctx context.Context, send, recv []byte, dt comm.DT
 // one rank, or nil and the error of setting them up for op, or nil and
 // comm.ErrFallback.
 func (c *Comm) hostNode(ctx context.Context, op string) (*nodecoll.Node, error) {
+	if c.nodeReady.Load() && c.oneNodeColl != nil {
+		return c.oneNodeColl, nil
+	}
 	if c.size == 1 {
 		return nil, comm.ErrFallback
 	}

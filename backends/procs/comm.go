@@ -111,12 +111,14 @@ func (t *table) TakePosted(src, tag int) *request {
 // (nodehost.go): nodeColl runs Barrier, Bcast, Reduce and Allreduce through
 // them (set up at the first of them: nodeDone); nil when they run over the
 // links. nodeMu guards both; nodeReady is set once nodeColl is final, for
-// the calls after the first.
+// the calls after the first, and oneNodeColl with it: nodeColl when it
+// runs the collectives of a job of one node, else nil.
 type nodes struct {
-	nodeMu    sync.Mutex
-	nodeDone  bool
-	nodeColl  *nodecoll.Node
-	nodeReady atomic.Bool
+	nodeMu      sync.Mutex
+	nodeDone    bool
+	nodeColl    *nodecoll.Node
+	oneNodeColl *nodecoll.Node
+	nodeReady   atomic.Bool
 }
 
 // lifecycle is what Close needs: it runs once, stops the goroutines, and

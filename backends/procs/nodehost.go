@@ -133,6 +133,9 @@ func (c *Comm) nodeColls(ctx context.Context, op string) (*nodecoll.Node, error)
 		c.nodeColl = n
 		return err
 	})
+	if n := c.nodeColl; n != nil && !n.SpansNodes() {
+		c.oneNodeColl = n
+	}
 	c.nodeReady.Store(true)
 	return c.nodeColl, err
 }
