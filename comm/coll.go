@@ -439,13 +439,16 @@ func ReduceScatterBlock(ctx context.Context, c Comm, send, recv memspace.Block, 
 // Bcast copies buf on rank root into buf on every rank. Every rank passes a
 // buffer of the same length.
 func Bcast[T any](ctx context.Context, c Comm, buf *memspace.Buffer[T], root int) error {
-	if err := checkBuf("bcast", "buffer", buf); err != nil {
+	if err := checkElem[T]("bcast"); err != nil {
 		return err
 	}
 	if hc, ok := c.(HostCollectives); ok {
 		if err, done := bcastHost(ctx, c, hc, buf, root); done {
 			return err
 		}
+	}
+	if err := checkBufOf("bcast", "buffer", buf); err != nil {
+		return err
 	}
 	return BcastBlock(ctx, c, buf.Block(), root)
 }
@@ -759,10 +762,18 @@ func checkNumbers[T Number](name string, send, recv *memspace.Buffer[T]) error {
 // checkBuf validates the element type and a buffer (named what): it may
 // be neither nil nor freed.
 func checkBuf[T any](name, what string, b *memspace.Buffer[T]) error {
+	if err := checkElem[T](name); err != nil {
+		return err
+	}
+	return checkBufOf(name, what, b)
+}
+
+// checkElem validates the element type T of collective name.
+func checkElem[T any](name string) error {
 	if err := memspace.CheckElem[T](); err != nil {
 		return fmt.Errorf("comm: %s: %w", name, err)
 	}
-	return checkBufOf(name, what, b)
+	return nil
 }
 
 // checkBufOf is checkBuf for a buffer whose element type has been
