@@ -94,6 +94,12 @@
 // Collectives by delegating calls the Block form on the communicator it
 // wraps, never on itself.
 //
+// A communicator whose native calls also take host memory as bytes may
+// implement HostCollectives (Allreduce, Bcast) and HostPointToPoint (Send,
+// Recv; with Recording): the package functions then hand it the bytes of
+// host buffers after their checks, instead of Blocks. Only the
+// communicator's own methods are used, never through wrappers.
+//
 // # The shared algorithms
 //
 // Communicators without native collectives get algorithms built on Isend
