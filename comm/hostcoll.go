@@ -21,7 +21,10 @@ import (
 // the shared algorithms), under the same flight record. Only the
 // communicator's own methods count: a wrapper that does not implement
 // HostCollectives itself is called through Collectives, so that it sees
-// every collective.
+// every collective. A wrapper struct that embeds such a communicator (a
+// pointer to it, not the Comm interface) has these methods promoted: if it
+// overrides Allreduce or Bcast to observe or change them, it must override
+// these too.
 type HostCollectives interface {
 	// AllreduceBytes is Collectives.Allreduce over host bytes: send and
 	// recv have the same nonzero length, a whole number of dt, and are

@@ -51,8 +51,10 @@ type direct interface {
 // of a host Block (nil for the zero Block) when it also records its own
 // requests (Recording): a Block is five words, and each layer it passes
 // through by value copies it through memory (ADR 45). Only the
-// communicator's own methods count, as for HostCollectives. The methods
-// check the rank and tag as Send and Recv of Blocking do.
+// communicator's own methods count, as for HostCollectives (and a wrapper
+// struct that embeds such a communicator and overrides Send or Recv must
+// override these too). The methods check the rank and tag as Send and Recv
+// of Blocking do.
 type HostPointToPoint interface {
 	SendBytes(ctx context.Context, buf []byte, dest, tag int) error
 	RecvBytes(ctx context.Context, buf []byte, source, tag int) (Status, error)
