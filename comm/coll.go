@@ -73,7 +73,8 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) (err 
 // else staged whole when the host cannot touch buf, else shared.
 func bcastRun(ctx context.Context, c Comm, p int, buf memspace.Block, root, rank int) error {
 	if hc, ok := c.(HostCollectives); ok && buf.HostPointer() != nil {
-		if err := hc.BcastBytes(ctx, blockBytes(buf), root); !isFallback(err) {
+		b, _ := buf.Bytes() // a host mapping: no error
+		if err := hc.BcastBytes(ctx, b, root); !isFallback(err) {
 			return err
 		}
 	}
@@ -204,7 +205,9 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // shared.
 func allreduceRun(ctx context.Context, c Comm, p int, send, recv memspace.Block, dt DType, op Op) error {
 	if hc, ok := c.(HostCollectives); ok && send.HostPointer() != nil && recv.HostPointer() != nil {
-		if err := hc.AllreduceBytes(ctx, blockBytes(send), blockBytes(recv), dt, op); !isFallback(err) {
+		sb, _ := send.Bytes() // host mappings: no errors
+		rb, _ := recv.Bytes()
+		if err := hc.AllreduceBytes(ctx, sb, rb, dt, op); !isFallback(err) {
 			return err
 		}
 	}

@@ -95,15 +95,10 @@ func bcastHost[T any](ctx context.Context, c Comm, hc HostCollectives, buf *mems
 	return bcastRest(ctx, c, p, buf.Block(), root, rank), true
 }
 
-// blockBytes returns the host bytes of b, which has a host mapping.
-func blockBytes(b memspace.Block) []byte { return unsafe.Slice((*byte)(b.HostPointer()), b.Len()) }
-
 // bytesPartly reports whether a and b share bytes without being the same
-// bytes (an allreduce runs in place or between disjoint buffers).
+// bytes (an allreduce runs in place or between disjoint buffers): the
+// test AllreduceBlock makes of two blocks, on host bytes.
 func bytesPartly(a, b []byte) bool {
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if pa == pb && len(a) == len(b) {
-		return false
-	}
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
+	return maybeShared(memspace.Addr(uintptr(pa)), len(a), pa, memspace.Addr(uintptr(pb)), len(b), pb)
 }
