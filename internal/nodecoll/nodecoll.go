@@ -33,12 +33,18 @@ const (
 	// a processor: each turn costs a switch of process, and 16 entries
 	// made 4 ranks on 2 cores wait at every sixteenth broadcast (ADR 45).
 	// 1024 entries of 512 bytes: 512 KiB a rank, as much as its slots.
-	nodeRing  = 1024
-	nodeEntry = 512
-	entryLen  = 0
-	entryKind = 8
-	entryData = 16
-	nodeTiny  = nodeEntry - entryData // largest step through the ring
+	// An entry's stamp (its step, shifted, and its length) is written
+	// last: a reader waits for it in the entry itself, whose line then
+	// brings the step's arguments and first bytes at once, instead of
+	// for the writer's control line and then the entry's (ADR 46).
+	nodeRing   = 1024
+	nodeEntry  = 512
+	entryKind  = 0 // 32 bits
+	entryStamp = 8
+	entryData  = 16
+	nodeTiny   = nodeEntry - entryData // largest step through the ring
+	// stampShift: a stamp is step<<stampShift | length.
+	stampShift = 12
 	// tagNode and tagNodeTable are the reserved tags of the setup's
 	// messages (Tags, Tags+1).
 	tagNode      = Tags
@@ -659,7 +665,7 @@ func (n *Node) publish(off int, v uint64) {
 // least v: polling, then sleeping on the bell; it fails when a peer is lost, the
 // ranks disagree, or ctx ends.
 func (n *Node) await(ctx context.Context, run abort, off int, v uint64, only int) error {
-	ready := func() bool {
+	return n.wait(ctx, run, func() bool {
 		if only >= 0 {
 			return n.word(only, off).Load() >= v
 		}
@@ -669,7 +675,13 @@ func (n *Node) await(ctx context.Context, run abort, off int, v uint64, only int
 			}
 		}
 		return true
-	}
+	})
+}
+
+// wait waits until ready: polling, then sleeping on the bell; it fails
+// when a peer is lost, the ranks disagree, or ctx ends. What ready looks
+// at is published before the bell is rung (publish).
+func (n *Node) wait(ctx context.Context, run abort, ready func() bool) error {
 	if ready() {
 		return nil
 	}
@@ -750,8 +762,8 @@ func (n *Node) beginTiny(ctx context.Context, run abort) (uint64, error) {
 }
 
 // postTiny begins a step through the ring and publishes data, with its
-// arguments (its length and kind), in this rank's entry; it returns the
-// step.
+// arguments (its length and kind), in this rank's entry, stamped last; it
+// returns the step.
 func (n *Node) postTiny(ctx context.Context, run abort, data []byte, kind uint32) (uint64, error) {
 	e, err := n.beginTiny(ctx, run)
 	if err != nil {
@@ -759,22 +771,46 @@ func (n *Node) postTiny(ctx context.Context, run abort, data []byte, kind uint32
 	}
 	ent := n.entry(n.me, e)
 	copy(ent[entryData:], data)
-	(*atomic.Uint64)(unsafe.Pointer(&ent[entryLen])).Store(uint64(len(data)))
 	(*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Store(kind)
+	n.stamp(n.me, e).Store(e<<stampShift | uint64(len(data)))
 	n.publish(offSeq, e)
 	return e, nil
 }
 
+// stamp returns the stamp of entry e%nodeRing of rank r's ring.
+func (n *Node) stamp(r int, e uint64) *atomic.Uint64 {
+	at := n.rings + (r*nodeRing+int(e%nodeRing))*nodeEntry + entryStamp
+	return (*atomic.Uint64)(unsafe.Pointer(&n.mem[at]))
+}
+
+// awaitTiny waits until rank only (every other rank when -1) has stamped
+// its entry of step e. A rank's entry e%nodeRing holds step e, or the step
+// nodeRing before, until this rank publishes e: nobody writes an entry
+// again before every rank has published the step nodeRing before it.
+func (n *Node) awaitTiny(ctx context.Context, run abort, e uint64, only int) error {
+	return n.wait(ctx, run, func() bool {
+		if only >= 0 {
+			return n.stamp(only, e).Load()>>stampShift == e
+		}
+		for j := range n.p {
+			if j != n.me && n.stamp(j, e).Load()>>stampShift != e {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // agreeTiny checks that the ranks of only (every rank when -1) described
-// step e alike in their entries, as agree does.
+// step e alike in their entries, as agree does; they have stamped them.
 func (n *Node) agreeTiny(e uint64, length int, kind uint32, only int) error {
+	want := e<<stampShift | uint64(length)
 	for j := range n.p {
 		if only >= 0 && j != only {
 			continue
 		}
 		ent := n.entry(j, e)
-		if (*atomic.Uint64)(unsafe.Pointer(&ent[entryLen])).Load() != uint64(length) ||
-			(*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Load() != kind {
+		if n.stamp(j, e).Load() != want || (*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Load() != kind {
 			return n.disagree()
 		}
 	}
@@ -870,7 +906,7 @@ func (n *Node) bcast(ctx context.Context, run abort, buf []byte, root int) error
 		if err != nil {
 			return err
 		}
-		if err := n.await(ctx, run, offSeq, e, root); err != nil {
+		if err := n.awaitTiny(ctx, run, e, root); err != nil {
 			return err
 		}
 		if err := n.agreeTiny(e, len(buf), kind, root); err != nil {
@@ -1034,7 +1070,7 @@ func (n *Node) reduce(ctx context.Context, run abort, send, recv memspace.Block,
 		if err != nil || n.me != root {
 			return err
 		}
-		if err := n.awaitAll(ctx, run, e); err != nil {
+		if err := n.awaitTiny(ctx, run, e, -1); err != nil {
 			return err
 		}
 		if err := n.agreeTiny(e, total, kind, -1); err != nil {
