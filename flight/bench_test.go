@@ -45,3 +45,13 @@ func BenchmarkRecordSmall(b *testing.B) {
 		r.Record(flight.OpSend, 1, 0, 8)
 	}
 }
+
+// BenchmarkCollective is the cost of recording one collective: posted,
+// then ended (one lock; the End takes none).
+func BenchmarkCollective(b *testing.B) {
+	r := flight.New(flight.DefaultSize, flight.Context{Rank: 0, Size: 2})
+	defer r.Close()
+	for b.Loop() {
+		r.PostCollective(flight.OpAllreduce, flight.NoPeer, 1, "float64", "sum").Finish(nil)
+	}
+}

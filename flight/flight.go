@@ -145,38 +145,61 @@ type Ticket struct {
 // Recorder returns the recorder t belongs to; nil for the zero Ticket.
 func (t Ticket) Recorder() *Recorder { return t.r }
 
-// slot is an entry as the ring keeps it: times as clock readings, names
+// slot is an entry as a ring keeps it: times as clock readings, names
 // as indexes into the recorder's table of them (0 is "byte", or none), no
-// pointer, so that writing one costs stores and no write barrier.
+// pointer, so that writing one costs stores and no write barrier. Its
+// state and end share the word fin, written whole, so that a collective's
+// End, which takes no lock, changes both at once.
 type slot struct {
 	id               uint64
 	count            int64
 	seq              uint64
-	posted, ended    int64 // nanoseconds of the clock
+	posted           int64  // nanoseconds of the clock
+	fin              uint64 // state | (ended-posted)<<finShift; ended 0 while pending
 	peer, tag        int32
 	op               Op
-	state            State
 	dtype, reduction uint8
+}
+
+// finShift: fin holds the state in its low bits and the time from posted
+// to ended, in nanoseconds, above them (2^58 ns: nine years).
+const finShift = 6
+
+func finOf(st State, posted, ended int64) uint64 {
+	return uint64(max(ended-posted, 0))<<finShift | uint64(st)
 }
 
 // Recorder is a ring of the last operations of one rank of one
 // communicator. It is safe for concurrent use. A nil *Recorder, or one of
 // size Off, records nothing and costs a nil check.
+//
+// It keeps two rings of the same length: one for point-to-point and
+// one-sided operations, written under mu, and one for collectives, one
+// at a time, whose End takes no lock (a collective costs one lock, not
+// two: ADR 46). Entries merges them by ID.
 type Recorder struct {
 	mu   sync.Mutex
-	ring []slot // a power of two long
+	ring []slot // point-to-point and one-sided entries, a power of two long
+	coll []slot // collectives, as long
 	mask uint64 // len(ring) - 1
 	// names are the names slots index: "byte", then as met.
 	names []string
-	// errs are the errors of failed entries still in the ring, by ID.
-	errs   map[uint64]string
-	next   uint64 // the ID of the next entry
-	seq    uint64 // the last collective's sequence number
-	clock  *clock
-	dumped bool // DumpOnce wrote the record
-	// active is set while a collective is in progress: one started
-	// inside it (a wrapper delegating, staging) is part of it.
-	active  bool
+	// errs are the errors of failed entries still in a ring, by ID.
+	errs map[uint64]string
+	next uint64 // the ID of the next entry
+	pn   uint64 // the entries ever posted in ring
+	cn   uint64 // the entries ever posted in coll
+	seq  uint64 // the last collective's sequence number
+	// active is 1 while a collective is in progress: one started inside
+	// it (a wrapper delegating, staging) is part of it. It is set under
+	// mu and cleared by the collective's End without it (release), which
+	// makes the entry's last writes visible before the next collective's
+	// PostCollective sees it clear; the collective ring's slots, r.seq
+	// and r.cn are written only by the collective that set it (r.seq and
+	// r.cn also under mu).
+	active  uint64
+	clock   atomic.Pointer[clock] // nil once closed
+	dumped  bool                  // DumpOnce wrote the record
 	context Context
 	serial  uint64 // the process's count of recorders at its making
 }
@@ -227,10 +250,10 @@ func ringSize(size int) (int, bool) {
 // will be closed (closable) starts a share of the clock and of the
 // signal watcher.
 func newRecorder(n int, ctx Context, closable bool) *Recorder {
-	r := &Recorder{ring: make([]slot, n), mask: uint64(n - 1), names: []string{"byte"}, next: 1,
+	r := &Recorder{ring: make([]slot, n), coll: make([]slot, n), mask: uint64(n - 1), names: []string{"byte"}, next: 1,
 		context: ctx, serial: serials.Add(1)}
 	if closable {
-		r.clock = startClock()
+		r.clock.Store(startClock())
 	}
 	register(r, closable)
 	return r
@@ -256,10 +279,7 @@ func (r *Recorder) Close() {
 	if r == nil {
 		return
 	}
-	r.mu.Lock()
-	c := r.clock
-	r.clock = nil
-	r.mu.Unlock()
+	c := r.clock.Swap(nil)
 	unregister(r)
 	if c != nil {
 		c.stop()
@@ -274,9 +294,9 @@ func (r *Recorder) Context() Context {
 	return r.context
 }
 
-// now reads the clock; r.mu is held.
+// now reads the clock.
 func (r *Recorder) now() int64 {
-	if c := r.clock; c != nil {
+	if c := r.clock.Load(); c != nil {
 		return c.t.Load()
 	}
 	return wallNow()
@@ -292,7 +312,7 @@ func (r *Recorder) Post(op Op, peer, tag int, count int64) Ticket {
 		return Ticket{}
 	}
 	r.mu.Lock()
-	t := r.post(op, peer, tag, count, 0, 0, 0)
+	t := r.post(op, peer, tag, count)
 	r.mu.Unlock()
 	return t
 }
@@ -310,16 +330,29 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 		return Ticket{}
 	}
 	r.mu.Lock()
-	if r.active || len(r.ring) == 0 {
+	if atomic.LoadUint64(&r.active) != 0 || len(r.ring) == 0 {
 		r.mu.Unlock()
 		return Ticket{}
 	}
+	release(&r.active, 1)
 	r.seq++
-	t := r.post(op, root, 0, count, r.name(dtype), r.name(reduction), r.seq)
-	t.coll, r.active = true, true
+	id := r.next
+	r.next++
+	i := uint32(r.cn & r.mask)
+	r.cn++
+	s := &r.coll[i]
+	if finState(atomic.LoadUint64(&s.fin)) == Failed {
+		r.forget(s.id)
+	}
+	s.id, s.count, s.seq, s.posted = id, count, r.seq, r.now()
+	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(root), 0, op, r.name(dtype), r.name(reduction)
+	release(&s.fin, uint64(Posted))
 	r.mu.Unlock()
-	return t
+	return Ticket{r: r, id: id, slot: i, coll: true}
 }
+
+// finState is the state a fin word holds.
+func finState(fin uint64) State { return State(fin & (1<<finShift - 1)) }
 
 // name returns the index of s in the table of names ("" is 0, as
 // "byte" for a type and none for a reduction); r.mu is held. The table
@@ -356,9 +389,8 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 		return
 	}
 	r.mu.Lock()
-	if t := r.post(op, peer, tag, count, 0, 0, 0); t.r != nil {
-		s := &r.ring[t.slot]
-		s.state, s.ended = Done, s.posted
+	if t := r.post(op, peer, tag, count); t.r != nil {
+		r.ring[t.slot].fin = uint64(Done)
 	}
 	r.mu.Unlock()
 }
@@ -367,32 +399,33 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 // held.
 func (r *Recorder) forget(id uint64) { delete(r.errs, id) }
 
-// post writes the next entry; r.mu is held.
-func (r *Recorder) post(op Op, peer, tag int, count int64, dtype, reduction uint8, seq uint64) Ticket {
+// post writes the next point-to-point or one-sided entry; r.mu is held.
+func (r *Recorder) post(op Op, peer, tag int, count int64) Ticket {
 	if len(r.ring) == 0 {
 		return Ticket{}
 	}
 	id := r.next
 	r.next++
-	i := uint32(id & r.mask)
+	i := uint32(r.pn & r.mask)
+	r.pn++
 	s := &r.ring[i]
-	if s.state == Failed {
+	if finState(s.fin) == Failed {
 		r.forget(s.id)
 	}
 	// Field by field: a composite literal is built apart and copied.
-	s.id, s.count, s.seq, s.posted, s.ended = id, count, seq, r.now(), 0
-	s.peer, s.tag, s.op, s.state, s.dtype, s.reduction = int32(peer), int32(tag), op, Posted, dtype, reduction
+	s.id, s.count, s.seq, s.posted, s.fin = id, count, 0, r.now(), uint64(Posted)
+	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(peer), int32(tag), op, 0, 0
 	return Ticket{r: r, id: id, slot: i}
 }
 
 // Matched records that the operation found its match.
 func (t Ticket) Matched() {
-	if t.r == nil {
+	if t.r == nil || t.coll {
 		return
 	}
 	t.r.mu.Lock()
-	if s := &t.r.ring[t.slot]; s.id == t.id && s.state == Posted {
-		s.state = Matched
+	if s := &t.r.ring[t.slot]; s.id == t.id && finState(s.fin) == Posted {
+		s.fin = uint64(Matched)
 	}
 	t.r.mu.Unlock()
 }
@@ -409,61 +442,114 @@ func (t Ticket) Finish(err error) {
 
 // End records how the operation completed: done when err is nil,
 // cancelled when cancelled, failed otherwise. Only the first End counts.
+// A collective's ticket is ended once, by one goroutine at a time (its
+// later Ends, in order, change nothing): its End takes no lock unless it
+// failed.
 func (t Ticket) End(err error, cancelled bool) {
 	if t.r == nil {
 		return
 	}
-	state, msg := Done, ""
+	state := Done
 	switch {
 	case cancelled:
 		state = Cancelled
 	case err != nil:
-		state, msg = Failed, err.Error()
-	}
-	t.r.mu.Lock()
-	if s := &t.r.ring[t.slot]; s.id == t.id && s.state.Pending() {
-		s.state, s.ended = state, t.r.now()
-		if state == Failed {
-			if t.r.errs == nil {
-				t.r.errs = map[uint64]string{}
-			}
-			t.r.errs[s.id] = msg
-		}
+		state = Failed
 	}
 	if t.coll {
-		t.r.active = false
+		t.endColl(state, err)
+		return
+	}
+	t.r.mu.Lock()
+	if s := &t.r.ring[t.slot]; s.id == t.id && finState(s.fin).Pending() {
+		s.fin = finOf(state, s.posted, t.r.now())
+		if state == Failed {
+			t.r.failed(s.id, err)
+		}
 	}
 	t.r.mu.Unlock()
+}
+
+// endColl ends the collective of t, which holds r.active: its slot is
+// written by it alone, and read whole by Entries.
+func (t Ticket) endColl(state State, err error) {
+	r := t.r
+	s := &r.coll[t.slot]
+	if s.id != t.id || !finState(atomic.LoadUint64(&s.fin)).Pending() {
+		return // ended already
+	}
+	if state == Failed {
+		r.mu.Lock()
+		r.failed(s.id, err)
+		r.mu.Unlock()
+	}
+	release(&s.fin, finOf(state, s.posted, r.now()))
+	release(&r.active, 0)
+}
+
+// failed keeps the error of entry id; r.mu is held.
+func (r *Recorder) failed(id uint64, err error) {
+	if r.errs == nil {
+		r.errs = map[uint64]string{}
+	}
+	r.errs[id] = err.Error()
 }
 
 // Valid reports whether t names an entry.
 func (t Ticket) Valid() bool { return t.r != nil }
 
-// Entries returns the entries the ring holds, oldest first, and how many
-// older ones it dropped.
+// Entries returns the entries the recorder holds, oldest first, and how
+// many older ones it dropped.
 func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 	if r == nil {
 		return nil, 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := uint64(len(r.ring))
-	first := uint64(1)
-	if r.next-1 > n {
-		first = r.next - n
-		dropped = first - 1
+	p := r.held(r.ring, r.pn, false)
+	c := r.held(r.coll, r.cn, true)
+	// Merge by ID, and keep the newest len(r.ring).
+	all := make([]Entry, 0, len(p)+len(c))
+	for len(p) > 0 || len(c) > 0 {
+		if len(c) == 0 || len(p) > 0 && p[0].ID < c[0].ID {
+			all, p = append(all, p[0]), p[1:]
+		} else {
+			all, c = append(all, c[0]), c[1:]
+		}
 	}
-	for id := first; id < r.next; id++ {
-		s := r.ring[id&r.mask]
+	if len(all) > len(r.ring) {
+		all = all[len(all)-len(r.ring):]
+	}
+	return all, r.next - 1 - uint64(len(all))
+}
+
+// held returns the entries of ring, of which n were ever posted, oldest
+// first; r.mu is held. The collective ring's fin words are read
+// atomically: an End writes them without r.mu.
+func (r *Recorder) held(ring []slot, n uint64, coll bool) []Entry {
+	size := uint64(len(ring))
+	first := uint64(0)
+	if n > size {
+		first = n - size
+	}
+	es := make([]Entry, 0, n-first)
+	for k := first; k < n; k++ {
+		s := &ring[k&r.mask]
+		var fin uint64
+		if coll {
+			fin = atomic.LoadUint64(&s.fin)
+		} else {
+			fin = s.fin
+		}
 		e := Entry{ID: s.id, Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: r.nameOf(s.dtype),
-			Seq: s.seq, State: s.state, Posted: time.Unix(0, s.posted), Err: r.errs[s.id]}
+			Seq: s.seq, State: finState(fin), Posted: time.Unix(0, s.posted), Err: r.errs[s.id]}
 		if s.reduction != 0 {
 			e.Reduction = r.nameOf(s.reduction)
 		}
-		if s.ended != 0 {
-			e.Ended = time.Unix(0, s.ended)
+		if !e.State.Pending() {
+			e.Ended = time.Unix(0, s.posted+int64(fin>>finShift))
 		}
-		entries = append(entries, e)
+		es = append(es, e)
 	}
-	return entries, dropped
+	return es
 }
