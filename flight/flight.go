@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xpu-go/xpu/internal/order"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -334,7 +335,7 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 		r.mu.Unlock()
 		return Ticket{}
 	}
-	release(&r.active, 1)
+	order.Release(&r.active, 1)
 	r.seq++
 	id := r.next
 	r.next++
@@ -346,7 +347,7 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 	}
 	s.id, s.count, s.seq, s.posted = id, count, r.seq, r.now()
 	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(root), 0, op, r.name(dtype), r.name(reduction)
-	release(&s.fin, uint64(Posted))
+	order.Release(&s.fin, uint64(Posted))
 	r.mu.Unlock()
 	return Ticket{r: r, id: id, slot: i, coll: true}
 }
@@ -483,8 +484,8 @@ func (t Ticket) endColl(state State, err error) {
 		r.failed(s.id, err)
 		r.mu.Unlock()
 	}
-	release(&s.fin, finOf(state, s.posted, r.now()))
-	release(&r.active, 0)
+	order.Release(&s.fin, finOf(state, s.posted, r.now()))
+	order.Release(&r.active, 0)
 }
 
 // failed keeps the error of entry id; r.mu is held.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -12,6 +12,7 @@ import (
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/flight"
 	"github.com/xpu-go/xpu/impl"
+	"github.com/xpu-go/xpu/internal/order"
 	"github.com/xpu-go/xpu/internal/shm"
 	"github.com/xpu-go/xpu/memspace"
 	"github.com/xpu-go/xpu/xerr"
@@ -25,6 +26,9 @@ const (
 	// host keeps them free of its own messages.
 	Tags    = comm.MaxReservedTag - 62
 	nodeNap = 10 * time.Millisecond
+	// gateNap is how often a collective that waits for the node's running
+	// one (enter) looks again, past its first few looks.
+	gateNap = 100 * time.Microsecond
 	// A rank's ring of small steps: nodeRing entries of nodeEntry bytes,
 	// each the step's length (8 bytes) and kind (4 bytes), then its data
 	// from byte 16 on: a small broadcast's bytes and arguments share one
@@ -90,14 +94,16 @@ type Node struct {
 	members  []int // the node's ranks, in order (index: their place)
 	leaders  []int // every node's lowest rank, in order; nil for a one-node job
 	leaderOf []int // by rank: the lowest rank of its node (with leaders)
-	closed   bool  // close has run (mu)
+	closed   bool  // close has run (under the gate)
 	slot     int   // bytes of each half of a slot
 	rings    int   // offset of the rings in mem
 	slots    int   // offset of the slots in mem
 	res      int   // offset of the shared results in mem
 	step     uint64
-	known    uint64     // a step every rank of the node is known to have published
-	mu       sync.Mutex // one node collective at a time
+	known    uint64 // a step every rank of the node is known to have published
+	// gate lets one node collective run at a time (enter); closed and the
+	// fields of the steps are the running one's.
+	gate uint64
 
 	bell     *atomic.Uint32 // the futex word
 	sleepers *atomic.Uint32 // waiters asleep on it
@@ -501,8 +507,8 @@ func newNode(h Host, opts Options, reg *shm.Region, slot int, members []int) *No
 
 // Close unmaps the region; no collective may be running.
 func (n *Node) Close() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.enter()
+	defer n.leave()
 	n.closed = true
 	if n.region != nil {
 		n.region.Close()
@@ -517,8 +523,8 @@ func (n *Node) Close() {
 // abort cancels the context those wait with. body is called here and
 // nowhere else, so that it costs no allocation.
 func (n *Node) run(ctx context.Context, name string, body func(ctx context.Context, run abort) error) error {
-	n.mu.Lock() // one node collective at a time
-	defer n.mu.Unlock()
+	n.enter() // one node collective at a time
+	defer n.leave()
 	light := n.leaders == nil
 	cctx, err := n.host.Begin(ctx, name, light)
 	if err != nil {
@@ -534,6 +540,29 @@ func (n *Node) run(ctx context.Context, name string, body func(ctx context.Conte
 	}
 	return n.host.End(ctx, name, light, err)
 }
+
+// enter waits until no other collective of the node runs (nor Close),
+// and takes the gate: a compare-and-swap, where a mutex took a locked
+// instruction to lock and another to unlock (ADR 46). Collectives side by
+// side on one communicator are a program's error, and Close waits for the
+// collective it ends: a caller that finds the gate taken looks again,
+// yielding, then every gateNap, until the running one leaves.
+func (n *Node) enter() {
+	if atomic.CompareAndSwapUint64(&n.gate, 0, 1) {
+		return
+	}
+	for tries := 0; !atomic.CompareAndSwapUint64(&n.gate, 0, 1); tries++ {
+		if tries < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(gateNap)
+		}
+	}
+}
+
+// leave frees the gate: a release store, after which the next enter sees
+// everything the collective wrote.
+func (n *Node) leave() { order.Release(&n.gate, 0) }
 
 // across is the job's leaders as a communicator of their own (rank i is
 // leaders[i]), over this rank's links, for the shared algorithms.
