@@ -56,13 +56,11 @@ type collState struct {
 	seq       atomic.Uint64 // collectives started
 	abortFrom uint64        // the earliest aborted collective; 0: none
 	abortErr  error
-	// abortAt is abortFrom, for the light runs' lock-free check.
+	// abortAt is abortFrom, for the light runs' lock-free check: they
+	// look at it when they begin and as they wait (nodeHost.lightAbort).
 	abortAt atomic.Uint64
 	running []*collRun
-	// light is the run of the node's collectives (lightBegin), set once
-	// under mu; its live word says which collective it runs.
-	light *collRun
-	small atomic.Pointer[smallColl] // allreduceSmall's state, between calls
+	small   atomic.Pointer[smallColl] // allreduceSmall's state, between calls
 }
 
 func (s *collState) closeAll() {
@@ -70,9 +68,6 @@ func (s *collState) closeAll() {
 	defer s.mu.Unlock()
 	for _, run := range s.running {
 		run.abort(nil)
-	}
-	if s.light != nil && s.light.live.Load() != 0 {
-		s.light.abort(nil)
 	}
 }
 
@@ -89,10 +84,6 @@ type collRun struct {
 	cancel context.CancelCauseFunc
 	err    atomic.Pointer[error]
 	cur    atomic.Pointer[request]
-	// live is the number of the last collective a run of lightBegin
-	// began (0: none, or one refused); it is not reset when the
-	// collective ends, which would cost a locked instruction per call.
-	live atomic.Uint64
 }
 
 // abort ends the run with cause (nil: the communicator is closing).
@@ -236,33 +227,25 @@ func (c *Comm) collRefused(name string, seq uint64, closed bool) error {
 }
 
 // lightBegin is collBegin for the run of the node's collectives
-// (nodeHost.light), without the lock: the run publishes the number of the
-// collective it runs in its live word, then looks at abortAt (and at
-// whether this rank is closed), while abortColl stores abortAt, then
-// looks at the live word (and Close stores shut, then closeAll looks):
-// each pair is a store then a load on either side, full fences both, so
-// at least one side sees the other — the run refuses, or the abort finds
-// it live and aborts it. An abort found in run.err from before is
-// cleared first: one that lands later is this run's (its number is no
-// less than any abort's that found it live). A collective that begins
-// must end as nodeHost.End ends it.
+// (nodeHost.light), without the lock and without registering: the run
+// takes its collective's number with an atomic add, a full fence, then
+// looks at abortAt and at whether this rank is closed or has lost a peer,
+// and refuses to run if so. An abort (abortColl stores abortAt) or a
+// Close (shut) that lands later is seen by the run's waits, which look at
+// them every few polls and before each sleep (nodeHost.lightAbort): a
+// collective that needs no wait completes, as one that ended just before
+// the abort. A collective that begins must end as nodeHost.End ends it.
 func (c *Comm) lightBegin(name string, run *collRun) error {
 	s := &c.coll
-	if run.err.Load() != nil {
-		run.err.Store(nil)
-	}
-	seq := s.seq.Add(1)
+	seq := s.seq.Add(1) // then abortAt is looked at: a fence
 	run.seq = seq
-	run.live.Swap(seq) // then abortAt is looked at: a fence
 	if at := s.abortAt.Load(); at == 0 || seq < at {
 		closed, anyLost := c.shut.Load(), c.anyLost.Load()
 		if !closed && !anyLost {
 			return nil
 		}
-		run.live.Store(0)
 		return c.collRefused(name, seq, closed)
 	}
-	run.live.Store(0)
 	s.mu.Lock()
 	err := s.abortErr
 	s.mu.Unlock()
@@ -331,11 +314,6 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 	for _, run := range s.running {
 		if run.seq >= seq {
 			run.abort(s.abortErr)
-		}
-	}
-	if s.light != nil {
-		if live := s.light.live.Load(); live != 0 && live >= seq {
-			s.light.abort(s.abortErr)
 		}
 	}
 	s.mu.Unlock()

@@ -403,3 +403,37 @@ func TestNodeCollectiveClosedWhileWaiting(t *testing.T) {
 	v := []float64{1}
 	require.ErrorIs(t, comm.AllreduceBlock(ctx, cs[0], blk(v), blk(v), comm.Float64, comm.Sum), comm.ErrClosed)
 }
+
+// An abort that reaches a rank waiting in a node collective ends the
+// wait: ranks 0 and 1 wait in an allreduce for rank 2, which never joins;
+// rank 1's link from rank 2 breaks, so rank 1 aborts the collective and
+// tells the others. Rank 0's links are whole: only the abort can end its
+// wait, and it must, long before its context.
+func TestNodeCollectiveAbortedWhileWaiting(t *testing.T) {
+	cs := group(t, 3, procs.Config{})
+	each(t, cs, func(ctx context.Context, c *procs.Comm) error { return comm.Barrier(ctx, c) })
+	require.True(t, procs.NodeCollectives(cs[0]))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pending, err := cs[1].Irecv(bytesBlock(make([]byte, 8)), 2, 3) // rank 1 reads from rank 2
+	require.NoError(t, err)
+	done := make([]chan error, 2)
+	for r := range done {
+		done[r] = make(chan error, 1)
+		go func() {
+			v := []float64{1}
+			done[r] <- comm.AllreduceBlock(ctx, cs[r], blk(v), blk(v), comm.Float64, comm.Sum)
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // both wait for rank 2
+	start := time.Now()
+	require.True(t, procs.CorruptShm(cs[1], 2))
+	_, err = comm.Await(ctx, pending)
+	require.ErrorIs(t, err, comm.ErrPeerLost)
+	for r := range done {
+		err := testwait.Recv(t, done[r], fmt.Sprintf("rank %d's allreduce", r))
+		require.ErrorIs(t, err, comm.ErrPeerLost, "rank %d", r)
+	}
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.NoError(t, ctx.Err(), "an allreduce waited for its context")
+}

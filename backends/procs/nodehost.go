@@ -3,6 +3,7 @@ package procs
 import (
 	"context"
 
+	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/nodecoll"
 )
 
@@ -21,8 +22,7 @@ import (
 type nodeHost struct {
 	*Comm
 	// light is the run of a one-node job's collective: one serves them
-	// all, registered once (lightBegin), and lightAborted its abort,
-	// bound once.
+	// all (lightBegin), and lightAborted is lightAbort, bound once.
 	light        collRun
 	lightAborted func() error
 	// full and fullCtx are the run of a collective of a job that spans
@@ -33,10 +33,7 @@ type nodeHost struct {
 
 func newNodeHost(c *Comm) *nodeHost {
 	h := &nodeHost{Comm: c}
-	h.lightAborted = h.light.aborted
-	c.coll.mu.Lock()
-	c.coll.light = &h.light
-	c.coll.mu.Unlock()
+	h.lightAborted = h.lightAbort
 	return h
 }
 
@@ -79,8 +76,26 @@ func (h *nodeHost) End(ctx context.Context, name string, light bool, err error) 
 	return h.collEnd(ctx, name, run, err, func() error { return context.Cause(cctx) })
 }
 
-// Aborted returns the abort recorded for the light run, or nil.
-func (h *nodeHost) Aborted() error { return h.light.aborted() }
+// Aborted returns why the light run must stop, or nil (lightAbort).
+func (h *nodeHost) Aborted() error { return h.lightAbort() }
+
+// lightAbort returns why the light run's collective must stop: an abort
+// of it or of an earlier collective, or this rank's Close; nil otherwise.
+// The node's waits call it every few polls: it is two loads while
+// neither has happened.
+func (h *nodeHost) lightAbort() error {
+	s := &h.coll
+	if at := s.abortAt.Load(); at != 0 && at <= h.light.seq {
+		s.mu.Lock()
+		err := s.abortErr
+		s.mu.Unlock()
+		return err
+	}
+	if h.shut.Load() {
+		return comm.ErrClosed
+	}
+	return nil
+}
 
 // Lost returns why a peer is lost, or nil.
 func (h *nodeHost) Lost() error {
