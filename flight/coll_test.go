@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/flight"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // Collectives and point-to-point entries, kept in rings of their own, come
@@ -79,7 +80,7 @@ func TestCollectiveEndedElsewhere(t *testing.T) {
 	tk := r.PostCollective(flight.OpAllgather, flight.NoPeer, 8, "byte", "")
 	done := make(chan struct{})
 	go func() { defer close(done); tk.End(errors.New("peer lost"), false) }()
-	<-done
+	testwait.Closed(t, done, "the End on another goroutine")
 	next := r.PostCollective(flight.OpBarrier, flight.NoPeer, 0, "", "")
 	require.True(t, next.Valid(), "the collective after one ended elsewhere is recorded")
 	next.End(nil, false)

@@ -305,7 +305,7 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 		return
 	}
 	s.abortFrom = seq
-	s.abortAt.Store(seq) // then the light run is looked at (lightBegin)
+	s.abortAt.Store(seq) // the light run's begin and waits look at it (lightBegin); abortErr is set under mu
 	if by == c.rank {
 		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted: %w", c.rank, seq, detailOf(cause))
 	} else {

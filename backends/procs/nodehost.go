@@ -58,10 +58,8 @@ func (h *nodeHost) Begin(ctx context.Context, name string, light bool) (context.
 // an abort of this and every later collective.
 func (h *nodeHost) End(ctx context.Context, name string, light bool, err error) error {
 	if light {
-		// The run stays live (lightBegin): an abort or close that finds
-		// it so after it ended leaves an error that the next lightBegin
-		// clears, and that next collective sees the abort or close
-		// itself.
+		// The light run was never registered (lightBegin): an abort or
+		// close that lands later is the next collective's to see.
 		if err == nil {
 			return nil
 		}

@@ -3,8 +3,10 @@ package order_test
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/xpu-go/xpu/internal/order"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 func TestReleaseStores(t *testing.T) {
@@ -26,11 +28,22 @@ func TestReleasePublishes(t *testing.T) {
 	const rounds = 20000
 	var data [4]uint64
 	var flag uint64
+	deadline := time.Now().Add(testwait.Bound)
+	// await spins until the flag reads v, or the bound passes.
+	await := func(v uint64) bool {
+		for n := 0; atomic.LoadUint64(&flag) != v; n++ {
+			if n%4096 == 0 && time.Now().After(deadline) {
+				return false
+			}
+		}
+		return true
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := uint64(1); i <= rounds; i++ {
-			for atomic.LoadUint64(&flag) != 2*i-2 {
+			if !await(2*i - 2) {
+				return
 			}
 			for k := range data {
 				data[k] = i*10 + uint64(k)
@@ -39,7 +52,8 @@ func TestReleasePublishes(t *testing.T) {
 		}
 	}()
 	for i := uint64(1); i <= rounds; i++ {
-		for atomic.LoadUint64(&flag) != 2*i-1 {
+		if !await(2*i - 1) {
+			t.Fatalf("round %d: the flag did not come within %v", i, testwait.Bound)
 		}
 		for k := range data {
 			if data[k] != i*10+uint64(k) {
@@ -48,7 +62,7 @@ func TestReleasePublishes(t *testing.T) {
 		}
 		order.Release(&flag, 2*i)
 	}
-	<-done
+	testwait.Closed(t, done, "the writer")
 }
 
 func BenchmarkRelease(b *testing.B) {
