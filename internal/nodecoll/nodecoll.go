@@ -49,6 +49,12 @@ const (
 	nodeTiny   = nodeEntry - entryData // largest step through the ring
 	// stampShift: a stamp is step<<stampShift | length.
 	stampShift = 12
+	// nodeAhead is how many steps ahead a writer of the ring takes its
+	// entry's line for writing (postTiny): far enough that the others
+	// have long dropped it, near enough that it is still held when
+	// written. Broadcasts of 4 ranks on 2 cores, 12 alternating rounds:
+	// 8 ahead 370 ns, 2 ahead 382, 32 ahead 425, none 408 (ADR 46).
+	nodeAhead = 8
 	// tagNode and tagNodeTable are the reserved tags of the setup's
 	// messages (Tags, Tags+1).
 	tagNode      = Tags
@@ -799,6 +805,9 @@ func (n *Node) postTiny(ctx context.Context, run abort, data []byte, kind uint32
 		return e, err
 	}
 	ent := n.entry(n.me, e)
+	// The entry nodeAhead steps on was read by the others a lap ago: take
+	// its line now, so that writing it then waits for no one.
+	shm.PrefetchWrite(&n.entry(n.me, e+nodeAhead)[0])
 	copy(ent[entryData:], data)
 	(*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Store(kind)
 	n.stamp(n.me, e).Store(e<<stampShift | uint64(len(data)))
