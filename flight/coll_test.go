@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,13 +143,7 @@ func TestCollectivesConcurrent(t *testing.T) {
 			assert.NoError(t, err)
 		}
 	})
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("recording collectives and sends and dumping did not finish within 20s")
-	}
+	testwait.Group(t, &wg, "recording collectives and sends, and dumping")
 	es, dropped := r.Entries()
 	assert.Len(t, es, 64)
 	assert.Equal(t, uint64(colls+2*sends-64), dropped)

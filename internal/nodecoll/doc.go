@@ -24,8 +24,11 @@
 //     the half e%2 of its slot — then writes that half, then publishes e.
 //   - A step that moves at most nodeTiny bytes from some ranks to others
 //     (a small Bcast or Reduce) goes through the ring instead: entry
-//     e%nodeRing holds its bytes and its arguments, and a rank waits only
-//     until every rank has published e-nodeRing+1 before it writes it. A
+//     e%nodeRing holds its bytes and its arguments, then its stamp (the
+//     step and the length), written last, which the readers wait for in
+//     the entry itself; a rank waits only until every rank has published
+//     e-nodeRing+1 before it writes it, and takes the line of the entry a
+//     few steps on ahead of time (shm.PrefetchWrite). A
 //     root that broadcasts, and the ranks that contribute to a reduction,
 //     so run up to nodeRing-1 steps ahead of their slowest reader instead
 //     of waiting for it at every step.
