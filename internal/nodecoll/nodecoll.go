@@ -37,18 +37,21 @@ const (
 	// a processor: each turn costs a switch of process, and 16 entries
 	// made 4 ranks on 2 cores wait at every sixteenth broadcast (ADR 45).
 	// 1024 entries of 512 bytes: 512 KiB a rank, as much as its slots.
-	// An entry's stamp (its step, shifted, and its length) is written
-	// last: a reader waits for it in the entry itself, whose line then
-	// brings the step's arguments and first bytes at once, instead of
-	// for the writer's control line and then the entry's (ADR 46).
+	// An entry's stamp (the low bits of its step, its kind and its
+	// length, one word) is written last: a reader waits for it in the
+	// entry itself, whose line then brings the step's arguments and first
+	// bytes at once, instead of for the writer's control line and then
+	// the entry's (ADR 46).
 	nodeRing   = 1024
 	nodeEntry  = 512
-	entryKind  = 0 // 32 bits
-	entryStamp = 8
-	entryData  = 16
+	entryStamp = 0
+	entryData  = 16                    // 16-byte aligned
 	nodeTiny   = nodeEntry - entryData // largest step through the ring
-	// stampShift: a stamp is step<<stampShift | length.
-	stampShift = 12
+	// A stamp is step%2^20<<stampStep | kind<<stampKind | length: an entry
+	// holds step e or the step nodeRing before it, which the low 20 bits
+	// tell apart, and the kind takes 32 bits and the length 12.
+	stampStep = 44
+	stampKind = 12
 	// nodeAhead is how many steps ahead a writer of the ring takes its
 	// entry's line for writing (postTiny): far enough that the others
 	// have long dropped it, near enough that it is still held when
@@ -809,10 +812,14 @@ func (n *Node) postTiny(ctx context.Context, run abort, data []byte, kind uint32
 	// its line now, so that writing it then waits for no one.
 	shm.PrefetchWrite(&n.entry(n.me, e+nodeAhead)[0])
 	copy(ent[entryData:], data)
-	(*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Store(kind)
-	n.stamp(n.me, e).Store(e<<stampShift | uint64(len(data)))
+	n.stamp(n.me, e).Store(stampOf(e, kind, len(data)))
 	n.publish(offSeq, e)
 	return e, nil
+}
+
+// stampOf is the stamp of step e of kind with length bytes.
+func stampOf(e uint64, kind uint32, length int) uint64 {
+	return e<<stampStep | uint64(kind)<<stampKind | uint64(length)
 }
 
 // stamp returns the stamp of entry e%nodeRing of rank r's ring.
@@ -828,10 +835,10 @@ func (n *Node) stamp(r int, e uint64) *atomic.Uint64 {
 func (n *Node) awaitTiny(ctx context.Context, run abort, e uint64, only int) error {
 	return n.wait(ctx, run, func() bool {
 		if only >= 0 {
-			return n.stamp(only, e).Load()>>stampShift == e
+			return n.stamp(only, e).Load()>>stampStep == e%(1<<(64-stampStep))
 		}
 		for j := range n.p {
-			if j != n.me && n.stamp(j, e).Load()>>stampShift != e {
+			if j != n.me && n.stamp(j, e).Load()>>stampStep != e%(1<<(64-stampStep)) {
 				return false
 			}
 		}
@@ -842,13 +849,12 @@ func (n *Node) awaitTiny(ctx context.Context, run abort, e uint64, only int) err
 // agreeTiny checks that the ranks of only (every rank when -1) described
 // step e alike in their entries, as agree does; they have stamped them.
 func (n *Node) agreeTiny(e uint64, length int, kind uint32, only int) error {
-	want := e<<stampShift | uint64(length)
+	want := stampOf(e, kind, length)
 	for j := range n.p {
 		if only >= 0 && j != only {
 			continue
 		}
-		ent := n.entry(j, e)
-		if n.stamp(j, e).Load() != want || (*atomic.Uint32)(unsafe.Pointer(&ent[entryKind])).Load() != kind {
+		if n.stamp(j, e).Load() != want {
 			return n.disagree()
 		}
 	}

@@ -231,3 +231,30 @@ func TestLostPeerEndsTheWait(t *testing.T) {
 	require.Less(t, time.Since(start), 2*time.Second, "the loss did not end the wait")
 	require.Positive(t, idles.Load(), "the waits slept without telling the host")
 }
+
+// TestDisagreementThroughTheRing: steps through the ring check their
+// arguments in the entry's stamp — a broadcast's readers see a root that
+// sent a different length, and a reduction's root sees a rank that passed
+// another operation — and fail with ErrInvalidArgument, not a hang.
+func TestDisagreementThroughTheRing(t *testing.T) {
+	const n = 3
+	nodes, _, _ := group(t, n)
+	errs := onEvery(t, n, func(ctx context.Context, r int) error {
+		b := make([]byte, 8*(1+min(r, 1))) // the root sends 8 bytes, the others want 16
+		return nodes[r].Bcast(ctx, block(t, b), 0)
+	})
+	require.NoError(t, errs[0], "the root does not wait")
+	for r := 1; r < n; r++ {
+		require.ErrorIs(t, errs[r], xerr.ErrInvalidArgument, "rank %d", r)
+	}
+	nodes, _, _ = group(t, n)
+	errs = onEvery(t, n, func(ctx context.Context, r int) error {
+		op := comm.Sum
+		if r == 2 {
+			op = comm.Max
+		}
+		b := floats(float64(r))
+		return nodes[r].Reduce(ctx, block(t, b), block(t, make([]byte, len(b))), comm.Float64, op, 0)
+	})
+	require.ErrorIs(t, errs[0], xerr.ErrInvalidArgument, "the root")
+}
