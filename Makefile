@@ -31,11 +31,12 @@ demo: xpu refs
 vet: setup-demo
 	$(GO) vet ./...
 
+# test runs every test under the race detector, then the users of
+# order.Release again without it: there Release is a plain store
+# (internal/order/release_amd64.s), the build that ships.
 test: setup-test
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
-	# order.Release is a plain store in a build without the race detector
-	# (internal/order/release_amd64.s): test its users in that build too.
 	$(GO) test -count=1 ./internal/order/ ./flight/ ./internal/nodecoll/
 	@bash scripts/setup-mpi.sh
 	$(GO) vet -tags mpi ./backends/mpi/...
