@@ -313,7 +313,7 @@ func (r *Recorder) Post(op Op, peer, tag int, count int64) Ticket {
 		return Ticket{}
 	}
 	r.mu.Lock()
-	t := r.post(op, peer, tag, count)
+	t := r.post(op, peer, tag, count, Posted)
 	r.mu.Unlock()
 	return t
 }
@@ -337,17 +337,7 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 	}
 	order.Release(&r.active, 1)
 	r.seq++
-	id := r.next
-	r.next++
-	i := uint32(r.cn & r.mask)
-	r.cn++
-	s := &r.coll[i]
-	if finState(atomic.LoadUint64(&s.fin)) == Failed {
-		r.forget(s.id)
-	}
-	s.id, s.count, s.seq, s.posted = id, count, r.seq, r.now()
-	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(root), 0, op, r.name(dtype), r.name(reduction)
-	order.Release(&s.fin, uint64(Posted))
+	i, id := r.put(r.coll, &r.cn, op, root, 0, count, r.seq, r.name(dtype), r.name(reduction), Posted)
 	r.mu.Unlock()
 	return Ticket{r: r, id: id, slot: i, coll: true}
 }
@@ -390,9 +380,7 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 		return
 	}
 	r.mu.Lock()
-	if t := r.post(op, peer, tag, count); t.r != nil {
-		r.ring[t.slot].fin = uint64(Done)
-	}
+	r.post(op, peer, tag, count, Done)
 	r.mu.Unlock()
 }
 
@@ -400,23 +388,34 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 // held.
 func (r *Recorder) forget(id uint64) { delete(r.errs, id) }
 
-// post writes the next point-to-point or one-sided entry; r.mu is held.
-func (r *Recorder) post(op Op, peer, tag int, count int64) Ticket {
+// post writes the next point-to-point or one-sided entry, in state st;
+// r.mu is held.
+func (r *Recorder) post(op Op, peer, tag int, count int64, st State) Ticket {
 	if len(r.ring) == 0 {
 		return Ticket{}
 	}
+	i, id := r.put(r.ring, &r.pn, op, peer, tag, count, 0, 0, 0, st)
+	return Ticket{r: r, id: id, slot: i}
+}
+
+// put writes the next entry of ring, of which *n have been posted, with
+// the next ID, and returns its slot and ID; r.mu is held. Its words are
+// written plainly: Entries reads them under r.mu too, and the collective
+// that last held a slot of the collective ring ended (its End's release
+// of r.active) before this one could post.
+func (r *Recorder) put(ring []slot, n *uint64, op Op, peer, tag int, count int64, seq uint64, dtype, reduction uint8, st State) (uint32, uint64) {
 	id := r.next
 	r.next++
-	i := uint32(r.pn & r.mask)
-	r.pn++
-	s := &r.ring[i]
+	i := uint32(*n & r.mask)
+	*n++
+	s := &ring[i]
 	if finState(s.fin) == Failed {
 		r.forget(s.id)
 	}
 	// Field by field: a composite literal is built apart and copied.
-	s.id, s.count, s.seq, s.posted, s.fin = id, count, 0, r.now(), uint64(Posted)
-	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(peer), int32(tag), op, 0, 0
-	return Ticket{r: r, id: id, slot: i}
+	s.id, s.count, s.seq, s.posted, s.fin = id, count, seq, r.now(), uint64(st)
+	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(peer), int32(tag), op, dtype, reduction
+	return i, id
 }
 
 // Matched records that the operation found its match.
@@ -507,8 +506,8 @@ func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.held(r.ring, r.pn, false)
-	c := r.held(r.coll, r.cn, true)
+	p := r.held(r.ring, r.pn)
+	c := r.held(r.coll, r.cn)
 	// Merge by ID, and keep the newest len(r.ring).
 	all := make([]Entry, 0, len(p)+len(c))
 	for len(p) > 0 || len(c) > 0 {
@@ -525,9 +524,9 @@ func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 }
 
 // held returns the entries of ring, of which n were ever posted, oldest
-// first; r.mu is held. The collective ring's fin words are read
-// atomically: an End writes them without r.mu.
-func (r *Recorder) held(ring []slot, n uint64, coll bool) []Entry {
+// first; r.mu is held. The fin words are read atomically: a collective's
+// End writes its own without r.mu.
+func (r *Recorder) held(ring []slot, n uint64) []Entry {
 	size := uint64(len(ring))
 	first := uint64(0)
 	if n > size {
@@ -536,12 +535,7 @@ func (r *Recorder) held(ring []slot, n uint64, coll bool) []Entry {
 	es := make([]Entry, 0, n-first)
 	for k := first; k < n; k++ {
 		s := &ring[k&r.mask]
-		var fin uint64
-		if coll {
-			fin = atomic.LoadUint64(&s.fin)
-		} else {
-			fin = s.fin
-		}
+		fin := atomic.LoadUint64(&s.fin)
 		e := Entry{ID: s.id, Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: r.nameOf(s.dtype),
 			Seq: s.seq, State: finState(fin), Posted: time.Unix(0, s.posted), Err: r.errs[s.id]}
 		if s.reduction != 0 {
