@@ -57,7 +57,7 @@ type collState struct {
 	abortFrom uint64        // the earliest aborted collective; 0: none
 	abortErr  error
 	// abortAt is abortFrom, for the light runs' lock-free check: they
-	// look at it when they begin and as they wait (nodeHost.lightAbort).
+	// look at it when they begin and as they wait (collState.abortOf).
 	abortAt atomic.Uint64
 	running []*collRun
 	small   atomic.Pointer[smallColl] // allreduceSmall's state, between calls
@@ -226,30 +226,36 @@ func (c *Comm) collRefused(name string, seq uint64, closed bool) error {
 	return xerr.Op(Name, name, fmt.Errorf("a rank of the group is lost: %w", detailOf(lost)))
 }
 
-// lightBegin is collBegin for the run of the node's collectives
-// (nodeHost.light), without the lock and without registering: the run
-// takes its collective's number with an atomic add, a full fence, then
-// looks at abortAt and at whether this rank is closed or has lost a peer,
-// and refuses to run if so. An abort (abortColl stores abortAt) or a
-// Close (shut) that lands later is seen by the run's waits, which look at
-// them every few polls and before each sleep (nodeHost.lightAbort): a
-// collective that needs no wait completes, as one that ended just before
-// the abort. A collective that begins must end as nodeHost.End ends it.
-func (c *Comm) lightBegin(name string, run *collRun) error {
+// lightBegin is collBegin for the run of the node's collectives, without
+// the lock and without registering: it takes the collective's number with
+// an atomic add, a full fence, then looks at abortAt and at whether this
+// rank is closed or has lost a peer, and refuses to run if so. An abort
+// (abortColl stores abortAt) or a Close (shut) that lands later is seen by
+// the run's waits, which look at them every few polls and before each
+// sleep (nodeHost.Aborted): a collective that needs no wait completes, as
+// one that ended just before the abort. A collective that begins must end
+// as nodeHost.End ends it.
+func (c *Comm) lightBegin(name string) (seq uint64, err error) {
 	s := &c.coll
-	seq := s.seq.Add(1) // then abortAt is looked at: a fence
-	run.seq = seq
-	if at := s.abortAt.Load(); at == 0 || seq < at {
-		closed, anyLost := c.shut.Load(), c.anyLost.Load()
-		if !closed && !anyLost {
-			return nil
-		}
-		return c.collRefused(name, seq, closed)
+	seq = s.seq.Add(1) // then abortAt is looked at: a fence
+	if err := s.abortOf(seq); err != nil {
+		return seq, xerr.Op(Name, name, err)
 	}
-	s.mu.Lock()
-	err := s.abortErr
-	s.mu.Unlock()
-	return xerr.Op(Name, name, err)
+	if closed, anyLost := c.shut.Load(), c.anyLost.Load(); closed || anyLost {
+		return seq, c.collRefused(name, seq, closed)
+	}
+	return seq, nil
+}
+
+// abortOf returns the abort of collective seq (one aborted at or before
+// it), or nil: a load while there is none.
+func (s *collState) abortOf(seq uint64) error {
+	if at := s.abortAt.Load(); at == 0 || seq < at {
+		return nil
+	}
+	s.mu.Lock() // abortColl sets abortErr under it
+	defer s.mu.Unlock()
+	return s.abortErr
 }
 
 // collEnd ends the collective run, which collBegin began and which ended
@@ -305,7 +311,7 @@ func (c *Comm) abortColl(seq uint64, by int, cause error) {
 		return
 	}
 	s.abortFrom = seq
-	s.abortAt.Store(seq) // the light run's begin and waits look at it (lightBegin); abortErr is set under mu
+	s.abortAt.Store(seq) // the light run's begin and waits look at it (abortOf); abortErr is set under mu
 	if by == c.rank {
 		s.abortErr = fmt.Errorf("rank %d: collective #%d aborted: %w", c.rank, seq, detailOf(cause))
 	} else {

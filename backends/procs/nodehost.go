@@ -21,9 +21,9 @@ import (
 // c's abort protocol (coll.go).
 type nodeHost struct {
 	*Comm
-	// light is the run of a one-node job's collective: one serves them
-	// all (lightBegin), and lightAborted is lightAbort, bound once.
-	light        collRun
+	// lightSeq is the number of a one-node job's collective in progress
+	// (lightBegin), and lightAborted is Aborted, bound once.
+	lightSeq     uint64
 	lightAborted func() error
 	// full and fullCtx are the run of a collective of a job that spans
 	// nodes, and the context an abort cancels.
@@ -33,7 +33,7 @@ type nodeHost struct {
 
 func newNodeHost(c *Comm) *nodeHost {
 	h := &nodeHost{Comm: c}
-	h.lightAborted = h.lightAbort
+	h.lightAborted = h.Aborted
 	return h
 }
 
@@ -42,7 +42,9 @@ var _ nodecoll.Host = (*nodeHost)(nil)
 // Begin numbers the collective and registers its run for aborts.
 func (h *nodeHost) Begin(ctx context.Context, name string, light bool) (context.Context, error) {
 	if light {
-		return ctx, h.lightBegin(name, &h.light)
+		seq, err := h.lightBegin(name)
+		h.lightSeq = seq
+		return ctx, err
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	run := &collRun{cancel: cancel}
@@ -63,7 +65,7 @@ func (h *nodeHost) End(ctx context.Context, name string, light bool, err error) 
 		if err == nil {
 			return nil
 		}
-		return h.collFailed(ctx, name, h.light.seq, err, h.lightAborted)
+		return h.collFailed(ctx, name, h.lightSeq, err, h.lightAborted)
 	}
 	run, cctx := h.full, h.fullCtx
 	h.full, h.fullCtx = nil, nil
@@ -74,19 +76,12 @@ func (h *nodeHost) End(ctx context.Context, name string, light bool, err error) 
 	return h.collEnd(ctx, name, run, err, func() error { return context.Cause(cctx) })
 }
 
-// Aborted returns why the light run must stop, or nil (lightAbort).
-func (h *nodeHost) Aborted() error { return h.lightAbort() }
-
-// lightAbort returns why the light run's collective must stop: an abort
-// of it or of an earlier collective, or this rank's Close; nil otherwise.
-// The node's waits call it every few polls: it is two loads while
-// neither has happened.
-func (h *nodeHost) lightAbort() error {
-	s := &h.coll
-	if at := s.abortAt.Load(); at != 0 && at <= h.light.seq {
-		s.mu.Lock()
-		err := s.abortErr
-		s.mu.Unlock()
+// Aborted returns why the light run's collective must stop: an abort of
+// it or of an earlier collective, or this rank's Close; nil otherwise.
+// The node's waits call it every few polls: it is two loads while neither
+// has happened.
+func (h *nodeHost) Aborted() error {
+	if err := h.coll.abortOf(h.lightSeq); err != nil {
 		return err
 	}
 	if h.shut.Load() {
