@@ -161,9 +161,12 @@ func (n *Node) inline(r int, h uint64) []byte {
 
 // entry returns entry e%nodeRing of rank r's ring.
 func (n *Node) entry(r int, e uint64) []byte {
-	at := n.rings + (r*nodeRing+int(e%nodeRing))*nodeEntry
+	at := n.entryAt(r, e)
 	return n.mem[at : at+nodeEntry : at+nodeEntry]
 }
+
+// entryAt is the offset in mem of entry e%nodeRing of rank r's ring.
+func (n *Node) entryAt(r int, e uint64) int { return n.rings + (r*nodeRing+int(e%nodeRing))*nodeEntry }
 
 // small returns the first total bytes of a one-step allreduce's vector
 // of rank r in half h: inline in its control line, or in its slot.
@@ -824,8 +827,7 @@ func stampOf(e uint64, kind uint32, length int) uint64 {
 
 // stamp returns the stamp of entry e%nodeRing of rank r's ring.
 func (n *Node) stamp(r int, e uint64) *atomic.Uint64 {
-	at := n.rings + (r*nodeRing+int(e%nodeRing))*nodeEntry + entryStamp
-	return (*atomic.Uint64)(unsafe.Pointer(&n.mem[at]))
+	return (*atomic.Uint64)(unsafe.Pointer(&n.mem[n.entryAt(r, e)+entryStamp]))
 }
 
 // awaitTiny waits until rank only (every other rank when -1) has stamped
