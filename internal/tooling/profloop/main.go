@@ -6,11 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/bench"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -28,11 +28,7 @@ func run() error {
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur+time.Minute)
 	defer cancel()
-	cfg, err := procs.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	c, err := procs.Dial(ctx, cfg)
+	c, err := procs.FromEnv(ctx)
 	if err != nil {
 		return err
 	}
@@ -47,15 +43,11 @@ func run() error {
 		}
 	}
 	if *profile != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%d", *profile, c.Rank()))
+		stop, err := bench.CPUProfile(fmt.Sprintf("%s.%d", *profile, c.Rank()))
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	calls, start := 0, time.Now()
 	for over := false; !over; {

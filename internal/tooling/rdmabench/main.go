@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -43,15 +42,11 @@ func run() error {
 	defer c.Close()
 	p, r := c.Size(), c.Rank()
 	if *profile != "" && r == 0 {
-		f, err := os.Create(*profile)
+		stop, err := bench.CPUProfile(*profile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	report := func(name string, v float64, unit string) {
 		if r == 0 {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -40,7 +39,7 @@ func run() error {
 	want := pick.MatchString
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cfg, err := procs.ConfigFromEnv()
+	cfg, err := procs.ConfigFromEnv() // MasterAddr: the raw references dial its host
 	if err != nil {
 		return err
 	}
@@ -51,15 +50,11 @@ func run() error {
 	defer c.Close()
 	p, r := c.Size(), c.Rank()
 	if *cpuProfile != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%d", *cpuProfile, r))
+		stop, err := bench.CPUProfile(fmt.Sprintf("%s.%d", *cpuProfile, r))
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	var out io.Writer = os.Stdout
 	if *outPath != "" && r == 0 {
