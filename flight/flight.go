@@ -137,10 +137,11 @@ type Entry struct {
 // Ticket names a posted entry, for its later states. The zero Ticket
 // names nothing: its calls do nothing.
 type Ticket struct {
-	r    *Recorder
-	id   uint64
-	slot uint32
-	coll bool // a collective, which ends the recorder's active one
+	r      *Recorder
+	id     uint64
+	posted int64 // the entry's posted time, for its End
+	slot   uint32
+	coll   bool // a collective, which ends the recorder's active one
 }
 
 // Recorder returns the recorder t belongs to; nil for the zero Ticket.
@@ -149,8 +150,11 @@ func (t Ticket) Recorder() *Recorder { return t.r }
 // slot is an entry as a ring keeps it: times as clock readings, names
 // as indexes into the recorder's table of them (0 is "byte", or none), no
 // pointer, so that writing one costs stores and no write barrier. Its
-// state and end share the word fin, written whole, so that a collective's
-// End, which takes no lock, changes both at once.
+// state and end share the word fin, written whole, so that an End, which
+// takes no lock, changes both at once; while the entry is pending, fin
+// holds its ID instead of an end (pendingFin), so that a point-to-point
+// End, a compare-and-swap, changes its own entry and never the next one
+// the ring puts in the slot.
 type slot struct {
 	id               uint64
 	count            int64
@@ -166,9 +170,13 @@ type slot struct {
 // to ended, in nanoseconds, above them (2^58 ns: nine years).
 const finShift = 6
 
+// finOf is the fin word of an entry completed in state st.
 func finOf(st State, posted, ended int64) uint64 {
 	return uint64(max(ended-posted, 0))<<finShift | uint64(st)
 }
+
+// pendingFin is the fin word of entry id while pending in state st.
+func pendingFin(id uint64, st State) uint64 { return id<<finShift | uint64(st) }
 
 // Recorder is a ring of the last operations of one rank of one
 // communicator. It is safe for concurrent use. A nil *Recorder, or one of
@@ -337,9 +345,10 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 	}
 	order.Release(&r.active, 1)
 	r.seq++
-	i, id := r.put(r.coll, &r.cn, op, root, 0, count, r.seq, r.name(dtype), r.name(reduction), Posted)
+	t := r.put(r.coll, &r.cn, op, root, 0, count, r.seq, r.name(dtype), r.name(reduction), Posted)
 	r.mu.Unlock()
-	return Ticket{r: r, id: id, slot: i, coll: true}
+	t.coll = true
+	return t
 }
 
 // finState is the state a fin word holds.
@@ -394,28 +403,35 @@ func (r *Recorder) post(op Op, peer, tag int, count int64, st State) Ticket {
 	if len(r.ring) == 0 {
 		return Ticket{}
 	}
-	i, id := r.put(r.ring, &r.pn, op, peer, tag, count, 0, 0, 0, st)
-	return Ticket{r: r, id: id, slot: i}
+	return r.put(r.ring, &r.pn, op, peer, tag, count, 0, 0, 0, st)
 }
 
 // put writes the next entry of ring, of which *n have been posted, with
-// the next ID, and returns its slot and ID; r.mu is held. Its words are
-// written plainly: Entries reads them under r.mu too, and the collective
-// that last held a slot of the collective ring ended (its End's release
-// of r.active) before this one could post.
-func (r *Recorder) put(ring []slot, n *uint64, op Op, peer, tag int, count int64, seq uint64, dtype, reduction uint8, st State) (uint32, uint64) {
+// the next ID, and returns its ticket; r.mu is held. Its words but fin
+// are written plainly: Entries reads them under r.mu too, and the
+// collective that last held a slot of the collective ring ended (its
+// End's release of r.active) before this one could post. fin is stored
+// and loaded atomically: the End of the slot's last point-to-point entry
+// may be looking at it without r.mu (Ticket.settle).
+func (r *Recorder) put(ring []slot, n *uint64, op Op, peer, tag int, count int64, seq uint64, dtype, reduction uint8, st State) Ticket {
 	id := r.next
 	r.next++
 	i := uint32(*n & r.mask)
 	*n++
 	s := &ring[i]
-	if finState(s.fin) == Failed {
+	if finState(atomic.LoadUint64(&s.fin)) == Failed {
 		r.forget(s.id)
 	}
+	fin := uint64(st)
+	if st.Pending() {
+		fin = pendingFin(id, st)
+	}
+	now := r.now()
 	// Field by field: a composite literal is built apart and copied.
-	s.id, s.count, s.seq, s.posted, s.fin = id, count, seq, r.now(), uint64(st)
+	s.id, s.count, s.seq, s.posted = id, count, seq, now
 	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(peer), int32(tag), op, dtype, reduction
-	return i, id
+	order.Release(&s.fin, fin)
+	return Ticket{r: r, id: id, posted: now, slot: i}
 }
 
 // Matched records that the operation found its match.
@@ -423,11 +439,7 @@ func (t Ticket) Matched() {
 	if t.r == nil || t.coll {
 		return
 	}
-	t.r.mu.Lock()
-	if s := &t.r.ring[t.slot]; s.id == t.id && finState(s.fin) == Posted {
-		s.fin = uint64(Matched)
-	}
-	t.r.mu.Unlock()
+	atomic.CompareAndSwapUint64(&t.r.ring[t.slot].fin, pendingFin(t.id, Posted), pendingFin(t.id, Matched))
 }
 
 // Finish is End with the state told by err: done when nil, cancelled when
@@ -442,9 +454,12 @@ func (t Ticket) Finish(err error) {
 
 // End records how the operation completed: done when err is nil,
 // cancelled when cancelled, failed otherwise. Only the first End counts.
-// A collective's ticket is ended once, by one goroutine at a time (its
-// later Ends, in order, change nothing): its End takes no lock unless it
-// failed.
+// End takes no lock unless the operation failed: a point-to-point End is
+// a compare-and-swap of the entry's fin word (settle), and a collective's
+// ticket is ended once, by one goroutine at a time (its later Ends, in
+// order, change nothing), with a release store. A receive posted before
+// its message came thus pays less for its record, at its completion, than
+// Record does (ADR 47).
 func (t Ticket) End(err error, cancelled bool) {
 	if t.r == nil {
 		return
@@ -460,14 +475,35 @@ func (t Ticket) End(err error, cancelled bool) {
 		t.endColl(state, err)
 		return
 	}
+	fin := &t.r.ring[t.slot].fin
+	if state != Failed {
+		t.settle(fin, state)
+		return
+	}
+	// The error goes with the state, under r.mu, where Entries reads both
+	// and put forgets it.
 	t.r.mu.Lock()
-	if s := &t.r.ring[t.slot]; s.id == t.id && finState(s.fin).Pending() {
-		s.fin = finOf(state, s.posted, t.r.now())
-		if state == Failed {
-			t.r.failed(s.id, err)
-		}
+	if t.settle(fin, state) {
+		t.r.failed(t.id, err)
 	}
 	t.r.mu.Unlock()
+}
+
+// settle writes the end of t's point-to-point entry into its fin word
+// while the entry is pending and still t's, and reports whether it did.
+// The word holds t's ID while pending (pendingFin), so a slot that the
+// ring has given to a later entry, whose fin holds another ID, is left
+// alone; Matched may change the word under it, and settle looks again.
+func (t Ticket) settle(fin *uint64, state State) bool {
+	for {
+		f := atomic.LoadUint64(fin)
+		if !finState(f).Pending() || f>>finShift != t.id {
+			return false
+		}
+		if atomic.CompareAndSwapUint64(fin, f, finOf(state, t.posted, t.r.now())) {
+			return true
+		}
+	}
 }
 
 // endColl ends the collective of t, which holds r.active: its slot is
@@ -483,7 +519,7 @@ func (t Ticket) endColl(state State, err error) {
 		r.failed(s.id, err)
 		r.mu.Unlock()
 	}
-	order.Release(&s.fin, finOf(state, s.posted, r.now()))
+	order.Release(&s.fin, finOf(state, t.posted, r.now()))
 	order.Release(&r.active, 0)
 }
 
