@@ -394,11 +394,14 @@ func (c *Comm) RecvBytes(ctx context.Context, data []byte, source, tag int) (com
 
 // recvBytes is Recv into host bytes whose arguments have been checked.
 func (c *Comm) recvBytes(ctx context.Context, data []byte, source, tag int) (comm.Status, error) {
+	var posted flight.Ticket // the lane's entry for the receive
 	if uint(source) < uint(c.size) && source != c.rank && ctx != nil {
 		if l := c.links[source]; l != nil && l.shm != nil {
-			if st, ok, err := l.recvLane(ctx, data, tag); ok {
+			st, ok, t, err := l.recvLane(ctx, data, tag)
+			if ok {
 				return st, err
 			}
+			posted = t
 		}
 	}
 	r := c.spare.Swap(nil)
@@ -406,7 +409,10 @@ func (c *Comm) recvBytes(ctx context.Context, data []byte, source, tag int) (com
 		r = new(request)
 	}
 	*r = request{c: c, kind: kindRecv, peer: source, tag: tag, buf: data}
-	r.Flight = c.flightPost(flight.OpRecv, source, tag, len(data))
+	r.Flight = posted
+	if !posted.Valid() {
+		r.Flight = c.flightPost(flight.OpRecv, source, tag, len(data))
+	}
 	if _, err := c.irecv(r); err != nil {
 		r.Flight.End(err, false)
 		c.spare.Store(r)

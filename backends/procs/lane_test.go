@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -565,6 +566,108 @@ func TestLaneFlight(t *testing.T) {
 	require.Equal(t, flight.Failed, e.State, "%+v", e)
 	require.Contains(t, e.Err, "truncated", "%+v", e)
 	require.Equal(t, before+2, procs.LaneReads(cs[1], 0), "the receives did not go through the lane")
+}
+
+// TestLaneFlightWhileWaiting: a receive whose message comes while it
+// waits in the lane has one entry in the flight recorder, ended done (or
+// failed, truncated) when its message comes through the lane. A receive
+// that the lane leaves to the general path, its wait longer than the
+// lane's share of the spin, is in the record as posted while it waits,
+// and keeps the entry the lane posted: one entry for one receive, done
+// when the general path completes it.
+func TestLaneFlightWhileWaiting(t *testing.T) {
+	cs := lanePair(t, procs.Config{ShmSpin: 10 * time.Millisecond})
+	rec := cs[1].FlightRecorder()
+	if rec == nil {
+		t.Skip("the flight recorder is off (XPU_FLIGHT_SIZE)")
+	}
+	ctx := testwait.Ctx(t)
+	freeRole(t, ctx, cs, 1, 0)
+	for i, tc := range []struct {
+		name  string
+		size  int  // the receive's buffer
+		lane  bool // the message is sent at once, while the lane polls
+		state flight.State
+	}{
+		{"in the lane", 8, true, flight.Done},
+		{"truncated in the lane", 4, true, flight.Failed},
+		{"past the lane", 8, false, flight.Done},
+	} {
+		// A loaded machine may keep the sender past the lane's share of
+		// the spin: a receive meant for the lane has three tries.
+		for try := 1; ; try++ {
+			lanes := procs.LaneReads(cs[1], 0)
+			laneRecvFlight(t, ctx, cs, tc.name, tc.size, 20+i, tc.lane, tc.state)
+			took := procs.LaneReads(cs[1], 0) - lanes
+			if !tc.lane {
+				require.Zero(t, took, "%s: the message came through the lane", tc.name)
+				break
+			}
+			if took == 1 || try == 3 {
+				require.Equal(t, int64(1), took, "%s: the message did not come through the lane in %d tries", tc.name, try)
+				break
+			}
+		}
+	}
+}
+
+// laneRecvFlight receives a message with tag from rank 0 on rank 1 into a
+// buffer of size bytes, sent as soon as the receive holds the read role
+// (lane) or once it is in the flight record as posted and past the lane,
+// and checks the receive's one entry: its state, and that it is the
+// posted one.
+func laneRecvFlight(t *testing.T, ctx context.Context, cs []*procs.Comm, name string, size, tag int, lane bool, state flight.State) {
+	t.Helper()
+	rec := cs[1].FlightRecorder()
+	es, _ := rec.Entries()
+	had := len(es)
+	direct := procs.DirectReads(cs[1], 0)
+	res := make(chan error, 1)
+	go func() {
+		_, err := cs[1].Recv(ctx, bytesBlock(make([]byte, size)), 0, tag)
+		res <- err
+	}()
+	// The lane gives the receive up after a quarter of the spin (2.5 ms),
+	// and the general path sleeps after the spin.
+	for deadline := time.Now().Add(10 * time.Second); procs.DirectReads(cs[1], 0) == direct; runtime.Gosched() {
+		require.True(t, time.Now().Before(deadline), "%s: the receive did not take the read role", name)
+	}
+	var posted flight.Entry
+	if !lane {
+		require.Eventually(t, func() bool {
+			es, _ := rec.Entries()
+			if len(es) != had+1 {
+				return false
+			}
+			posted = es[had]
+			return true
+		}, 10*time.Second, time.Millisecond, "%s: the waiting receive is not in the flight record", name)
+		require.Equal(t, flight.OpRecv, posted.Op, "%s: %+v", name, posted)
+		require.Equal(t, tag, posted.Tag, "%s: %+v", name, posted)
+		require.Equal(t, flight.Posted, posted.State, "%s: %+v", name, posted)
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, cs[0].Send(ctx, bytesBlock(pattern(8, tag)), 1, tag), name)
+	err := testwait.Recv(t, res, "the receive "+name)
+	if state == flight.Failed {
+		require.ErrorIs(t, err, comm.ErrTruncated, name)
+	} else {
+		require.NoError(t, err, name)
+	}
+	es, _ = rec.Entries()
+	require.Len(t, es, had+1, "%s: one entry for one receive: %+v", name, es[had:])
+	e := es[had]
+	if !lane {
+		require.Equal(t, posted.ID, e.ID, "%s: %+v", name, e)
+	}
+	require.Equal(t, flight.OpRecv, e.Op, "%s: %+v", name, e)
+	require.Equal(t, 0, e.Peer, "%s: %+v", name, e)
+	require.Equal(t, tag, e.Tag, "%s: %+v", name, e)
+	require.Equal(t, state, e.State, "%s: %+v", name, e)
+	require.False(t, e.Ended.Before(e.Posted), "%s: %+v", name, e)
+	if state == flight.Failed {
+		require.Contains(t, e.Err, "truncated", "%s: %+v", name, e)
+	}
 }
 
 // TestLaneAfterBufferedFrames: a record of the ring may hold several
