@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/trace"
 	"time"
 
 	"github.com/xpu-go/xpu/backends/procs"
@@ -25,6 +26,7 @@ func run() error {
 	op := flag.String("op", "allreduce", `the operation: "allreduce", "allreduce-direct", "bcast" or "pingpong"`)
 	dur := flag.Duration("d", 3*time.Second, "how long the loop runs")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
+	traceTo := flag.String("trace", "", "write an execution trace of rank r to this file with \".r\" appended")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur+time.Minute)
 	defer cancel()
@@ -44,6 +46,13 @@ func run() error {
 	}
 	if *profile != "" {
 		stop, err := bench.CPUProfile(fmt.Sprintf("%s.%d", *profile, c.Rank()))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if *traceTo != "" {
+		stop, err := startTrace(fmt.Sprintf("%s.%d", *traceTo, c.Rank()))
 		if err != nil {
 			return err
 		}
@@ -117,4 +126,21 @@ func agreeOver(ctx context.Context, c comm.Comm, mine bool) (bool, error) {
 	}
 	err = comm.Allreduce(ctx, c, f, f, comm.Max)
 	return flag[0] == 1, err
+}
+
+// startTrace starts the runtime's execution tracer into the file path,
+// and returns what stops it and closes the file.
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
+	}, nil
 }
