@@ -397,11 +397,9 @@ func (c *Comm) recvBytes(ctx context.Context, data []byte, source, tag int) (com
 	var posted flight.Ticket // the lane's entry for the receive
 	if uint(source) < uint(c.size) && source != c.rank && ctx != nil {
 		if l := c.links[source]; l != nil && l.shm != nil {
-			st, ok, t, err := l.recvLane(ctx, data, tag)
-			if ok {
+			if st, ok, err := l.recvLane(ctx, data, tag, &posted); ok {
 				return st, err
 			}
-			posted = t
 		}
 	}
 	r := c.spare.Swap(nil)

@@ -75,18 +75,19 @@ func (lr *laneRecv) takes(tag int) bool { return lr != nil && impl.MatchTag(lr.t
 // recvLane receives into data a message with tag from l's peer through
 // the lane, for Comm.Recv; handled is false when the lane could not, and
 // the caller then receives through the general path, with the receive's
-// flight entry when the lane posted one (else the zero Ticket).
+// flight entry in *posted when the lane posted one (else the zero
+// Ticket).
 //
 // A receive whose message is in the ring at once is recorded as it
 // completes (Recorder.Record). One that waits is posted while it waits,
 // and ended when its message comes: an End takes no lock, where Record
 // takes one, so the record costs less between the message and the
 // caller, which is a ping-pong's round trip (ADR 47).
-func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Status, handled bool, t flight.Ticket, err error) {
+func (l *link) recvLane(ctx context.Context, data []byte, tag int, posted *flight.Ticket) (st comm.Status, handled bool, err error) {
 	c := l.c
 	done := ctx.Done()
 	if !l.role.tryTake() {
-		return comm.Status{}, false, t, nil
+		return comm.Status{}, false, nil
 	}
 	lr := laneRecv{buf: data, tag: tag}
 	// Frames a reader before it read ahead into the buffered reader come
@@ -95,15 +96,16 @@ func (l *link) recvLane(ctx context.Context, data []byte, tag int) (st comm.Stat
 		l.poll(done, &lr)
 	}
 	l.role.releaseLane()
-	if !lr.got {
-		return comm.Status{}, false, lr.flight, nil
-	}
-	if lr.flight.Valid() {
+	switch {
+	case !lr.got:
+		*posted = lr.flight
+		return comm.Status{}, false, nil
+	case lr.flight.Valid():
 		lr.flight.Finish(lr.err)
-	} else {
+	default:
 		c.flightDone(flight.OpRecv, l.peer, tag, len(data), lr.err)
 	}
-	return lr.st, true, t, lr.err
+	return lr.st, true, lr.err
 }
 
 // laneBurst is how many times the lane looks at the ring between its

@@ -36,7 +36,7 @@ const warmTag = 99
 // the rank's next blocking Recv finds it free and takes the lane, so that
 // what a test sends goes through the lane, not by chance. Heartbeats are
 // rare, so that none lands among a test's frames.
-func lanePair(t *testing.T, tmpl procs.Config) []*procs.Comm {
+func lanePair(t testing.TB, tmpl procs.Config) []*procs.Comm {
 	t.Helper()
 	tmpl.Links = procs.LinkShm
 	if tmpl.Timeout == 0 {
@@ -51,7 +51,7 @@ func lanePair(t *testing.T, tmpl procs.Config) []*procs.Comm {
 // a receive that waits there while from sends it a message, and leaves the
 // role free once the receive is over: nothing reads that link until a
 // receive of to does.
-func freeRole(t *testing.T, ctx context.Context, cs []*procs.Comm, to, from int) {
+func freeRole(t testing.TB, ctx context.Context, cs []*procs.Comm, to, from int) {
 	t.Helper()
 	got := make([]byte, 8)
 	before := procs.DirectReads(cs[to], from)

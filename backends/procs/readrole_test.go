@@ -30,7 +30,7 @@ func bytesBlock(p []byte) memspace.Block {
 
 // waitDirectReads waits until a goroutine of c has taken the read role of
 // its link to peer more than n times.
-func waitDirectReads(t *testing.T, c *procs.Comm, peer int, n int64) {
+func waitDirectReads(t testing.TB, c *procs.Comm, peer int, n int64) {
 	t.Helper()
 	require.Eventually(t, func() bool { return procs.DirectReads(c, peer) > n },
 		10*time.Second, time.Millisecond, "no goroutine took the read role")
