@@ -135,6 +135,8 @@ func (l *link) poll(done <-chan struct{}, lr *laneRecv) {
 			return // the general path meets it again, and fails the link
 		}
 		if ok {
+			// The answer, if any, is written next: its line is taken now.
+			l.shm.PrepareWrite()
 			tag, n, whole := eagerRecord(p, q, l.c.lim)
 			if !whole {
 				return

@@ -361,6 +361,21 @@ func (c *Conn) TryWriteFrame(hdr *[FrameHeader]byte, payload []byte) (bool, erro
 	return ok, err
 }
 
+// PrepareWrite takes the cache line of the next record this side will
+// write for writing (PrefetchWrite), and writes nothing: for a reader
+// that has just seen a message it will likely answer. The line is the
+// one the peer polls for that answer, and the peer does not poll it
+// while it finishes its own send; taken now, the answer's write need not
+// wait for the peer to give it up, which is most of a turn of a small
+// ping-pong (ADR 47). The reader calls it, as it calls Peek (not after
+// Unmap), while the writer may be writing.
+func (c *Conn) PrepareWrite() {
+	if c.enter() {
+		PrefetchWrite(&c.out.r.data[atomic.LoadUint64(&c.out.next)&c.out.r.mask])
+	}
+	c.exit()
+}
+
 // fence: the reader and the writer each store a word and then load the
 // other's — a record, then the sleeping flag; the sleeping flag, then the
 // record; the head, then the waiting flag; the waiting flag, then the head —

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/xpu-go/xpu/internal/order"
 )
 
 // ErrCorrupt reports a ring whose shared indexes are impossible: a head or
@@ -97,6 +99,10 @@ type producer struct {
 	tail     uint64
 	head     uint64
 	reserved uint64 // the length of the record reserve returned, for commit
+	// next is tail, stored after each record with a release and loaded
+	// atomically by Conn.PrepareWrite, which does not hold the writer's
+	// side: the place of the next record, for a hint.
+	next uint64
 }
 
 // refresh loads the consumer's index, when the last one seen leaves too
@@ -135,6 +141,7 @@ func (w *producer) write(p []byte) (int, error) {
 	// (fence; see fence in conn.go).
 	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Swap(w.tail + 1)
 	w.tail += recSize(n)
+	order.Release(&w.next, w.tail)
 	return int(n), nil
 }
 
@@ -212,6 +219,7 @@ func (w *producer) commit() {
 	// Swap, not Store: see write.
 	(*atomic.Uint64)(unsafe.Pointer(&w.r.data[at])).Swap(w.tail + 1)
 	w.tail += recSize(w.reserved)
+	order.Release(&w.next, w.tail)
 	w.reserved = 0
 }
 
