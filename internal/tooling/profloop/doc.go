@@ -14,5 +14,8 @@
 // runs; every 10,000 calls the ranks agree whether it is over, so that
 // all stop after the same call. Rank 0 prints "<op> <ns> ns/op" (a
 // ping-pong's op is a round trip). With -cpuprofile FILE rank r writes its
-// profile to FILE.r, leaving out a warm-up of 20,000 calls.
+// profile to FILE.r, leaving out a warm-up of 20,000 calls; with -trace
+// FILE it writes the runtime's execution trace of the same calls to
+// FILE.r: how often each goroutine yields, blocks and wakes, and
+// where (go tool trace -d=parsed FILE.r prints its events; ADR 47).
 package main
