@@ -416,7 +416,7 @@ func (r *Recorder) post(op Op, peer, tag int, count int64, st State) Ticket {
 }
 
 // put writes the next entry of ring, of which *n have been posted, with
-// the next ID, and returns its ticket; r.mu is held. Its words but fin
+// the next ID, and returns its slot, ID and posted time; r.mu is held. Its words but fin
 // are written plainly: Entries reads them under r.mu too, and the
 // collective that last held a slot of the collective ring ended (its
 // End's release of r.active) before this one could post. fin is stored

@@ -365,10 +365,11 @@ func (c *Conn) TryWriteFrame(hdr *[FrameHeader]byte, payload []byte) (bool, erro
 // write for writing (PrefetchWrite), and writes nothing: for a reader
 // that has just seen a message it will likely answer. The line is the
 // one the peer polls for that answer, and the peer does not poll it
-// while it finishes its own send; taken now, the answer's write need not
-// wait for the peer to give it up, which is most of a turn of a small
-// ping-pong (ADR 47). The reader calls it, as it calls Peek (not after
-// Unmap), while the writer may be writing.
+// while it finishes its own send. The peer's first polls take it back
+// before the answer is written, so the answer's write still waits for
+// it, but less: a few nanoseconds of a small ping-pong's turn (ADR 47).
+// The reader calls it, as it calls Peek (not after Unmap), while the
+// writer may be writing.
 func (c *Conn) PrepareWrite() {
 	if c.enter() {
 		PrefetchWrite(&c.out.r.data[atomic.LoadUint64(&c.out.next)&c.out.r.mask])
