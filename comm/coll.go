@@ -72,10 +72,13 @@ func BcastBlock(ctx context.Context, c Comm, buf memspace.Block, root int) (err 
 // bcastRun runs a broadcast whose arguments have been checked: natively,
 // else staged whole when the host cannot touch buf, else shared.
 func bcastRun(ctx context.Context, c Comm, p int, buf memspace.Block, root, rank int) error {
-	if hc, ok := c.(HostCollectives); ok && buf.HostPointer() != nil {
-		b, _ := buf.Bytes() // a host mapping: no error
-		if err := hc.BcastBytes(ctx, b, root); !isFallback(err) {
-			return err
+	// Bytes, a call, reads the block where the caller left it; an inlined
+	// HostPointer would copy it first, and wait for the copy (ADR 47).
+	if hc, ok := c.(HostCollectives); ok {
+		if b, err := buf.Bytes(); err == nil && b != nil {
+			if err := hc.BcastBytes(ctx, b, root); !isFallback(err) {
+				return err
+			}
 		}
 	}
 	return bcastRest(ctx, c, p, buf, root, rank)
@@ -204,11 +207,13 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // natively, else staged whole when the host cannot touch a buffer, else
 // shared.
 func allreduceRun(ctx context.Context, c Comm, p int, send, recv memspace.Block, dt DType, op Op) error {
-	if hc, ok := c.(HostCollectives); ok && send.HostPointer() != nil && recv.HostPointer() != nil {
-		sb, _ := send.Bytes() // host mappings: no errors
-		rb, _ := recv.Bytes()
-		if err := hc.AllreduceBytes(ctx, sb, rb, dt, op); !isFallback(err) {
-			return err
+	if hc, ok := c.(HostCollectives); ok {
+		sb, serr := send.Bytes()
+		rb, rerr := recv.Bytes()
+		if serr == nil && rerr == nil && sb != nil && rb != nil {
+			if err := hc.AllreduceBytes(ctx, sb, rb, dt, op); !isFallback(err) {
+				return err
+			}
 		}
 	}
 	return allreduceRest(ctx, c, p, send, recv, dt, op)
