@@ -72,9 +72,12 @@ func word(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 // messages through the lane, and every payload arrives right. Not all: a
 // receive finds the read role held, and goes the general path, whenever
 // the link's reader goroutine holds it — at the start, and after each of
-// its idle checks (every 50 ms) has taken a free role back.
+// its idle checks (every 50 ms) has taken a free role back. The spin is
+// the longest allowed (the lane polls a quarter of it, 2.5 ms): under the
+// race detector on a loaded machine a round trip took milliseconds, and
+// with 2 ms of spin three receives in four left the lane for it.
 func TestLaneTaken(t *testing.T) {
-	cs := group(t, 2, procs.Config{Links: procs.LinkShm, ShmSpin: 2 * time.Millisecond})
+	cs := group(t, 2, procs.Config{Links: procs.LinkShm, ShmSpin: 10 * time.Millisecond})
 	require.Equal(t, procs.TransportShm, cs[0].Transport(1))
 	// A rank that fails ends the other's wait.
 	ctx, cancel := context.WithCancel(testwait.Ctx(t))
