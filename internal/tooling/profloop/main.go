@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/trace"
 	"time"
 
 	"github.com/xpu-go/xpu/backends/procs"
@@ -52,7 +51,7 @@ func run() error {
 		defer stop()
 	}
 	if *traceTo != "" {
-		stop, err := startTrace(fmt.Sprintf("%s.%d", *traceTo, c.Rank()))
+		stop, err := bench.Trace(fmt.Sprintf("%s.%d", *traceTo, c.Rank()))
 		if err != nil {
 			return err
 		}
@@ -126,21 +125,4 @@ func agreeOver(ctx context.Context, c comm.Comm, mine bool) (bool, error) {
 	}
 	err = comm.Allreduce(ctx, c, f, f, comm.Max)
 	return flag[0] == 1, err
-}
-
-// startTrace starts the runtime's execution tracer into the file path,
-// and returns what stops it and closes the file.
-func startTrace(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := trace.Start(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		trace.Stop()
-		f.Close()
-	}, nil
 }
