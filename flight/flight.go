@@ -326,13 +326,13 @@ func wallNow() int64 { return time.Now().UnixNano() }
 // Post records a point-to-point or one-sided operation of count bytes as
 // posted and returns its ticket. peer and tag are as Entry has them.
 func (r *Recorder) Post(op Op, peer, tag int, count int64) Ticket {
-	if r == nil {
+	if r == nil || len(r.ring) == 0 {
 		return Ticket{}
 	}
 	r.mu.Lock()
-	t := r.post(op, peer, tag, count, Posted)
+	i, id, now := r.put(r.ring, &r.pn, op, peer, tag, count, 0, 0, 0, Posted)
 	r.mu.Unlock()
-	return t
+	return Ticket{r: r, id: id, posted: now, at: i << 1}
 }
 
 // PostCollective records a collective as posted, numbering it with the
@@ -405,23 +405,13 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 // held.
 func (r *Recorder) forget(id uint64) { delete(r.errs, id) }
 
-// post writes the next point-to-point or one-sided entry, in state st;
-// r.mu is held.
-func (r *Recorder) post(op Op, peer, tag int, count int64, st State) Ticket {
-	if len(r.ring) == 0 {
-		return Ticket{}
-	}
-	i, id, now := r.put(r.ring, &r.pn, op, peer, tag, count, 0, 0, 0, st)
-	return Ticket{r: r, id: id, posted: now, at: i << 1}
-}
-
 // put writes the next entry of ring, of which *n have been posted, with
-// the next ID, and returns its slot, ID and posted time; r.mu is held. Its words but fin
-// are written plainly: Entries reads them under r.mu too, and the
-// collective that last held a slot of the collective ring ended (its
-// End's release of r.active) before this one could post. fin is stored
-// and loaded atomically: the End of the slot's last point-to-point entry
-// may be looking at it without r.mu (Ticket.settle).
+// the next ID, and returns its slot, ID and posted time; r.mu is held.
+// Its words but fin are written plainly: Entries reads them under r.mu
+// too, and the collective that last held a slot of the collective ring
+// ended (its End's release of r.active) before this one could post. fin
+// is stored and loaded atomically: the End of the slot's last
+// point-to-point entry may be looking at it without r.mu (Ticket.settle).
 func (r *Recorder) put(ring []slot, n *uint64, op Op, peer, tag int, count int64, seq uint64, dtype, reduction uint8, st State) (uint32, uint64, int64) {
 	id := r.next
 	r.next++
