@@ -207,12 +207,13 @@ func AllreduceBlock(ctx context.Context, c Comm, send, recv memspace.Block, dt D
 // natively, else staged whole when the host cannot touch a buffer, else
 // shared.
 func allreduceRun(ctx context.Context, c Comm, p int, send, recv memspace.Block, dt DType, op Op) error {
+	// Bytes, as in bcastRun; recv is asked only when send is on the host.
 	if hc, ok := c.(HostCollectives); ok {
-		sb, serr := send.Bytes()
-		rb, rerr := recv.Bytes()
-		if serr == nil && rerr == nil && sb != nil && rb != nil {
-			if err := hc.AllreduceBytes(ctx, sb, rb, dt, op); !isFallback(err) {
-				return err
+		if sb, err := send.Bytes(); err == nil && sb != nil {
+			if rb, err := recv.Bytes(); err == nil && rb != nil {
+				if err := hc.AllreduceBytes(ctx, sb, rb, dt, op); !isFallback(err) {
+					return err
+				}
 			}
 		}
 	}
