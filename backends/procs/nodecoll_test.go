@@ -296,6 +296,17 @@ func TestNodeReduce(t *testing.T) {
 	require.True(t, procs.NodeCollectives(cs[0]))
 }
 
+// nodeGroup makes a group of n ranks of this machine, with the default
+// settings, and runs a barrier on them, after which their node's
+// collectives are up: what a test of a node collective starts from.
+func nodeGroup(t *testing.T, n int) []*procs.Comm {
+	t.Helper()
+	cs := group(t, n, procs.Config{})
+	each(t, cs, func(ctx context.Context, c *procs.Comm) error { return comm.Barrier(ctx, c) })
+	require.True(t, procs.NodeCollectives(cs[0]))
+	return cs
+}
+
 // TestNodeRingRunsAhead: small broadcasts and reductions go through each
 // rank's ring, so a root finishes nodeRing-1 of them while a rank has not
 // even begun the first — then that rank catches up, the ring wraps around
@@ -305,9 +316,7 @@ func TestNodeRingRunsAhead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const p = 3
-	cs := group(t, p, procs.Config{})
-	require.NoError(t, errors.Join(onEach(t, cs, func(c *procs.Comm) error { return comm.Barrier(ctx, c) })...))
-	require.True(t, procs.NodeCollectives(cs[0]))
+	cs := nodeGroup(t, p)
 	ahead := procs.NodeRing - 1
 	late := make(chan struct{})
 	bcast := func(c *procs.Comm, i, root, size int) error {
@@ -383,9 +392,7 @@ func TestNodeRingRunsAhead(t *testing.T) {
 // ErrClosed at once, not when its context ends: Close aborts the run of the
 // node's collectives, which registers itself without a lock.
 func TestNodeCollectiveClosedWhileWaiting(t *testing.T) {
-	cs := group(t, 2, procs.Config{})
-	each(t, cs, func(ctx context.Context, c *procs.Comm) error { return comm.Barrier(ctx, c) })
-	require.True(t, procs.NodeCollectives(cs[0]))
+	cs := nodeGroup(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
@@ -410,9 +417,7 @@ func TestNodeCollectiveClosedWhileWaiting(t *testing.T) {
 // tells the others. Rank 0's links are whole: only the abort can end its
 // wait, and it must, long before its context.
 func TestNodeCollectiveAbortedWhileWaiting(t *testing.T) {
-	cs := group(t, 3, procs.Config{})
-	each(t, cs, func(ctx context.Context, c *procs.Comm) error { return comm.Barrier(ctx, c) })
-	require.True(t, procs.NodeCollectives(cs[0]))
+	cs := nodeGroup(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pending, err := cs[1].Irecv(bytesBlock(make([]byte, 8)), 2, 3) // rank 1 reads from rank 2
