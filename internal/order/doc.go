@@ -1,5 +1,6 @@
-// Package order has the one memory-ordering primitive that package
-// sync/atomic lacks: a release store that is not a full fence.
+// Package order has the memory-ordering primitive that package sync/atomic
+// lacks: a release store that is not a full fence (Release), and the same
+// for the words of a record, in order, in one call (ReleaseWords).
 //
 // On amd64, atomic.StoreUint64 is an exchange (XCHG), a locked instruction
 // that waits for every earlier store to reach the cache (~9 ns on an idle

@@ -7,3 +7,11 @@ package order
 //
 //go:noescape
 func Release(p *uint64, v uint64)
+
+// ReleaseWords stores the words of src into dst, as many as the shorter
+// holds, in order, each with release order: plain stores. Readers load
+// each word atomically. One call writes a record of several words, where
+// a Release per word pays a call per word.
+//
+//go:noescape
+func ReleaseWords(dst, src []uint64)
