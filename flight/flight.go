@@ -137,8 +137,11 @@ type Entry struct {
 // Ticket names a posted entry, for its later states. The zero Ticket
 // names nothing: its calls do nothing.
 type Ticket struct {
-	r      *Recorder
-	id     uint64
+	r *Recorder
+	// key numbers the entry in its ring, from 1: a pending entry's fin
+	// word holds it (pendingFin), so that a ticket changes its own entry
+	// and never one the ring put in its slot later.
+	key    uint64
 	posted int64 // the entry's posted time, for its End
 	// at is the entry's slot, shifted left once, with the low bit set
 	// for a collective, which ends the recorder's active one. Four
@@ -156,23 +159,19 @@ func (t Ticket) coll() bool { return t.at&1 != 0 }
 // Recorder returns the recorder t belongs to; nil for the zero Ticket.
 func (t Ticket) Recorder() *Recorder { return t.r }
 
-// slot is an entry as a ring keeps it: times as clock readings, names
-// as indexes into the recorder's table of them (0 is "byte", or none), no
-// pointer, so that writing one costs stores and no write barrier. Its
-// state and end share the word fin, written whole, so that an End, which
-// takes no lock, changes both at once; while the entry is pending, fin
-// holds its ID instead of an end (pendingFin), so that a point-to-point
+// slot is a point-to-point or one-sided entry as the ring keeps it: times
+// as clock readings, no pointer, so that writing one costs stores and no
+// write barrier. Its state and end share the word fin, written whole, so
+// that an End, which takes no lock, changes both at once; while the entry
+// is pending, fin holds its key instead of an end (pendingFin), so that an
 // End, a compare-and-swap, changes its own entry and never the next one
 // the ring puts in the slot.
 type slot struct {
-	id               uint64
-	count            int64
-	seq              uint64
-	posted           int64  // nanoseconds of the clock
-	fin              uint64 // state | (ended-posted)<<finShift; ended 0 while pending
-	peer, tag        int32
-	op               Op
-	dtype, reduction uint8
+	count     int64
+	posted    int64  // nanoseconds of the clock
+	fin       uint64 // state | (ended-posted)<<finShift; its key while pending
+	peer, tag int32
+	op        Op
 }
 
 // finShift: fin holds the state in its low bits and the time from posted
@@ -184,37 +183,44 @@ func finOf(st State, posted, ended int64) uint64 {
 	return uint64(max(ended-posted, 0))<<finShift | uint64(st)
 }
 
-// pendingFin is the fin word of entry id while pending in state st.
-func pendingFin(id uint64, st State) uint64 { return id<<finShift | uint64(st) }
+// pendingFin is the fin word of the entry of key while pending in state
+// st.
+func pendingFin(key uint64, st State) uint64 { return key<<finShift | uint64(st) }
+
+// finState is the state a fin word holds.
+func finState(fin uint64) State { return State(fin & (1<<finShift - 1)) }
 
 // Recorder is a ring of the last operations of one rank of one
 // communicator. It is safe for concurrent use. A nil *Recorder, or one of
 // size Off, records nothing and costs a nil check.
 //
 // It keeps two rings of the same length: one for point-to-point and
-// one-sided operations, written under mu, and one for collectives, one
-// at a time, whose End takes no lock (a collective costs one lock, not
-// two: ADR 46). Entries merges them by ID.
+// one-sided operations, written under mu, and one for collectives, which
+// run one at a time and are written without a lock (coll.go: ADR 46, ADR
+// 48). Entries merges them in the order they were posted and numbers
+// them.
 type Recorder struct {
 	mu   sync.Mutex
-	ring []slot // point-to-point and one-sided entries, a power of two long
-	coll []slot // collectives, as long
-	mask uint64 // len(ring) - 1
-	// names are the names slots index: "byte", then as met.
-	names []string
-	// errs are the errors of failed entries still in a ring, by ID.
-	errs map[uint64]string
-	next uint64 // the ID of the next entry
-	pn   uint64 // the entries ever posted in ring
-	cn   uint64 // the entries ever posted in coll
-	seq  uint64 // the last collective's sequence number
-	// active is 1 while a collective is in progress: one started inside
-	// it (a wrapper delegating, staging) is part of it. It is set under
-	// mu and cleared by the collective's End without it (release), which
-	// makes the entry's last writes visible before the next collective's
-	// PostCollective sees it clear; the collective ring's slots, r.seq
-	// and r.cn are written only by the collective that set it (r.seq and
-	// r.cn also under mu).
+	ring []slot  // point-to-point and one-sided entries, a power of two long
+	coll []cslot // collectives, as long
+	mask uint64  // len(ring) - 1
+	// names are the names of types and reductions that collective entries
+	// index: "byte", then as met. The slice is replaced, never changed,
+	// under mu, so that PostCollective reads it without the lock.
+	names atomic.Pointer[[]string]
+	// errs are the errors of failed point-to-point entries still in the
+	// ring, by key; cerrs those of collectives, by slot (made at the
+	// first). Both under mu.
+	errs  map[uint64]string
+	cerrs []collErr
+	// pn counts the entries ever put in ring. It is written under mu,
+	// with a release, and read without it by PostCollective.
+	pn uint64
+	// cn counts the collectives ever recorded; active is 1 while one is in
+	// progress: one started inside it (a wrapper delegating, staging) is
+	// part of it. Both are written only by the collective in progress, with
+	// a release, and read atomically (coll.go).
+	cn      uint64
 	active  uint64
 	clock   atomic.Pointer[clock] // nil once closed
 	dumped  bool                  // DumpOnce wrote the record
@@ -268,8 +274,9 @@ func ringSize(size int) (int, bool) {
 // will be closed (closable) starts a share of the clock and of the
 // signal watcher.
 func newRecorder(n int, ctx Context, closable bool) *Recorder {
-	r := &Recorder{ring: make([]slot, n), coll: make([]slot, n), mask: uint64(n - 1), names: []string{"byte"}, next: 1,
-		context: ctx, serial: serials.Add(1)}
+	r := &Recorder{ring: make([]slot, n), coll: make([]cslot, n), mask: uint64(n - 1), context: ctx,
+		serial: serials.Add(1)}
+	r.names.Store(&[]string{"byte"})
 	if closable {
 		r.clock.Store(startClock())
 	}
@@ -330,64 +337,9 @@ func (r *Recorder) Post(op Op, peer, tag int, count int64) Ticket {
 		return Ticket{}
 	}
 	r.mu.Lock()
-	i, id, now := r.put(r.ring, &r.pn, op, peer, tag, count, 0, 0, 0, Posted)
+	i, key, now := r.put(op, peer, tag, count, Posted)
 	r.mu.Unlock()
-	return Ticket{r: r, id: id, posted: now, at: i << 1}
-}
-
-// PostCollective records a collective as posted, numbering it with the
-// communicator's next sequence number, and returns its ticket. root is
-// NoPeer for collectives without one. A collective posted while another
-// is in progress (until its ticket's End) is taken for a part of it — a
-// wrapper delegating to the communicator it wraps, a collective staged
-// through host memory — and not recorded: the zero Ticket is returned.
-// A communicator's collectives are called in one order by every rank,
-// never side by side.
-func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction string) Ticket {
-	if r == nil {
-		return Ticket{}
-	}
-	r.mu.Lock()
-	if atomic.LoadUint64(&r.active) != 0 || len(r.ring) == 0 {
-		r.mu.Unlock()
-		return Ticket{}
-	}
-	order.Release(&r.active, 1)
-	r.seq++
-	i, id, now := r.put(r.coll, &r.cn, op, root, 0, count, r.seq, r.name(dtype), r.name(reduction), Posted)
-	r.mu.Unlock()
-	return Ticket{r: r, id: id, posted: now, at: i<<1 | 1}
-}
-
-// finState is the state a fin word holds.
-func finState(fin uint64) State { return State(fin & (1<<finShift - 1)) }
-
-// name returns the index of s in the table of names ("" is 0, as
-// "byte" for a type and none for a reduction); r.mu is held. The table
-// holds at most 255 names: the types and reductions of package comm are
-// far fewer; past it a name reads "?".
-func (r *Recorder) name(s string) uint8 {
-	if s == "" {
-		return 0
-	}
-	for i, n := range r.names {
-		if n == s {
-			return uint8(i)
-		}
-	}
-	if len(r.names) == 255 {
-		return 255
-	}
-	r.names = append(r.names, s)
-	return uint8(len(r.names) - 1)
-}
-
-// nameOf is the name of index i; r.mu is held.
-func (r *Recorder) nameOf(i uint8) string {
-	if int(i) < len(r.names) {
-		return r.names[i]
-	}
-	return "?"
+	return Ticket{r: r, key: key, posted: now, at: i << 1}
 }
 
 // Record records an operation that completed as it started (an eager
@@ -397,40 +349,33 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 		return
 	}
 	r.mu.Lock()
-	r.put(r.ring, &r.pn, op, peer, tag, count, 0, 0, 0, Done)
+	r.put(op, peer, tag, count, Done)
 	r.mu.Unlock()
 }
 
-// forget drops the error of entry id, which the ring drops; r.mu is
-// held.
-func (r *Recorder) forget(id uint64) { delete(r.errs, id) }
-
-// put writes the next entry of ring, of which *n have been posted, with
-// the next ID, and returns its slot, ID and posted time; r.mu is held.
-// Its words but fin are written plainly: Entries reads them under r.mu
-// too, and the collective that last held a slot of the collective ring
-// ended (its End's release of r.active) before this one could post. fin
-// is stored and loaded atomically: the End of the slot's last
-// point-to-point entry may be looking at it without r.mu (Ticket.settle).
-func (r *Recorder) put(ring []slot, n *uint64, op Op, peer, tag int, count int64, seq uint64, dtype, reduction uint8, st State) (uint32, uint64, int64) {
-	id := r.next
-	r.next++
-	i := uint32(*n & r.mask)
-	*n++
-	s := &ring[i]
+// put writes the next entry of the point-to-point ring and returns its
+// slot, key and posted time; r.mu is held. Its words but fin are written
+// plainly: Entries reads them under r.mu too. fin is stored and loaded
+// atomically: the End of the slot's last entry may be looking at it
+// without r.mu (Ticket.settle). pn is stored with a release for
+// PostCollective, which reads it without r.mu.
+func (r *Recorder) put(op Op, peer, tag int, count int64, st State) (uint32, uint64, int64) {
+	key := r.pn + 1
+	i := uint32(r.pn & r.mask)
+	s := &r.ring[i]
 	if finState(atomic.LoadUint64(&s.fin)) == Failed {
-		r.forget(s.id)
+		delete(r.errs, key-uint64(len(r.ring))) // the entry the slot drops
 	}
 	fin := uint64(st)
 	if st.Pending() {
-		fin = pendingFin(id, st)
+		fin = pendingFin(key, st)
 	}
 	now := r.now()
 	// Field by field: a composite literal is built apart and copied.
-	s.id, s.count, s.seq, s.posted = id, count, seq, now
-	s.peer, s.tag, s.op, s.dtype, s.reduction = int32(peer), int32(tag), op, dtype, reduction
+	s.count, s.posted, s.peer, s.tag, s.op = count, now, int32(peer), int32(tag), op
 	order.Release(&s.fin, fin)
-	return i, id, now
+	order.Release(&r.pn, key)
+	return i, key, now
 }
 
 // Matched records that the operation found its match.
@@ -438,7 +383,7 @@ func (t Ticket) Matched() {
 	if t.r == nil || t.coll() {
 		return
 	}
-	atomic.CompareAndSwapUint64(&t.r.ring[t.slot()].fin, pendingFin(t.id, Posted), pendingFin(t.id, Matched))
+	atomic.CompareAndSwapUint64(&t.r.ring[t.slot()].fin, pendingFin(t.key, Posted), pendingFin(t.key, Matched))
 }
 
 // Finish is End with the state told by err: done when nil, cancelled when
@@ -483,20 +428,23 @@ func (t Ticket) End(err error, cancelled bool) {
 	// and put forgets it.
 	t.r.mu.Lock()
 	if t.settle(fin, state) {
-		t.r.failed(t.id, err)
+		if t.r.errs == nil {
+			t.r.errs = map[uint64]string{}
+		}
+		t.r.errs[t.key] = err.Error()
 	}
 	t.r.mu.Unlock()
 }
 
 // settle writes the end of t's point-to-point entry into its fin word
 // while the entry is pending and still t's, and reports whether it did.
-// The word holds t's ID while pending (pendingFin), so a slot that the
-// ring has given to a later entry, whose fin holds another ID, is left
+// The word holds t's key while pending (pendingFin), so a slot that the
+// ring has given to a later entry, whose fin holds another key, is left
 // alone; Matched may change the word under it, and settle looks again.
 func (t Ticket) settle(fin *uint64, state State) bool {
 	for {
 		f := atomic.LoadUint64(fin)
-		if !finState(f).Pending() || f>>finShift != t.id {
+		if !finState(f).Pending() || f>>finShift != t.key {
 			return false
 		}
 		if atomic.CompareAndSwapUint64(fin, f, finOf(state, t.posted, t.r.now())) {
@@ -505,81 +453,5 @@ func (t Ticket) settle(fin *uint64, state State) bool {
 	}
 }
 
-// endColl ends the collective of t, which holds r.active: its slot is
-// written by it alone, and read whole by Entries.
-func (t Ticket) endColl(state State, err error) {
-	r := t.r
-	s := &r.coll[t.slot()]
-	if s.id != t.id || !finState(atomic.LoadUint64(&s.fin)).Pending() {
-		return // ended already
-	}
-	if state == Failed {
-		r.mu.Lock()
-		r.failed(s.id, err)
-		r.mu.Unlock()
-	}
-	order.Release(&s.fin, finOf(state, t.posted, r.now()))
-	order.Release(&r.active, 0)
-}
-
-// failed keeps the error of entry id; r.mu is held.
-func (r *Recorder) failed(id uint64, err error) {
-	if r.errs == nil {
-		r.errs = map[uint64]string{}
-	}
-	r.errs[id] = err.Error()
-}
-
 // Valid reports whether t names an entry.
 func (t Ticket) Valid() bool { return t.r != nil }
-
-// Entries returns the entries the recorder holds, oldest first, and how
-// many older ones it dropped.
-func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
-	if r == nil {
-		return nil, 0
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	p := r.held(r.ring, r.pn)
-	c := r.held(r.coll, r.cn)
-	// Merge by ID, and keep the newest len(r.ring).
-	all := make([]Entry, 0, len(p)+len(c))
-	for len(p) > 0 || len(c) > 0 {
-		if len(c) == 0 || len(p) > 0 && p[0].ID < c[0].ID {
-			all, p = append(all, p[0]), p[1:]
-		} else {
-			all, c = append(all, c[0]), c[1:]
-		}
-	}
-	if len(all) > len(r.ring) {
-		all = all[len(all)-len(r.ring):]
-	}
-	return all, r.next - 1 - uint64(len(all))
-}
-
-// held returns the entries of ring, of which n were ever posted, oldest
-// first; r.mu is held. The fin words are read atomically: a collective's
-// End writes its own without r.mu.
-func (r *Recorder) held(ring []slot, n uint64) []Entry {
-	size := uint64(len(ring))
-	first := uint64(0)
-	if n > size {
-		first = n - size
-	}
-	es := make([]Entry, 0, n-first)
-	for k := first; k < n; k++ {
-		s := &ring[k&r.mask]
-		fin := atomic.LoadUint64(&s.fin)
-		e := Entry{ID: s.id, Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: r.nameOf(s.dtype),
-			Seq: s.seq, State: finState(fin), Posted: time.Unix(0, s.posted), Err: r.errs[s.id]}
-		if s.reduction != 0 {
-			e.Reduction = r.nameOf(s.reduction)
-		}
-		if !e.State.Pending() {
-			e.Ended = time.Unix(0, s.posted+int64(fin>>finShift))
-		}
-		es = append(es, e)
-	}
-	return es
-}

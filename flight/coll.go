@@ -1,0 +1,150 @@
+package flight
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/xpu-go/xpu/internal/order"
+)
+
+// The collective ring is written without a lock (ADR 48). A
+// communicator's collectives run one at a time: the one in progress, which
+// set r.active, is the only writer of the ring, of r.cn and of r.active
+// until its End clears it, and the next collective, on whatever goroutine,
+// sees that clear (an atomic load of a release store) after every write of
+// the one before. Every word of a cslot is stored with a release and
+// loaded atomically, because Entries reads the ring while a collective may
+// be writing it; it tells a slot being rewritten from a whole one by the
+// slot's fin word and by r.cn (heldColls).
+//
+// A locked instruction here cost a small collective more than the rest of
+// its record: it waits for the collective's last stores to shared memory,
+// which the other ranks are reading, to leave the processor (ADR 48).
+
+// cslot is a collective's entry in the collective ring: its words, by
+// the indexes below. Its sequence number is its index in the ring's
+// history plus one, and it keeps how many point-to-point entries were
+// posted before it, which places it among them (Entries).
+type cslot struct{ w [cWords]uint64 }
+
+// The words of a cslot, fin first: PostCollective stores them in this
+// order.
+const (
+	cFin    = iota // as slot's
+	cCount         // an int64
+	cPosted        // an int64: nanoseconds of the clock
+	cBefore        // r.pn when it was posted
+	cKind          // op | dtype<<8 | reduction<<16 | uint32(root)<<32
+	cWords
+)
+
+// collErr is the error of a failed collective, kept by its slot with the
+// key of its entry.
+type collErr struct {
+	key uint64
+	err string
+}
+
+// PostCollective records a collective as posted, numbering it with the
+// communicator's next sequence number, and returns its ticket. root is
+// NoPeer for collectives without one. A collective posted while another
+// is in progress (until its ticket's End) is taken for a part of it — a
+// wrapper delegating to the communicator it wraps, a collective staged
+// through host memory — and not recorded: the zero Ticket is returned.
+//
+// A communicator's collectives are called in one order by every rank,
+// never side by side: PostCollective takes no lock, and relies on that.
+// Collectives that a program runs side by side on one communicator, which
+// no backend allows, may leave entries of mixed words, never a word torn.
+func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction string) Ticket {
+	if r == nil || len(r.coll) == 0 || atomic.LoadUint64(&r.active) != 0 {
+		return Ticket{}
+	}
+	order.Release(&r.active, 1)
+	kind := uint64(op) | uint64(r.nameIndex(dtype))<<8 | uint64(r.nameIndex(reduction))<<16 |
+		uint64(uint32(int32(root)))<<32
+	n := atomic.LoadUint64(&r.cn)
+	key := n + 1
+	i := uint32(n & r.mask)
+	now := r.now()
+	// One call stores the words, fin first: a reader that sees any later
+	// word of this entry sees the slot's new key too, or the entry's end
+	// (heldColls).
+	order.ReleaseWords(r.coll[i].w[:], []uint64{cFin: pendingFin(key, Posted), cCount: uint64(count),
+		cPosted: uint64(now), cBefore: atomic.LoadUint64(&r.pn), cKind: kind})
+	order.Release(&r.cn, key)
+	return Ticket{r: r, key: key, posted: now, at: i<<1 | 1}
+}
+
+// nameIndex returns the index of s in the table of names ("" is 0, as
+// "byte" for a type and none for a reduction). It reads the table without
+// the lock, and adds s under it. The table holds at most 255 names: the
+// types and reductions of package comm are far fewer; past it a name
+// reads "?".
+func (r *Recorder) nameIndex(s string) uint8 {
+	if s == "" || s == "byte" { // inlined: no call for the names of most collectives
+		return 0
+	}
+	return r.addName(s)
+}
+
+// addName is nameIndex past its first names.
+func (r *Recorder) addName(s string) uint8 {
+	if i, ok := indexOf(*r.names.Load(), s); ok {
+		return i
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := *r.names.Load()
+	if i, ok := indexOf(names, s); ok {
+		return i
+	}
+	if len(names) == 255 {
+		return 255
+	}
+	grown := append(names[:len(names):len(names)], s)
+	r.names.Store(&grown)
+	return uint8(len(grown) - 1)
+}
+
+// indexOf returns the index of s in names. A name is most often passed as
+// the same constant each time, whose bytes are those the table keeps: the
+// pointers are compared first, inline, where == calls the runtime.
+func indexOf(names []string, s string) (uint8, bool) {
+	for i, n := range names {
+		if len(n) == len(s) && (unsafe.StringData(n) == unsafe.StringData(s) || n == s) {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
+// nameOf is the name of index i in names.
+func nameOf(names []string, i uint8) string {
+	if int(i) < len(names) {
+		return names[i]
+	}
+	return "?"
+}
+
+// endColl ends the collective of t, which holds r.active, and gives it
+// up. A ticket whose entry has ended, or whose slot a later collective has
+// taken, changes nothing.
+func (t Ticket) endColl(state State, err error) {
+	r := t.r
+	fin := &r.coll[t.slot()].w[cFin]
+	f := atomic.LoadUint64(fin)
+	if !finState(f).Pending() || f>>finShift != t.key {
+		return // ended already
+	}
+	if state == Failed {
+		r.mu.Lock()
+		if r.cerrs == nil {
+			r.cerrs = make([]collErr, len(r.coll))
+		}
+		r.cerrs[t.slot()] = collErr{key: t.key, err: err.Error()}
+		r.mu.Unlock()
+	}
+	order.Release(fin, finOf(state, t.posted, r.now()))
+	order.Release(&r.active, 0)
+}

@@ -1,0 +1,140 @@
+package flight
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// held is an entry read from a ring, with its index in that ring's
+// history and, for a collective, the point-to-point entries posted before
+// it.
+type held struct {
+	Entry
+	at, before uint64
+}
+
+// Entries returns the entries the recorder holds, oldest first, and how
+// many older ones it dropped.
+//
+// The two rings are merged in the order their entries were posted: a
+// collective comes after the point-to-point entries posted before it
+// (cslot.before), and before the others. A point-to-point entry posted at
+// the same moment as a collective, on another goroutine, may come on
+// either side of it. IDs number the merged record from 1.
+func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
+	if r == nil {
+		return nil, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := *r.names.Load()
+	p := r.heldP2P()
+	c, cfirst, cn := r.heldColls(names)
+	if cfirst > 0 {
+		// Collectives before c were dropped, and a point-to-point entry
+		// posted before c[0] may have come before or after them: its ID is
+		// not known. Those entries are older than the ring's length of
+		// collectives, and are dropped too.
+		bound := r.pn
+		if len(c) > 0 {
+			bound = c[0].before
+		}
+		for len(p) > 0 && p[0].at < bound {
+			p = p[1:]
+		}
+	}
+	all := make([]Entry, 0, len(p)+len(c))
+	colls := cfirst // the collectives merged so far, or dropped
+	for len(p) > 0 || len(c) > 0 {
+		if len(c) > 0 && (len(p) == 0 || c[0].before <= p[0].at) {
+			e := c[0].Entry
+			e.ID = c[0].before + c[0].at + 1
+			all, c = append(all, e), c[1:]
+			colls++
+		} else {
+			e := p[0].Entry
+			e.ID = p[0].at + colls + 1
+			all, p = append(all, e), p[1:]
+		}
+	}
+	// Keep the newest len(r.ring).
+	if len(all) > len(r.ring) {
+		all = all[len(all)-len(r.ring):]
+	}
+	return all, r.pn + cn - uint64(len(all))
+}
+
+// heldP2P returns the entries of the point-to-point ring, oldest first;
+// r.mu is held. The fin words are read atomically: an End writes its own
+// without r.mu.
+func (r *Recorder) heldP2P() []held {
+	size := uint64(len(r.ring))
+	first := r.pn - min(r.pn, size)
+	hs := make([]held, 0, r.pn-first)
+	for k := first; k < r.pn; k++ {
+		s := &r.ring[k&r.mask]
+		h := held{Entry: Entry{Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: "byte"}, at: k}
+		h.setTimes(s.posted, atomic.LoadUint64(&s.fin))
+		if h.State == Failed {
+			h.Err = r.errs[k+1]
+		}
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// heldColls returns the whole entries of the collective ring, oldest
+// first, the index of the first (those before were dropped) and the
+// collectives ever recorded, as last read; r.mu is held, and a collective
+// may be writing the ring meanwhile. An entry read while a later
+// collective rewrote its slot is left out: that collective wrote the
+// slot's fin word first, with its own key, and counts itself in r.cn
+// before it can end, so after the entry's words are read, fin holds
+// another key, or r.cn has gone past the entry's index by the ring's
+// length.
+func (r *Recorder) heldColls(names []string) (hs []held, first, cn uint64) {
+	size := uint64(len(r.coll))
+	start := atomic.LoadUint64(&r.cn)
+	first = start - min(start, size)
+	hs = make([]held, 0, start-first)
+	for k := first; k < start; k++ {
+		i := k & r.mask
+		s := &r.coll[i]
+		count, posted := atomic.LoadUint64(&s.w[cCount]), atomic.LoadUint64(&s.w[cPosted])
+		before, kind := atomic.LoadUint64(&s.w[cBefore]), atomic.LoadUint64(&s.w[cKind])
+		fin := atomic.LoadUint64(&s.w[cFin])
+		if st := finState(fin); st.Pending() && fin>>finShift != k+1 {
+			continue
+		}
+		h := held{Entry: Entry{Op: Op(kind), Peer: int(int32(uint32(kind >> 32))), Count: int64(count),
+			DType: nameOf(names, uint8(kind>>8)), Seq: k + 1}, at: k, before: before}
+		if red := uint8(kind >> 16); red != 0 {
+			h.Reduction = nameOf(names, red)
+		}
+		h.setTimes(int64(posted), fin)
+		if h.State == Failed && r.cerrs != nil && r.cerrs[i].key == k+1 {
+			h.Err = r.cerrs[i].err
+		}
+		hs = append(hs, h)
+	}
+	cn = atomic.LoadUint64(&r.cn)
+	for len(hs) > 0 && hs[0].at+size <= cn-1 {
+		hs = hs[1:]
+	}
+	if len(hs) > 0 {
+		first = hs[0].at
+	} else {
+		first = cn
+	}
+	return hs, first, cn
+}
+
+// setTimes sets the state and times of h from its slot's posted time and
+// fin word.
+func (h *held) setTimes(posted int64, fin uint64) {
+	h.State = finState(fin)
+	h.Posted = time.Unix(0, posted)
+	if !h.State.Pending() {
+		h.Ended = time.Unix(0, posted+int64(fin>>finShift))
+	}
+}
