@@ -17,5 +17,7 @@
 // profile to FILE.r, leaving out a warm-up of 20,000 calls; with -trace
 // FILE it writes the runtime's execution trace of the same calls to
 // FILE.r: how often each goroutine yields, blocks and wakes, and
-// where (go tool trace -d=parsed FILE.r prints its events; ADR 47).
+// where (go tool trace -d=parsed FILE.r prints its events; ADR 47). With
+// -every D rank 0 also prints the time per call of each interval of about
+// D, "<seconds> <ns> ns/op": how the figure moves within one run (ADR 48).
 package main

@@ -26,6 +26,7 @@ func run() error {
 	dur := flag.Duration("d", 3*time.Second, "how long the loop runs")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
 	traceTo := flag.String("trace", "", "write an execution trace of rank r to this file with \".r\" appended")
+	every := flag.Duration("every", 0, "also print the time per call of each interval this long (rank 0): how it moves within a run")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur+time.Minute)
 	defer cancel()
@@ -58,6 +59,7 @@ func run() error {
 		defer stop()
 	}
 	calls, start := 0, time.Now()
+	lastCalls, last := 0, start
 	for over := false; !over; {
 		for range 10000 {
 			if err := body(); err != nil {
@@ -65,6 +67,10 @@ func run() error {
 			}
 		}
 		calls += 10000
+		if now := time.Now(); *every > 0 && c.Rank() == 0 && now.Sub(last) >= *every {
+			fmt.Printf("%8.3fs %.1f ns/op\n", now.Sub(start).Seconds(), float64(now.Sub(last).Nanoseconds())/float64(calls-lastCalls))
+			lastCalls, last = calls, now
+		}
 		if over, err = agreeOver(ctx, c, time.Since(start) > *dur); err != nil {
 			return err
 		}
