@@ -38,13 +38,6 @@ const (
 	cWords
 )
 
-// collErr is the error of a failed collective, kept by its slot with the
-// key of its entry.
-type collErr struct {
-	key uint64
-	err string
-}
-
 // PostCollective records a collective as posted, numbering it with the
 // communicator's next sequence number, and returns its ticket. root is
 // NoPeer for collectives without one. A collective posted while another
@@ -71,7 +64,7 @@ func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction
 	// word of this entry sees the slot's new key too, or the entry's end
 	// (heldColls).
 	order.ReleaseWords(r.coll[i].w[:], []uint64{cFin: pendingFin(key, Posted), cCount: uint64(count),
-		cPosted: uint64(now), cBefore: atomic.LoadUint64(&r.pn), cKind: kind})
+		cPosted: uint64(now), cBefore: r.pn.Load(), cKind: kind})
 	order.Release(&r.cn, key)
 	return Ticket{r: r, key: key, posted: now, at: i<<1 | 1}
 }
@@ -139,10 +132,7 @@ func (t Ticket) endColl(state State, err error) {
 	}
 	if state == Failed {
 		r.mu.Lock()
-		if r.cerrs == nil {
-			r.cerrs = make([]collErr, len(r.coll))
-		}
-		r.cerrs[t.slot()] = collErr{key: t.key, err: err.Error()}
+		r.cerrs = keepErr(r.cerrs, len(r.coll), t.slot(), t.key, err)
 		r.mu.Unlock()
 	}
 	order.Release(fin, finOf(state, t.posted, r.now()))

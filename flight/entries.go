@@ -28,14 +28,17 @@ func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	names := *r.names.Load()
-	p := r.heldP2P()
+	// The collectives first: each was posted after the point-to-point
+	// entries it counts, so all of those are below pn, read after.
 	c, cfirst, cn := r.heldColls(names)
+	pn := r.pn.Load()
+	p := r.heldP2P(pn)
 	if cfirst > 0 {
 		// Collectives before c were dropped, and a point-to-point entry
 		// posted before c[0] may have come before or after them: its ID is
 		// not known. Those entries are older than the ring's length of
 		// collectives, and are dropped too.
-		bound := r.pn
+		bound := pn
 		if len(c) > 0 {
 			bound = c[0].before
 		}
@@ -61,22 +64,36 @@ func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 	if len(all) > len(r.ring) {
 		all = all[len(all)-len(r.ring):]
 	}
-	return all, r.pn + cn - uint64(len(all))
+	return all, pn + cn - uint64(len(all))
 }
 
-// heldP2P returns the entries of the point-to-point ring, oldest first;
-// r.mu is held. The fin words are read atomically: an End writes its own
-// without r.mu.
-func (r *Recorder) heldP2P() []held {
+// heldP2P returns the whole entries of the point-to-point ring among the
+// last pn ever put, oldest first; r.mu is held, and Post and Record may be
+// writing the ring meanwhile (put). An entry is read whole when its slot's
+// pSeq holds its key, marked written, before and after its other words
+// are read; an entry still being written, or whose slot a later entry is
+// taking, is left out.
+func (r *Recorder) heldP2P(pn uint64) []held {
 	size := uint64(len(r.ring))
-	first := r.pn - min(r.pn, size)
-	hs := make([]held, 0, r.pn-first)
-	for k := first; k < r.pn; k++ {
-		s := &r.ring[k&r.mask]
-		h := held{Entry: Entry{Op: s.op, Peer: int(s.peer), Tag: int(s.tag), Count: s.count, DType: "byte"}, at: k}
-		h.setTimes(s.posted, atomic.LoadUint64(&s.fin))
+	first := pn - min(pn, size)
+	hs := make([]held, 0, pn-first)
+	for k := first; k < pn; k++ {
+		i := k & r.mask
+		s := &r.ring[i]
+		seq := atomic.LoadUint64(&s.w[pSeq])
+		if seq != (k+1)<<1 {
+			continue
+		}
+		count, posted := atomic.LoadUint64(&s.w[pCount]), atomic.LoadUint64(&s.w[pPosted])
+		meta, fin := atomic.LoadUint64(&s.w[pMeta]), atomic.LoadUint64(&s.w[pFin])
+		if atomic.LoadUint64(&s.w[pSeq]) != seq {
+			continue
+		}
+		op, peer, tag := unmeta(meta)
+		h := held{Entry: Entry{Op: op, Peer: peer, Tag: tag, Count: int64(count), DType: "byte"}, at: k}
+		h.setTimes(int64(posted), fin)
 		if h.State == Failed {
-			h.Err = r.errs[k+1]
+			h.Err = errOf(r.perrs, i, k+1)
 		}
 		hs = append(hs, h)
 	}
@@ -112,8 +129,8 @@ func (r *Recorder) heldColls(names []string) (hs []held, first, cn uint64) {
 			h.Reduction = nameOf(names, red)
 		}
 		h.setTimes(int64(posted), fin)
-		if h.State == Failed && r.cerrs != nil && r.cerrs[i].key == k+1 {
-			h.Err = r.cerrs[i].err
+		if h.State == Failed {
+			h.Err = errOf(r.cerrs, i, k+1)
 		}
 		hs = append(hs, h)
 	}

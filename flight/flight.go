@@ -159,19 +159,38 @@ func (t Ticket) coll() bool { return t.at&1 != 0 }
 // Recorder returns the recorder t belongs to; nil for the zero Ticket.
 func (t Ticket) Recorder() *Recorder { return t.r }
 
-// slot is a point-to-point or one-sided entry as the ring keeps it: times
-// as clock readings, no pointer, so that writing one costs stores and no
-// write barrier. Its state and end share the word fin, written whole, so
-// that an End, which takes no lock, changes both at once; while the entry
-// is pending, fin holds its key instead of an end (pendingFin), so that an
+// slot is a point-to-point or one-sided entry as the ring keeps it: its
+// words, by the indexes below, with times as clock readings and no
+// pointer, so that writing one costs stores and no write barrier. Every
+// word is stored with a release and loaded atomically: Post and Record
+// write the ring without a lock, while Entries may be reading it (ADR 48).
+// The entry's state and end share the word fin, written whole, so that an
+// End, which takes no lock, changes both at once; while the entry is
+// pending, fin holds its key instead of an end (pendingFin), so that an
 // End, a compare-and-swap, changes its own entry and never the next one
 // the ring puts in the slot.
-type slot struct {
-	count     int64
-	posted    int64  // nanoseconds of the clock
-	fin       uint64 // state | (ended-posted)<<finShift; its key while pending
-	peer, tag int32
-	op        Op
+type slot struct{ w [pWords]uint64 }
+
+// The words of a slot, in the order put stores them.
+const (
+	pSeq    = iota // key<<1|1 while the entry is being written, key<<1 once written
+	pCount         // an int64
+	pPosted        // an int64: nanoseconds of the clock
+	pMeta          // op, peer and tag (metaOf)
+	pFin           // state | (ended-posted)<<finShift; its key while pending
+	pWords
+)
+
+// metaOf packs an entry's operation, peer and tag into one word: the op
+// in the low byte, the peer's 24 bits above it (ranks and AnyPeer,
+// NoPeer), the tag's 32 bits on top.
+func metaOf(op Op, peer, tag int) uint64 {
+	return uint64(op) | uint64(uint32(int32(peer))&(1<<24-1))<<8 | uint64(uint32(int32(tag)))<<32
+}
+
+// unmeta is metaOf's inverse.
+func unmeta(m uint64) (op Op, peer, tag int) {
+	return Op(m), int(int32(uint32(m>>8)<<8) >> 8), int(int32(uint32(m >> 32)))
 }
 
 // finShift: fin holds the state in its low bits and the time from posted
@@ -195,10 +214,10 @@ func finState(fin uint64) State { return State(fin & (1<<finShift - 1)) }
 // size Off, records nothing and costs a nil check.
 //
 // It keeps two rings of the same length: one for point-to-point and
-// one-sided operations, written under mu, and one for collectives, which
-// run one at a time and are written without a lock (coll.go: ADR 46, ADR
-// 48). Entries merges them in the order they were posted and numbers
-// them.
+// one-sided operations, and one for collectives, which run one at a time.
+// Both are written without a lock (ADR 48); the lock serializes readers,
+// and keeps errors and names. Entries merges the rings in the order their
+// entries were posted, and numbers them.
 type Recorder struct {
 	mu   sync.Mutex
 	ring []slot  // point-to-point and one-sided entries, a power of two long
@@ -208,14 +227,12 @@ type Recorder struct {
 	// index: "byte", then as met. The slice is replaced, never changed,
 	// under mu, so that PostCollective reads it without the lock.
 	names atomic.Pointer[[]string]
-	// errs are the errors of failed point-to-point entries still in the
-	// ring, by key; cerrs those of collectives, by slot (made at the
-	// first). Both under mu.
-	errs  map[uint64]string
-	cerrs []collErr
-	// pn counts the entries ever put in ring. It is written under mu,
-	// with a release, and read without it by PostCollective.
-	pn uint64
+	// perrs and cerrs are the errors of failed entries, by slot of each
+	// ring, with their keys (made at the first). Under mu.
+	perrs, cerrs []entryErr
+	// pn counts the entries ever put in ring: Post and Record each take
+	// the next index with one atomic add.
+	pn atomic.Uint64
 	// cn counts the collectives ever recorded; active is 1 while one is in
 	// progress: one started inside it (a wrapper delegating, staging) is
 	// part of it. Both are written only by the collective in progress, with
@@ -336,9 +353,7 @@ func (r *Recorder) Post(op Op, peer, tag int, count int64) Ticket {
 	if r == nil || len(r.ring) == 0 {
 		return Ticket{}
 	}
-	r.mu.Lock()
 	i, key, now := r.put(op, peer, tag, count, Posted)
-	r.mu.Unlock()
 	return Ticket{r: r, key: key, posted: now, at: i << 1}
 }
 
@@ -348,33 +363,32 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 	if r == nil || len(r.ring) == 0 {
 		return
 	}
-	r.mu.Lock()
 	r.put(op, peer, tag, count, Done)
-	r.mu.Unlock()
 }
 
 // put writes the next entry of the point-to-point ring and returns its
-// slot, key and posted time; r.mu is held. Its words but fin are written
-// plainly: Entries reads them under r.mu too. fin is stored and loaded
-// atomically: the End of the slot's last entry may be looking at it
-// without r.mu (Ticket.settle). pn is stored with a release for
-// PostCollective, which reads it without r.mu.
+// slot, key and posted time. It takes the entry's index with one atomic
+// add, the only locked instruction of a record: the lock and unlock it
+// replaced cost a turn of BenchmarkTurnaround ~35 ns (ADR 48). The slot's
+// words are stored in order, each with a release: pSeq first, marked
+// being written, then the entry, then pSeq marked written. A reader that
+// sees the entry's key written in pSeq before and after reading the
+// other words has read them whole (heldP2P). Two writers meet in one slot
+// only when one is a ring's length of entries late; the slot is then
+// left marked by one of them, possibly with words of both, never a word
+// torn.
 func (r *Recorder) put(op Op, peer, tag int, count int64, st State) (uint32, uint64, int64) {
-	key := r.pn + 1
-	i := uint32(r.pn & r.mask)
-	s := &r.ring[i]
-	if finState(atomic.LoadUint64(&s.fin)) == Failed {
-		delete(r.errs, key-uint64(len(r.ring))) // the entry the slot drops
-	}
+	key := r.pn.Add(1)
+	i := uint32((key - 1) & r.mask)
 	fin := uint64(st)
 	if st.Pending() {
 		fin = pendingFin(key, st)
 	}
 	now := r.now()
-	// Field by field: a composite literal is built apart and copied.
-	s.count, s.posted, s.peer, s.tag, s.op = count, now, int32(peer), int32(tag), op
-	order.Release(&s.fin, fin)
-	order.Release(&r.pn, key)
+	s := &r.ring[i]
+	order.ReleaseWords(s.w[:], []uint64{pSeq: key<<1 | 1, pCount: uint64(count), pPosted: uint64(now),
+		pMeta: metaOf(op, peer, tag), pFin: fin})
+	order.Release(&s.w[pSeq], key<<1)
 	return i, key, now
 }
 
@@ -383,7 +397,7 @@ func (t Ticket) Matched() {
 	if t.r == nil || t.coll() {
 		return
 	}
-	atomic.CompareAndSwapUint64(&t.r.ring[t.slot()].fin, pendingFin(t.key, Posted), pendingFin(t.key, Matched))
+	atomic.CompareAndSwapUint64(&t.r.ring[t.slot()].w[pFin], pendingFin(t.key, Posted), pendingFin(t.key, Matched))
 }
 
 // Finish is End with the state told by err: done when nil, cancelled when
@@ -419,19 +433,15 @@ func (t Ticket) End(err error, cancelled bool) {
 		t.endColl(state, err)
 		return
 	}
-	fin := &t.r.ring[t.slot()].fin
+	fin := &t.r.ring[t.slot()].w[pFin]
 	if state != Failed {
 		t.settle(fin, state)
 		return
 	}
-	// The error goes with the state, under r.mu, where Entries reads both
-	// and put forgets it.
+	// The error goes with the state, under r.mu, where Entries reads both.
 	t.r.mu.Lock()
 	if t.settle(fin, state) {
-		if t.r.errs == nil {
-			t.r.errs = map[uint64]string{}
-		}
-		t.r.errs[t.key] = err.Error()
+		t.r.perrs = keepErr(t.r.perrs, len(t.r.ring), t.slot(), t.key, err)
 	}
 	t.r.mu.Unlock()
 }
@@ -451,6 +461,32 @@ func (t Ticket) settle(fin *uint64, state State) bool {
 			return true
 		}
 	}
+}
+
+// entryErr is the error of a failed entry, kept by its slot with the
+// entry's key: a later entry in the slot has another.
+type entryErr struct {
+	key uint64
+	err string
+}
+
+// keepErr keeps err, the error of entry key, in slot i of errs, a ring's
+// table of n slots made at its first error, and returns the table; r.mu
+// is held.
+func keepErr(errs []entryErr, n int, i uint32, key uint64, err error) []entryErr {
+	if errs == nil {
+		errs = make([]entryErr, n)
+	}
+	errs[i] = entryErr{key: key, err: err.Error()}
+	return errs
+}
+
+// errOf returns the error kept in slot i of errs for entry key, if any.
+func errOf(errs []entryErr, i, key uint64) string {
+	if errs != nil && errs[i].key == key {
+		return errs[i].err
+	}
+	return ""
 }
 
 // Valid reports whether t names an entry.

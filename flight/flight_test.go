@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xpu-go/xpu/flight"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 	"github.com/xpu-go/xpu/xerr"
 )
 
@@ -88,6 +89,45 @@ func TestRingWraps(t *testing.T) {
 		assert.Equal(t, 6+i, e.Tag)
 		assert.Equal(t, flight.Posted, e.State, "entry %d was changed by the ticket of an entry it replaced", e.ID)
 	}
+}
+
+// Records from several goroutines at once, while the record is read
+// (run under -race): every entry read is whole — its count is its tag,
+// and its peer the goroutine's — and at the end the IDs number every
+// record once.
+func TestRecordsWhileReading(t *testing.T) {
+	r := newRec(t, 64, 0, 2)
+	const writers, each = 4, 3000
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range each {
+				r.Record(flight.OpSend, g, i, int64(i))
+			}
+		})
+	}
+	check := func(es []flight.Entry) {
+		for _, e := range es {
+			if e.Count != int64(e.Tag) || e.Peer < 0 || e.Peer >= writers || e.Op != flight.OpSend || e.State != flight.Done {
+				t.Errorf("entry %d: %+v: a torn entry", e.ID, e)
+			}
+		}
+	}
+	wg.Go(func() {
+		for range 300 {
+			es, _ := r.Entries()
+			check(es)
+		}
+	})
+	testwait.Group(t, &wg, "records from four goroutines, and reading")
+	es, dropped := r.Entries()
+	require.Len(t, es, 64)
+	assert.Equal(t, uint64(writers*each-64), dropped)
+	check(es)
+	for i := 1; i < len(es); i++ {
+		assert.Equal(t, es[i-1].ID+1, es[i].ID)
+	}
+	assert.Equal(t, uint64(writers*each), es[len(es)-1].ID)
 }
 
 func TestOff(t *testing.T) {
