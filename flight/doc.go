@@ -16,13 +16,14 @@
 // package comm recorded with nothing to do; to have its own requests
 // recorded too, it keeps a Recorder and implements comm.Recording.
 //
-// A record costs a lock and a few stores, with a clock of DefaultTick's
-// resolution read from memory (time.Now costs a third of a shared-memory
-// message of 8 bytes): 8 to 13 ns (see ADR 39). Ending a posted entry
-// takes no lock unless the operation failed: one compare-and-swap for a
-// point-to-point entry, a store for a collective's (ADR 46, 47), so an
-// operation posted before it waits pays little for its record when it
-// completes. DefaultSize entries are
+// A record takes no lock: a point-to-point entry costs one atomic add and
+// a few stores, a collective's a few stores (collectives run one at a
+// time), with a clock of DefaultTick's resolution read from memory
+// (time.Now costs a third of a shared-memory message of 8 bytes; ADR 39,
+// 48). Ending a posted entry takes no lock unless the operation failed:
+// one compare-and-swap for a point-to-point entry, a store for a
+// collective's (ADR 46, 47), so an operation posted before it waits pays
+// little for its record when it completes. DefaultSize entries are
 // kept by default (EnvSize), at most MaxSize; a size of 0 turns the
 // recorder off (Off).
 //
