@@ -18,7 +18,7 @@ type held struct {
 //
 // The two rings are merged in the order their entries were posted: a
 // collective comes after the point-to-point entries posted before it
-// (cslot.before), and before the others. A point-to-point entry posted at
+// (its word cBefore), and before the others. A point-to-point entry posted at
 // the same moment as a collective, on another goroutine, may come on
 // either side of it. IDs number the merged record from 1.
 func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
