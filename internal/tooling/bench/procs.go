@@ -63,7 +63,11 @@ var Procs = []Pair{
 // ring between two processes that spin on C11 atomics in an anonymous
 // shared mapping ("ring.np2.<case>", shm_ring_ref.c), which the 8-byte
 // ping-pong is to come within twice of (ADR 44: the communicator's
-// matching and ordering cost what the ring alone does not). The same program measures the ceiling of any
+// matching and ordering cost what the ring alone does not). Beside it, for
+// information, the same floor measured at the same moment: a spin ring
+// between tcpbench's own two processes (SpinRing, "spin.np2.pingpong.8B"),
+// its runs alternating with the communicator's, and that floor against
+// the C ring's (ADR 49). The same program measures the ceiling of any
 // single-copy transport on the machine ("ring.np2.cma1.bw.<size>",
 // "ring.np2.cma2.bw.<size>": one and two threads of a receiver copying
 // the sender's buffers with process_vm_readv, nothing else): shown beside
@@ -75,6 +79,8 @@ var Procs = []Pair{
 var ShmProcs = []Pair{
 	{"shm.np2.pingpong.8B", "vader.np2.pingpong.8B", 1.0, 1.2},
 	{"shm.np2.pingpong.8B", "ring.np2.pingpong.8B", 2.0, 0},
+	{"shm.np2.pingpong.8B", "spin.np2.pingpong.8B", 0, 0},
+	{"spin.np2.pingpong.8B", "ring.np2.pingpong.8B", 0, 0},
 	{"shm.np2.pingpong.8B", "tcp.np2.pingpong.8B", 0, 0},
 	{"shm.np2.bw.1MiB", "vader.np2.bw.1MiB", 2.0, 0},
 	{"shm.np2.bw.1MiB", "ring.np2.bw.1MiB", 0, 0},

@@ -15,7 +15,10 @@
 // "mixed" otherwise. Each figure is the median of 5 runs. With 2 ranks
 // linked through TCP it also measures the ping-pong over a plain Go TCP
 // connection between the same two processes, its runs alternating with the
-// communicator's ("rawtcp.np2.pingpong.8B"); with 2 ranks, one-way
+// communicator's ("rawtcp.np2.pingpong.8B"); with 2 ranks linked through
+// shared memory, the ping-pong of a spin ring between the same two
+// processes (bench.SpinRing), its runs alternating with the
+// communicator's ("spin.np2.pingpong.8B"); with 2 ranks, one-way
 // bandwidth of 1 MiB and 4 MiB messages. With -o FILE rank 0 appends its lines to FILE instead (make
 // refs-tcp and make refs-shm collect them there for xpu bench); with
 // -cpuprofile FILE rank r writes a CPU profile to FILE.r; with -only RE it
