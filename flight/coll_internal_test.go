@@ -67,3 +67,45 @@ func TestP2PEntryBeingWrittenIsLeftOut(t *testing.T) {
 		assert.Equal(t, uint64(i+2), e.ID)
 	}
 }
+
+// A storm of collectives that overruns the collective ring while Entries
+// reads it leaves no collective whole in that read, and without them no
+// point-to-point entry can be placed, not even those posted after the
+// storm; Entries reads again, and keeps them.
+func TestCollectiveStormDuringRead(t *testing.T) {
+	const size = 8
+	r := New(size, Context{})
+	defer r.Close()
+	for i := range 3 {
+		r.Record(OpSend, 1, i, 1)
+		r.PostCollective(OpBcast, 0, 1, "", "").End(nil, false)
+	}
+	storms := 0
+	collsRead = func() {
+		if storms > 0 {
+			return
+		}
+		storms++
+		for range size {
+			r.PostCollective(OpAllreduce, -1, 1, "", "").End(nil, false)
+		}
+		r.Record(OpRecv, 2, 7, 1)
+		r.Record(OpRecv, 2, 8, 1)
+	}
+	defer func() { collsRead = nil }()
+	es, dropped := r.Entries()
+	require.Equal(t, 1, storms)
+	// The newest size of the 3+3+size+2 entries: the storm's last 6
+	// collectives, then the two receives posted after it.
+	require.Len(t, es, size)
+	assert.Equal(t, uint64(3+3+2), dropped)
+	for i, e := range es {
+		assert.Equal(t, uint64(3+3+2+i+1), e.ID)
+		if i < size-2 {
+			assert.Equal(t, OpAllreduce, e.Op)
+		} else {
+			assert.Equal(t, OpRecv, e.Op)
+			assert.Equal(t, 7+i-(size-2), e.Tag)
+		}
+	}
+}

@@ -29,15 +29,27 @@ func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 	defer r.mu.Unlock()
 	names := *r.names.Load()
 	// The collectives first: each was posted after the point-to-point
-	// entries it counts, so all of those are below pn, read after.
-	c, cfirst, cn := r.heldColls(names)
+	// entries it counts, so all of those are below pn, read after. A read
+	// that finds no whole collective where some were recorded met a storm
+	// of them, a ring's length during one read (the reader was off its
+	// processor): read again, a few times, before giving up the
+	// point-to-point entries that cannot be placed without them.
+	var c []held
+	var cfirst, cn uint64
+	for range entriesReads {
+		if c, cfirst, cn = r.heldColls(names); len(c) > 0 || cn == 0 {
+			break
+		}
+	}
 	pn := r.pn.Load()
 	p := r.heldP2P(pn)
 	if cfirst > 0 {
 		// Collectives before c were dropped, and a point-to-point entry
 		// posted before c[0] may have come before or after them: its ID is
 		// not known. Those entries are older than the ring's length of
-		// collectives, and are dropped too.
+		// collectives, and are dropped too: all of them, counted in
+		// dropped, when no collective was read whole in entriesReads
+		// reads.
 		bound := pn
 		if len(c) > 0 {
 			bound = c[0].before
@@ -66,6 +78,10 @@ func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
 	}
 	return all, pn + cn - uint64(len(all))
 }
+
+// entriesReads is how many times Entries reads the collective ring when
+// a storm of collectives overruns it during the read.
+const entriesReads = 4
 
 // heldP2P returns the whole entries of the point-to-point ring among the
 // last pn ever put, oldest first; r.mu is held, and Post and Record may be
@@ -134,6 +150,9 @@ func (r *Recorder) heldColls(names []string) (hs []held, first, cn uint64) {
 		}
 		hs = append(hs, h)
 	}
+	if collsRead != nil {
+		collsRead()
+	}
 	cn = atomic.LoadUint64(&r.cn)
 	for len(hs) > 0 && hs[0].at+size <= cn-1 {
 		hs = hs[1:]
@@ -145,6 +164,10 @@ func (r *Recorder) heldColls(names []string) (hs []held, first, cn uint64) {
 	}
 	return hs, first, cn
 }
+
+// collsRead, when set (white-box tests), runs in heldColls after the
+// ring's slots are read and before r.cn is read again.
+var collsRead func()
 
 // setTimes sets the state and times of h from its slot's posted time and
 // fin word.
