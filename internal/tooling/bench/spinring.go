@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/order"
 )
 
@@ -143,4 +145,53 @@ func DecodeSpinOffer(b []byte) (SpinOffer, error) {
 		return SpinOffer{}, fmt.Errorf("bench: spin ring offer of %d bytes, want 16", len(b))
 	}
 	return SpinOffer{PID: int(binary.LittleEndian.Uint64(b)), FD: int(binary.LittleEndian.Uint64(b[8:]))}, nil
+}
+
+// ShareSpinRing maps a SpinRing between ranks 0 and 1 of c, which must
+// both call it, on one machine: rank 0 makes it and sends its offer, rank
+// 1 maps it and says whether it could, and rank 0 then closes its
+// descriptor. Rank 0 is side 0 of the ring, rank 1 side 1.
+func ShareSpinRing(ctx context.Context, c comm.Comm) (*SpinRing, error) {
+	const tag = 10
+	var ack [1]byte
+	switch c.Rank() {
+	case 0:
+		ring, offer, err := NewSpinRing()
+		if err != nil {
+			return nil, err
+		}
+		if err := comm.Send(ctx, c, Block(offer.Encode()), 1, tag); err != nil {
+			_ = ring.Close()
+			return nil, err
+		}
+		if _, err := comm.Recv(ctx, c, Block(ack[:]), 1, tag); err != nil {
+			_ = ring.Close()
+			return nil, err
+		}
+		ring.Attached()
+		if ack[0] != 1 {
+			_ = ring.Close()
+			return nil, errors.New("bench: spin ring: rank 1 could not map it")
+		}
+		return ring, nil
+	case 1:
+		b := make([]byte, 16)
+		if _, err := comm.Recv(ctx, c, Block(b), 0, tag); err != nil {
+			return nil, err
+		}
+		offer, err := DecodeSpinOffer(b)
+		var ring *SpinRing
+		if err == nil {
+			ring, err = AttachSpinRing(offer)
+		}
+		if err == nil {
+			ack[0] = 1
+		}
+		if serr := comm.Send(ctx, c, Block(ack[:]), 0, tag); serr != nil && err == nil {
+			_ = ring.Close()
+			return nil, serr
+		}
+		return ring, err
+	}
+	return nil, fmt.Errorf("bench: spin ring: rank %d: only ranks 0 and 1 share one", c.Rank())
 }

@@ -3,6 +3,7 @@
 package bench_test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -16,7 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/xpu-go/xpu/backends/local"
 	"github.com/xpu-go/xpu/internal/tooling/bench"
+	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
 // envSpinOffer makes the test binary the side 1 of a spin ring whose offer
@@ -163,4 +166,37 @@ func TestSpinRingBadInput(t *testing.T) {
 	defer f.Close()
 	_, err = bench.AttachSpinRing(bench.SpinOffer{PID: os.Getpid(), FD: int(f.Fd())})
 	require.ErrorContains(t, err, "want 4096")
+}
+
+// Two ranks share a ring through their communicator and run round trips
+// on it; a third rank cannot.
+func TestShareSpinRing(t *testing.T) {
+	g, err := local.NewGroup(3, local.Options{})
+	require.NoError(t, err)
+	defer func() {
+		for _, c := range g {
+			_ = c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rings := make([]*bench.SpinRing, 2)
+	errs := make(chan error, 2)
+	for r := range 2 {
+		go func() {
+			var err error
+			rings[r], err = bench.ShareSpinRing(ctx, g[r])
+			errs <- err
+		}()
+	}
+	for range 2 {
+		require.NoError(t, testwait.Recv(t, errs, "a rank sharing the ring"))
+	}
+	defer rings[0].Close()
+	defer rings[1].Close()
+	go func() { errs <- answer(rings[1], 1000) }()
+	require.NoError(t, ping(rings[0], 1000))
+	require.NoError(t, testwait.Recv(t, errs, "side 1's round trips"))
+	_, err = bench.ShareSpinRing(ctx, g[2])
+	require.ErrorContains(t, err, "only ranks 0 and 1")
 }

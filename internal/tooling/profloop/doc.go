@@ -20,4 +20,10 @@
 // where (go tool trace -d=parsed FILE.r prints its events; ADR 47). With
 // -every D rank 0 also prints the time per call of each interval of about
 // D, "<seconds> <ns> ns/op": how the figure moves within one run (ADR 48).
+// With -floor and 2 ranks on one machine, each 10,000 calls are followed
+// by 10,000 round trips of a spin ring between the same two processes
+// (bench.SpinRing, the floor of a ping-pong), which the calls' time leaves
+// out; rank 0 prints each pair and their ratio, and at the end their
+// percentiles and correlation: whether the loop and the floor move
+// together from one moment to the next (ADR 49).
 package main

@@ -27,6 +27,7 @@ func run() error {
 	profile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
 	traceTo := flag.String("trace", "", "write an execution trace of rank r to this file with \".r\" appended")
 	every := flag.Duration("every", 0, "also print the time per call of each interval this long (rank 0): how it moves within a run")
+	floor := flag.Bool("floor", false, "with 2 ranks on one machine: after each 10000 calls, time 10000 round trips of a spin ring between the same processes (bench.SpinRing), print both (rank 0), and at the end how they moved together")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur+time.Minute)
 	defer cancel()
@@ -43,6 +44,13 @@ func run() error {
 		if err := body(); err != nil {
 			return err
 		}
+	}
+	var fl *floorRuns
+	if *floor {
+		if fl, err = newFloorRuns(ctx, c); err != nil {
+			return err
+		}
+		defer fl.close()
 	}
 	if *profile != "" {
 		stop, err := bench.CPUProfile(fmt.Sprintf("%s.%d", *profile, c.Rank()))
@@ -61,8 +69,14 @@ func run() error {
 	calls, start := 0, time.Now()
 	lastCalls, last := 0, start
 	for over := false; !over; {
+		chunk := time.Now()
 		for range 10000 {
 			if err := body(); err != nil {
+				return err
+			}
+		}
+		if fl != nil {
+			if err := fl.next(float64(time.Since(chunk).Nanoseconds()) / 10000); err != nil {
 				return err
 			}
 		}
@@ -76,7 +90,14 @@ func run() error {
 		}
 	}
 	if c.Rank() == 0 {
-		fmt.Printf("%s %.1f ns/op\n", *op, float64(time.Since(start).Nanoseconds())/float64(calls))
+		elapsed := time.Since(start)
+		if fl != nil {
+			elapsed -= fl.spent
+		}
+		fmt.Printf("%s %.1f ns/op\n", *op, float64(elapsed.Nanoseconds())/float64(calls))
+		if fl != nil {
+			fl.summary(*op)
+		}
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -178,7 +177,7 @@ func run() error {
 		case links == "shm":
 			// The floor at the same moment: a spin ring between the same
 			// two processes (bench.SpinRing), run for run alternately.
-			ring, err := spinRing(ctx, c)
+			ring, err := bench.ShareSpinRing(ctx, c)
 			if err != nil {
 				return err
 			}
@@ -387,49 +386,4 @@ func rawConn(ctx context.Context, c *procs.Comm, host string) (net.Conn, error) 
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", net.JoinHostPort(host, fmt.Sprint(binary.LittleEndian.Uint64(port[:]))))
-}
-
-// spinRing maps a bench.SpinRing between the two ranks of c: rank 0 makes
-// it and sends its offer, rank 1 maps it and says so, and rank 0 then
-// closes its descriptor.
-func spinRing(ctx context.Context, c *procs.Comm) (*bench.SpinRing, error) {
-	const tag = 10
-	var ack [1]byte
-	if c.Rank() == 0 {
-		ring, offer, err := bench.NewSpinRing()
-		if err != nil {
-			return nil, err
-		}
-		if err := comm.Send(ctx, c, bench.Block(offer.Encode()), 1, tag); err != nil {
-			ring.Close()
-			return nil, err
-		}
-		if _, err := comm.Recv(ctx, c, bench.Block(ack[:]), 1, tag); err != nil {
-			ring.Close()
-			return nil, err
-		}
-		ring.Attached()
-		if ack[0] != 1 {
-			ring.Close()
-			return nil, errors.New("rank 1 could not map the spin ring")
-		}
-		return ring, nil
-	}
-	b := make([]byte, 16)
-	if _, err := comm.Recv(ctx, c, bench.Block(b), 0, tag); err != nil {
-		return nil, err
-	}
-	offer, err := bench.DecodeSpinOffer(b)
-	var ring *bench.SpinRing
-	if err == nil {
-		ring, err = bench.AttachSpinRing(offer)
-	}
-	if err == nil {
-		ack[0] = 1
-	}
-	if serr := comm.Send(ctx, c, bench.Block(ack[:]), 0, tag); serr != nil && err == nil {
-		ring.Close()
-		return nil, serr
-	}
-	return ring, err
 }
