@@ -39,6 +39,15 @@ func newFloorRuns(ctx context.Context, c *procs.Comm) (*floorRuns, error) {
 
 func (f *floorRuns) close() { _ = f.ring.Close() }
 
+// spentSoFar is the time the ring's runs have taken, with their barriers:
+// none without -floor (a nil f).
+func (f *floorRuns) spentSoFar() time.Duration {
+	if f == nil {
+		return 0
+	}
+	return f.spent
+}
+
 // next keeps ours, the time per call of the chunk just run, times 10000
 // round trips of the ring, and prints both on rank 0.
 func (f *floorRuns) next(ours float64) error {

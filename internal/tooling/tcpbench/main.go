@@ -121,7 +121,8 @@ func run() error {
 	// allreduce's (an exchange in which both ends write, then read). Over
 	// shared memory the references are Open MPI's and the C ring's, run
 	// apart (make refs-shm): runs alternating with a socket's would measure
-	// how fast polling ranks wake after one.
+	// how fast polling ranks wake after one. Only the ping-pong's floor,
+	// a spin ring that polls as the links do, alternates with ours there.
 	var conn net.Conn
 	if p == 2 && linkKind(c) != "shm" {
 		host, _, err := net.SplitHostPort(cfg.MasterAddr)
