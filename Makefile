@@ -118,9 +118,12 @@ refs-shm: xpu
 # ROUNDS_ONLY narrows tcpbench's cases (a regular expression: '^(put|get)',
 # 'pingpong'), ROUNDS sets their number, and ROUNDS_NP4=1 adds the
 # four-rank cases (Open MPI and tcpbench again with 4 ranks) to each round.
+# ROUNDS_NOREC=1 runs tcpbench once more in each round with the flight
+# recorder off (XPU_FLIGHT_SIZE=0), for its share ("shm-norec", ADR 49).
 ROUNDS ?= 10
 ROUNDS_ONLY ?=
 ROUNDS_NP4 ?=
+ROUNDS_NOREC ?=
 rounds-shm: xpu
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)/procs
@@ -133,9 +136,15 @@ rounds-shm: xpu
 		$(MPIRUN_SHM) -np 2 $(BENCHDIR)/mpi_shm_ref vader > $$d/mpi_shm_ref.out || exit 1; \
 		$(BENCHDIR)/procs/shm_ring_ref > $$d/shm_ring_ref.out || exit 1; \
 		./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+		if [ -n "$(ROUNDS_NOREC)" ]; then \
+			XPU_FLIGHT_SIZE=0 ./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+		fi; \
 		if [ -n "$(ROUNDS_NP4)" ]; then \
 			$(MPIRUN_SHM) -np 4 $(BENCHDIR)/mpi_shm_ref vader >> $$d/mpi_shm_ref.out || exit 1; \
 			./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+			if [ -n "$(ROUNDS_NOREC)" ]; then \
+				XPU_FLIGHT_SIZE=0 ./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+			fi; \
 		fi; \
 	done
 	./bin/xpu bench rounds $(BENCHDIR)/rounds-shm

@@ -67,7 +67,10 @@ var Procs = []Pair{
 // information, the same floor measured at the same moment: a spin ring
 // between tcpbench's own two processes (SpinRing, "spin.np2.pingpong.8B"),
 // its runs alternating with the communicator's, and that floor against
-// the C ring's (ADR 49). The same program measures the ceiling of any
+// the C ring's (ADR 49); and, when tcpbench ran again with the flight
+// recorder off (make rounds-shm ROUNDS_NOREC=1, "shm-norec.np<N>.<case>"),
+// the small cases against themselves without it: the recorder's share.
+// The same program measures the ceiling of any
 // single-copy transport on the machine ("ring.np2.cma1.bw.<size>",
 // "ring.np2.cma2.bw.<size>": one and two threads of a receiver copying
 // the sender's buffers with process_vm_readv, nothing else): shown beside
@@ -81,6 +84,10 @@ var ShmProcs = []Pair{
 	{"shm.np2.pingpong.8B", "ring.np2.pingpong.8B", 2.0, 0},
 	{"shm.np2.pingpong.8B", "spin.np2.pingpong.8B", 0, 0},
 	{"spin.np2.pingpong.8B", "ring.np2.pingpong.8B", 0, 0},
+	{"shm.np2.pingpong.8B", "shm-norec.np2.pingpong.8B", 0, 0},
+	{"shm.np2.allreduce.8B", "shm-norec.np2.allreduce.8B", 0, 0},
+	{"shm.np4.allreduce.8B", "shm-norec.np4.allreduce.8B", 0, 0},
+	{"shm.np4.bcast.8B", "shm-norec.np4.bcast.8B", 0, 0},
 	{"shm.np2.pingpong.8B", "tcp.np2.pingpong.8B", 0, 0},
 	{"shm.np2.bw.1MiB", "vader.np2.bw.1MiB", 2.0, 0},
 	{"shm.np2.bw.1MiB", "ring.np2.bw.1MiB", 0, 0},

@@ -71,8 +71,14 @@ func run() error {
 		}
 	}
 	links := linkKind(c)
+	prefix := links
+	if c.FlightRecorder() == nil {
+		// The flight recorder off (XPU_FLIGHT_SIZE=0): beside a run with
+		// it, these figures give its share (ADR 49).
+		prefix += "-norec"
+	}
 	report := func(name string, v float64, unit string) {
-		reportAs(fmt.Sprintf("%s.np%d.%s", links, p, name), v, unit)
+		reportAs(fmt.Sprintf("%s.np%d.%s", prefix, p, name), v, unit)
 	}
 	// timeRun runs body iters times after a barrier and returns the time
 	// per iteration, in nanoseconds.
