@@ -9,17 +9,19 @@ import (
 
 // The collective ring is written without a lock (ADR 48). A
 // communicator's collectives run one at a time: the one in progress, which
-// set r.active, is the only writer of the ring, of r.cn and of r.active
-// until its End clears it, and the next collective, on whatever goroutine,
+// set r.cs's low bit, is the only writer of the ring and of r.cs until its
+// End clears the bit, and the next collective, on whatever goroutine,
 // sees that clear (an atomic load of a release store) after every write of
 // the one before. Every word of a cslot is stored with a release and
 // loaded atomically, because Entries reads the ring while a collective may
 // be writing it; it tells a slot being rewritten from a whole one by the
-// slot's fin word and by r.cn (heldColls).
+// slot's fin word and by the count in r.cs (heldColls).
 //
 // A locked instruction here cost a small collective more than the rest of
 // its record: it waits for the collective's last stores to shared memory,
-// which the other ranks are reading, to leave the processor (ADR 48).
+// which the other ranks are reading, to leave the processor (ADR 48). So
+// does each call of an ordering primitive, ~2–3 ns: a post makes two and
+// an end one (ADR 50).
 
 // cslot is a collective's entry in the collective ring: its words, by
 // the indexes below. Its sequence number is its index in the ring's
@@ -50,24 +52,31 @@ const (
 // Collectives that a program runs side by side on one communicator, which
 // no backend allows, may leave entries of mixed words, never a word torn.
 func (r *Recorder) PostCollective(op Op, root int, count int64, dtype, reduction string) Ticket {
-	if r == nil || len(r.coll) == 0 || atomic.LoadUint64(&r.active) != 0 {
+	if r == nil || len(r.coll) == 0 {
 		return Ticket{}
 	}
-	order.Release(&r.active, 1)
+	cs := atomic.LoadUint64(&r.cs)
+	if cs&1 != 0 {
+		return Ticket{}
+	}
 	kind := uint64(op) | uint64(r.nameIndex(dtype))<<8 | uint64(r.nameIndex(reduction))<<16 |
 		uint64(uint32(int32(root)))<<32
-	n := atomic.LoadUint64(&r.cn)
+	n := cs >> 1
 	key := n + 1
 	i := uint32(n & r.mask)
 	now := r.now()
-	// One call stores the words, fin first: a reader that sees any later
-	// word of this entry sees the slot's new key too, or the entry's end
-	// (heldColls).
-	order.ReleaseWords(r.coll[i].w[:], []uint64{cFin: pendingFin(key, Posted), cCount: uint64(count),
-		cPosted: uint64(now), cBefore: r.pn.Load(), cKind: kind})
-	order.Release(&r.cn, key)
+	// The words, fin first, and fin again last: a reader that sees any
+	// later word of this entry sees the slot's new key too, or the entry's
+	// end (heldColls). Then the count, with the bit that marks a collective
+	// in progress.
+	fin := pendingFin(key, Posted)
+	order.ReleaseRecord(&r.coll[i].w, fin, uint64(count), uint64(now), r.pn.Load(), kind, fin)
+	order.Release(&r.cs, key<<1|1)
 	return Ticket{r: r, key: key, posted: now, at: i<<1 | 1}
 }
+
+// colls is the number of collectives ever recorded.
+func (r *Recorder) colls() uint64 { return atomic.LoadUint64(&r.cs) >> 1 }
 
 // nameIndex returns the index of s in the table of names ("" is 0, as
 // "byte" for a type and none for a reduction). It reads the table without
@@ -135,6 +144,7 @@ func (t Ticket) endColl(state State, err error) {
 		r.cerrs = keepErr(r.cerrs, len(r.coll), t.slot(), t.key, err)
 		r.mu.Unlock()
 	}
-	order.Release(fin, finOf(state, t.posted, r.now()))
-	order.Release(&r.active, 0)
+	// The end, then the count without the bit: the collective in progress
+	// is the last recorded, t's.
+	order.ReleasePair(fin, t.endWord(state), &r.cs, t.key<<1)
 }

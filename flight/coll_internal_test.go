@@ -10,7 +10,7 @@ import (
 )
 
 // An entry whose slot the next collective has begun to write (its fin
-// word, with the new key, and its count, not yet r.cn) is left out of the
+// word, with the new key, and its count, not yet r.cs) is left out of the
 // record: its words are part old, part new.
 func TestEntryBeingRewrittenIsLeftOut(t *testing.T) {
 	r := New(4, Context{})
@@ -18,8 +18,8 @@ func TestEntryBeingRewrittenIsLeftOut(t *testing.T) {
 	for i := range 4 {
 		r.PostCollective(OpBcast, 0, int64(i+1), "", "").End(nil, false)
 	}
-	// The fifth collective, part way through PostCollective.
-	order.Release(&r.active, 1)
+	// The fifth collective, part way through PostCollective: r.cs does
+	// not count it yet.
 	s := &r.coll[0]
 	order.Release(&s.w[cFin], pendingFin(5, Posted))
 	order.Release(&s.w[cCount], 99)

@@ -102,7 +102,7 @@ func (r *Recorder) heldP2P(pn uint64) []held {
 		}
 		count, posted := atomic.LoadUint64(&s.w[pCount]), atomic.LoadUint64(&s.w[pPosted])
 		meta, fin := atomic.LoadUint64(&s.w[pMeta]), atomic.LoadUint64(&s.w[pFin])
-		if atomic.LoadUint64(&s.w[pSeq]) != seq {
+		if atomic.LoadUint64(&s.w[pSeq]) != seq || !ownFin(fin, k+1, r.shift) {
 			continue
 		}
 		op, peer, tag := unmeta(meta)
@@ -116,18 +116,30 @@ func (r *Recorder) heldP2P(pn uint64) []held {
 	return hs
 }
 
+// ownFin reports whether fin is the fin word of the entry of key, in a
+// ring of 1<<shift slots: its key while pending, its generation once
+// ended. An End whose slot the ring gave to a later entry between its
+// look and its store (Ticket.settle) leaves the later entry a word of
+// another generation.
+func ownFin(fin, key uint64, shift uint8) bool {
+	if finState(fin).Pending() {
+		return fin>>finShift == key
+	}
+	return finGen(fin) == gen(key, shift)
+}
+
 // heldColls returns the whole entries of the collective ring, oldest
 // first, the index of the first (those before were dropped) and the
 // collectives ever recorded, as last read; r.mu is held, and a collective
 // may be writing the ring meanwhile. An entry read while a later
 // collective rewrote its slot is left out: that collective wrote the
-// slot's fin word first, with its own key, and counts itself in r.cn
+// slot's fin word first, with its own key, and counts itself in r.cs
 // before it can end, so after the entry's words are read, fin holds
-// another key, or r.cn has gone past the entry's index by the ring's
+// another key, or r.cs's count has gone past the entry's index by the ring's
 // length.
 func (r *Recorder) heldColls(names []string) (hs []held, first, cn uint64) {
 	size := uint64(len(r.coll))
-	start := atomic.LoadUint64(&r.cn)
+	start := r.colls()
 	first = start - min(start, size)
 	hs = make([]held, 0, start-first)
 	for k := first; k < start; k++ {
@@ -153,7 +165,7 @@ func (r *Recorder) heldColls(names []string) (hs []held, first, cn uint64) {
 	if collsRead != nil {
 		collsRead()
 	}
-	cn = atomic.LoadUint64(&r.cn)
+	cn = r.colls()
 	for len(hs) > 0 && hs[0].at+size <= cn-1 {
 		hs = hs[1:]
 	}
@@ -166,7 +178,7 @@ func (r *Recorder) heldColls(names []string) (hs []held, first, cn uint64) {
 }
 
 // collsRead, when set (white-box tests), runs in heldColls after the
-// ring's slots are read and before r.cn is read again.
+// ring's slots are read and before r.cs is read again.
 var collsRead func()
 
 // setTimes sets the state and times of h from its slot's posted time and
@@ -175,6 +187,6 @@ func (h *held) setTimes(posted int64, fin uint64) {
 	h.State = finState(fin)
 	h.Posted = time.Unix(0, posted)
 	if !h.State.Pending() {
-		h.Ended = time.Unix(0, posted+int64(fin>>finShift))
+		h.Ended = time.Unix(0, posted+finDur(fin))
 	}
 }

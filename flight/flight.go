@@ -3,6 +3,7 @@ package flight
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -165,10 +166,11 @@ func (t Ticket) Recorder() *Recorder { return t.r }
 // word is stored with a release and loaded atomically: Post and Record
 // write the ring without a lock, while Entries may be reading it (ADR 48).
 // The entry's state and end share the word fin, written whole, so that an
-// End, which takes no lock, changes both at once; while the entry is
-// pending, fin holds its key instead of an end (pendingFin), so that an
-// End, a compare-and-swap, changes its own entry and never the next one
-// the ring puts in the slot.
+// End, which takes no lock, changes both at once. While the entry is
+// pending, fin holds its key (pendingFin), so that an End changes its own
+// entry and not the next one the ring puts in the slot; once ended, it
+// holds the entry's generation (finOf), so that Entries tells an end that
+// landed on a later entry's slot from that entry's own (settle).
 type slot struct{ w [pWords]uint64 }
 
 // The words of a slot, in the order put stores them.
@@ -177,7 +179,7 @@ const (
 	pCount         // an int64
 	pPosted        // an int64: nanoseconds of the clock
 	pMeta          // op, peer and tag (metaOf)
-	pFin           // state | (ended-posted)<<finShift; its key while pending
+	pFin           // state | generation | time to its end (finOf); its key while pending
 	pWords
 )
 
@@ -193,14 +195,37 @@ func unmeta(m uint64) (op Op, peer, tag int) {
 	return Op(m), int(int32(uint32(m>>8)<<8) >> 8), int(int32(uint32(m >> 32)))
 }
 
-// finShift: fin holds the state in its low bits and the time from posted
-// to ended, in nanoseconds, above them (2^58 ns: nine years).
-const finShift = 6
+// The fin word of an ended entry: its state in the low finShift bits,
+// its generation in the genBits above them, and the time from posted to
+// ended, in units of 2^durUnit ns (~1 µs), in the rest (up to maxDur
+// units, ~78 hours; a longer time reads as maxDur). A pending entry's
+// holds its key above its state.
+const (
+	finShift = 6
+	genBits  = 20
+	durShift = finShift + genBits
+	durUnit  = 10
+	maxDur   = 1<<(64-durShift) - 1
+)
 
-// finOf is the fin word of an entry completed in state st.
-func finOf(st State, posted, ended int64) uint64 {
-	return uint64(max(ended-posted, 0))<<finShift | uint64(st)
+// gen is the generation of the entry of key (from 1) in a ring of
+// 1<<shift slots: how many times the ring had gone round before it, in
+// genBits bits. Two entries of one slot have generations that differ
+// unless 2^20 rounds of the ring came between them.
+func gen(key uint64, shift uint8) uint64 { return (key - 1) >> shift & (1<<genBits - 1) }
+
+// finOf is the fin word of an entry of generation g completed in state
+// st.
+func finOf(st State, g uint64, posted, ended int64) uint64 {
+	return min(uint64(max(ended-posted, 0))>>durUnit, maxDur)<<durShift | g<<finShift | uint64(st)
 }
+
+// finGen is the generation an ended entry's fin word holds.
+func finGen(fin uint64) uint64 { return fin >> finShift & (1<<genBits - 1) }
+
+// finDur is the time from posted to ended that an ended entry's fin word
+// holds, in nanoseconds, to its unit (~1 µs).
+func finDur(fin uint64) int64 { return int64(fin>>durShift) << durUnit }
 
 // pendingFin is the fin word of the entry of key while pending in state
 // st.
@@ -219,10 +244,11 @@ func finState(fin uint64) State { return State(fin & (1<<finShift - 1)) }
 // and keeps errors and names. Entries merges the rings in the order their
 // entries were posted, and numbers them.
 type Recorder struct {
-	mu   sync.Mutex
-	ring []slot  // point-to-point and one-sided entries, a power of two long
-	coll []cslot // collectives, as long
-	mask uint64  // len(ring) - 1
+	mu    sync.Mutex
+	ring  []slot  // point-to-point and one-sided entries, a power of two long
+	coll  []cslot // collectives, as long
+	mask  uint64  // len(ring) - 1
+	shift uint8   // log2(len(ring))
 	// names are the names of types and reductions that collective entries
 	// index: "byte", then as met. The slice is replaced, never changed,
 	// under mu, so that PostCollective reads it without the lock.
@@ -233,12 +259,12 @@ type Recorder struct {
 	// pn counts the entries ever put in ring: Post and Record each take
 	// the next index with one atomic add.
 	pn atomic.Uint64
-	// cn counts the collectives ever recorded; active is 1 while one is in
-	// progress: one started inside it (a wrapper delegating, staging) is
-	// part of it. Both are written only by the collective in progress, with
-	// a release, and read atomically (coll.go).
-	cn      uint64
-	active  uint64
+	// cs counts the collectives ever recorded, shifted left once, with
+	// the low bit set while one is in progress: one started inside it (a
+	// wrapper delegating, staging) is part of it. It is written only by the
+	// collective in progress, with a release, and read atomically
+	// (coll.go): one word, so that a post and an end store it once each.
+	cs      uint64
 	clock   atomic.Pointer[clock] // nil once closed
 	dumped  bool                  // DumpOnce wrote the record
 	context Context
@@ -291,7 +317,8 @@ func ringSize(size int) (int, bool) {
 // will be closed (closable) starts a share of the clock and of the
 // signal watcher.
 func newRecorder(n int, ctx Context, closable bool) *Recorder {
-	r := &Recorder{ring: make([]slot, n), coll: make([]cslot, n), mask: uint64(n - 1), context: ctx,
+	r := &Recorder{ring: make([]slot, n), coll: make([]cslot, n), mask: uint64(n - 1),
+		shift: uint8(bits.TrailingZeros(uint(n))), context: ctx,
 		serial: serials.Add(1)}
 	r.names.Store(&[]string{"byte"})
 	if closable {
@@ -370,25 +397,22 @@ func (r *Recorder) Record(op Op, peer, tag int, count int64) {
 // slot, key and posted time. It takes the entry's index with one atomic
 // add, the only locked instruction of a record: the lock and unlock it
 // replaced cost a turn of BenchmarkTurnaround ~35 ns (ADR 48). The slot's
-// words are stored in order, each with a release: pSeq first, marked
-// being written, then the entry, then pSeq marked written. A reader that
-// sees the entry's key written in pSeq before and after reading the
-// other words has read them whole (heldP2P). Two writers meet in one slot
-// only when one is a ring's length of entries late; the slot is then
-// left marked by one of them, possibly with words of both, never a word
-// torn.
+// words are stored in order, each with a release, in one call
+// (order.ReleaseRecord): pSeq first, marked being written, then the
+// entry, then pSeq marked written. A reader that sees the entry's key
+// written in pSeq before and after reading the other words has read them
+// whole (heldP2P). Two writers meet in one slot only when one is a ring's
+// length of entries late; the slot is then left marked by one of them,
+// possibly with words of both, never a word torn.
 func (r *Recorder) put(op Op, peer, tag int, count int64, st State) (uint32, uint64, int64) {
 	key := r.pn.Add(1)
 	i := uint32((key - 1) & r.mask)
-	fin := uint64(st)
+	fin := gen(key, r.shift)<<finShift | uint64(st) // finOf, ended as posted
 	if st.Pending() {
 		fin = pendingFin(key, st)
 	}
 	now := r.now()
-	s := &r.ring[i]
-	order.ReleaseWords(s.w[:], []uint64{pSeq: key<<1 | 1, pCount: uint64(count), pPosted: uint64(now),
-		pMeta: metaOf(op, peer, tag), pFin: fin})
-	order.Release(&s.w[pSeq], key<<1)
+	order.ReleaseRecord(&r.ring[i].w, key<<1|1, uint64(count), uint64(now), metaOf(op, peer, tag), fin, key<<1)
 	return i, key, now
 }
 
@@ -411,13 +435,15 @@ func (t Ticket) Finish(err error) {
 }
 
 // End records how the operation completed: done when err is nil,
-// cancelled when cancelled, failed otherwise. Only the first End counts.
-// End takes no lock unless the operation failed: a point-to-point End is
-// a compare-and-swap of the entry's fin word (settle), and a collective's
-// ticket is ended once, by one goroutine at a time (its later Ends, in
-// order, change nothing), with a release store. A receive posted before
-// its message came thus pays less for its record, at its completion, than
-// Record does (ADR 47).
+// cancelled when cancelled, failed otherwise. Only the first End counts;
+// a ticket's Ends come one at a time (its operation completes once), as
+// they do from its request. End takes no lock, nor any locked
+// instruction, unless the operation failed: an End is a load and a
+// release store of the entry's fin word (settle, ADR 50), and a
+// collective's ticket is ended once, by one goroutine at a time (its
+// later Ends, in order, change nothing), with a release store. A receive
+// posted before its message came thus pays less for its record, at its
+// completion, than Record does (ADR 47).
 func (t Ticket) End(err error, cancelled bool) {
 	if t.r == nil {
 		return
@@ -450,17 +476,30 @@ func (t Ticket) End(err error, cancelled bool) {
 // while the entry is pending and still t's, and reports whether it did.
 // The word holds t's key while pending (pendingFin), so a slot that the
 // ring has given to a later entry, whose fin holds another key, is left
-// alone; Matched may change the word under it, and settle looks again.
+// alone.
+//
+// It is a load and a release store, not a compare-and-swap: a locked
+// instruction here cost ~9 ns of every receive that waited, between its
+// message and the caller (ADR 50). A Matched between the load and the
+// store is overwritten by the end, as after it. Only one End of a ticket
+// counts: its callers complete a request once (p2p.Done). The one case
+// the swap covered and the store does not: a ring's length of entries
+// posted between the load and the store, the goroutine off its processor
+// there. The slot is then a later entry's, and the store may land on its
+// fin word. That word then holds t's generation, not the slot's (finOf),
+// and Entries leaves the entry out, counted as dropped, rather than give
+// it t's end.
 func (t Ticket) settle(fin *uint64, state State) bool {
-	for {
-		f := atomic.LoadUint64(fin)
-		if !finState(f).Pending() || f>>finShift != t.key {
-			return false
-		}
-		if atomic.CompareAndSwapUint64(fin, f, finOf(state, t.posted, t.r.now())) {
-			return true
-		}
+	if f := atomic.LoadUint64(fin); !finState(f).Pending() || f>>finShift != t.key {
+		return false
 	}
+	order.Release(fin, t.endWord(state))
+	return true
+}
+
+// endWord is the fin word of t's entry ended now in state.
+func (t Ticket) endWord(state State) uint64 {
+	return finOf(state, gen(t.key, t.r.shift), t.posted, t.r.now())
 }
 
 // entryErr is the error of a failed entry, kept by its slot with the

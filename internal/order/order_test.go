@@ -134,3 +134,91 @@ func BenchmarkAtomicStore(b *testing.B) {
 		atomic.StoreUint64(&w, uint64(i))
 	}
 }
+
+func TestReleaseRecordWrites(t *testing.T) {
+	var w [5]uint64
+	order.ReleaseRecord(&w, 3, 10, 20, 30, 40, 2)
+	assert.Equal(t, [5]uint64{2, 10, 20, 30, 40}, w)
+}
+
+// A reader that loads the sequence word before and after the others, and
+// sees it marked done and unchanged, reads the words of that record and
+// no other's (run with and without -race): ReleaseRecord stores the mark
+// before the words and the done value after them.
+func TestReleaseRecordGuards(t *testing.T) {
+	const rounds = 200000
+	var w [5]uint64
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint64(1); i <= rounds && !stop.Load(); i++ {
+			order.ReleaseRecord(&w, i<<1|1, i, i, i, i, i<<1)
+		}
+	}()
+	deadline := time.Now().Add(testwait.Bound)
+	whole := 0
+	for n := 0; ; n++ {
+		seq := atomic.LoadUint64(&w[0])
+		a, b := atomic.LoadUint64(&w[1]), atomic.LoadUint64(&w[2])
+		c, d := atomic.LoadUint64(&w[3]), atomic.LoadUint64(&w[4])
+		if seq&1 == 0 && seq != 0 && atomic.LoadUint64(&w[0]) == seq {
+			if k := seq >> 1; a != k || b != k || c != k || d != k {
+				stop.Store(true)
+				t.Fatalf("record %d read whole as %d %d %d %d", k, a, b, c, d)
+			}
+			whole++
+		}
+		if seq == rounds<<1 {
+			break
+		}
+		if n%4096 == 0 && time.Now().After(deadline) {
+			stop.Store(true)
+			t.Fatalf("the writer did not finish within %v", testwait.Bound)
+		}
+	}
+	testwait.Closed(t, done, "the writer")
+	if whole == 0 {
+		t.Fatal("no record was read whole")
+	}
+}
+
+func BenchmarkReleaseRecord(b *testing.B) {
+	var w [5]uint64
+	for i := 0; b.Loop(); i++ {
+		v := uint64(i)
+		order.ReleaseRecord(&w, v<<1|1, v, v, v, v, v<<1)
+	}
+}
+
+// ReleasePair stores its first word before its second: a reader that sees
+// the second's value sees the first's (run with and without -race).
+func TestReleasePairInOrder(t *testing.T) {
+	const rounds = 200000
+	var a, b uint64
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint64(1); i <= rounds && !stop.Load(); i++ {
+			order.ReleasePair(&a, i, &b, i)
+		}
+	}()
+	deadline := time.Now().Add(testwait.Bound)
+	for n := 0; ; n++ {
+		vb := atomic.LoadUint64(&b)
+		va := atomic.LoadUint64(&a)
+		if va < vb {
+			stop.Store(true)
+			t.Fatalf("the second word read %d, then the first %d: stored out of order", vb, va)
+		}
+		if vb == rounds {
+			break
+		}
+		if n%4096 == 0 && time.Now().After(deadline) {
+			stop.Store(true)
+			t.Fatalf("the writer did not finish within %v", testwait.Bound)
+		}
+	}
+	testwait.Closed(t, done, "the writer")
+}
