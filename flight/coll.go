@@ -146,5 +146,5 @@ func (t Ticket) endColl(state State, err error) {
 	}
 	// The end, then the count without the bit: the collective in progress
 	// is the last recorded, t's.
-	order.ReleasePair(fin, t.endWord(state), &r.cs, t.key<<1)
+	order.ReleasePair(fin, t.endWord(state, r.now()), &r.cs, t.key<<1)
 }

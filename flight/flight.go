@@ -497,13 +497,13 @@ func (t Ticket) settle(fin *uint64, state State) bool {
 	if f := atomic.LoadUint64(fin); !finState(f).Pending() || f>>finShift != t.key {
 		return false
 	}
-	order.Release(fin, t.endWord(state))
+	order.Release(fin, t.endWord(state, t.r.now()))
 	return true
 }
 
-// endWord is the fin word of t's entry ended now in state.
-func (t Ticket) endWord(state State) uint64 {
-	return finOf(state, gen(t.key, t.r.shift), t.posted, t.r.now())
+// endWord is the fin word of t's entry ended at now in state.
+func (t Ticket) endWord(state State, now int64) uint64 {
+	return finOf(state, gen(t.key, t.r.shift), t.posted, now)
 }
 
 // entryErr is the error of a failed entry, kept by its slot with the

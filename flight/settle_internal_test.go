@@ -23,7 +23,7 @@ func TestLateEndOnAReusedSlot(t *testing.T) {
 		r.Post(OpSend, 1, i, 8) // the fifth entry, tag 4, takes first's slot
 	}
 	// settle's store, after its look found first's key.
-	order.Release(&r.ring[first.slot()].w[pFin], first.endWord(Done))
+	order.Release(&r.ring[first.slot()].w[pFin], first.endWord(Done, r.now()))
 	es, dropped := r.Entries()
 	require.Len(t, es, 3)
 	assert.Equal(t, uint64(2), dropped)
