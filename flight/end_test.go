@@ -3,7 +3,6 @@ package flight_test
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,34 +106,6 @@ func checkOwnEnds(t *testing.T, r *flight.Recorder, slow, fast int, ended bool) 
 			assert.Equal(t, flight.Done, e.State, "entry %d, ended, reads %v", e.ID, e.State)
 		default:
 			assert.Contains(t, []flight.State{flight.Posted, flight.Matched, flight.Done}, e.State, "entry %d", e.ID)
-		}
-	}
-}
-
-// Entries carry the time they were posted and ended: from the shared
-// clock while it runs, from time.Now in a recorder that keeps none and
-// in one whose clock has stopped, never a stopped clock's last tick.
-func TestTimesWithAndWithoutTheClock(t *testing.T) {
-	clocked := flight.New(8, flight.Context{})
-	unclocked := flight.NewUnclocked(8, flight.Context{})
-	t.Cleanup(unclocked.Close)
-	closed := flight.New(8, flight.Context{})
-	closed.Close()
-	clocked.Close() // the last user: the clock stops
-	// A stopped clock's last tick is older than this by three ticks.
-	time.Sleep(3 * flight.DefaultTick)
-	before := time.Now().Add(-flight.DefaultTick)
-	for name, r := range map[string]*flight.Recorder{"clocked": clocked, "unclocked": unclocked, "closed": closed} {
-		r.Record(flight.OpSend, 1, 0, 8)
-		r.Post(flight.OpRecv, 1, 0, 8).End(nil, false)
-		r.PostCollective(flight.OpBarrier, flight.NoPeer, 0, "", "").End(nil, false)
-		es, _ := r.Entries()
-		require.Len(t, es, 3, name)
-		after := time.Now()
-		for _, e := range es {
-			assert.True(t, !e.Posted.Before(before) && !e.Posted.After(after), "%s: entry %d posted at %v, not between %v and %v",
-				name, e.ID, e.Posted, before, after)
-			assert.False(t, e.Ended.Before(e.Posted), "%s: entry %d", name, e.ID)
 		}
 	}
 }
