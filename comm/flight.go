@@ -103,6 +103,10 @@ func (k *keptRecorders) of(c Comm) *flight.Recorder {
 // failed with ErrPeerLost (revoked) also writes the record where the job
 // asked for one (flight.DumpDir).
 func endFlight(t flight.Ticket, err error) {
+	if err == nil {
+		t.Completed()
+		return
+	}
 	if !t.Valid() {
 		return
 	}

@@ -109,3 +109,37 @@ func checkOwnEnds(t *testing.T, r *flight.Recorder, slow, fast int, ended bool) 
 		}
 	}
 }
+
+// Completed is End(nil, false): the entry reads done, with its end, and a
+// later End or Completed changes nothing; a stale ticket's Completed
+// leaves the later entry in its slot alone; the zero Ticket's does
+// nothing.
+func TestCompleted(t *testing.T) {
+	r := newRec(t, 4, 0, 2)
+	recv := r.Post(flight.OpRecv, 1, 3, 8)
+	coll := r.PostCollective(flight.OpAllreduce, flight.NoPeer, 1, "float64", "sum")
+	recv.Completed()
+	recv.End(nil, true)
+	coll.Completed()
+	coll.Completed()
+	flight.Ticket{}.Completed()
+	es, _ := r.Entries()
+	require.Len(t, es, 2)
+	for _, e := range es {
+		assert.Equal(t, flight.Done, e.State, "entry %d (%v)", e.ID, e.Op)
+		assert.False(t, e.Ended.IsZero(), "entry %d ended without an end time", e.ID)
+	}
+	// A collective after the completed one is recorded: Completed ended
+	// the one in progress.
+	assert.True(t, r.PostCollective(flight.OpBarrier, flight.NoPeer, 0, "", "").Valid())
+
+	stale := r.Post(flight.OpRecv, 1, 9, 8)
+	for i := range 4 {
+		r.Post(flight.OpSend, 1, 10+i, 8) // the last takes stale's slot
+	}
+	stale.Completed()
+	es, _ = r.Entries()
+	last := es[len(es)-1]
+	assert.Equal(t, 13, last.Tag)
+	assert.Equal(t, flight.Posted, last.State, "a stale ticket's Completed changed the entry in its slot")
+}

@@ -100,6 +100,8 @@ func (l *link) recvLane(ctx context.Context, data []byte, tag int, posted *fligh
 	case !lr.got:
 		*posted = lr.flight
 		return comm.Status{}, false, nil
+	case lr.err == nil && lr.flight.Valid():
+		lr.flight.Completed()
 	case lr.flight.Valid():
 		lr.flight.Finish(lr.err)
 	default:
