@@ -22,7 +22,7 @@ type held struct {
 // the same moment as a collective, on another goroutine, may come on
 // either side of it. IDs number the merged record from 1.
 func (r *Recorder) Entries() (entries []Entry, dropped uint64) {
-	if r == nil {
+	if r == nil || len(r.ring) == 0 { // off, or a Recorder's zero value
 		return nil, 0
 	}
 	r.mu.Lock()

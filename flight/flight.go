@@ -353,7 +353,7 @@ func (r *Recorder) Close() {
 		return
 	}
 	unregister(r)
-	if !r.closed.Swap(true) && r.clk != &noClock {
+	if !r.closed.Swap(true) && r.clk != nil && r.clk != &noClock {
 		r.clk.stop()
 	}
 }

@@ -139,6 +139,15 @@ func TestOff(t *testing.T) {
 	es, _ := r.Entries()
 	assert.Empty(t, es)
 	r.Close()
+	// A Recorder's zero value records nothing either, and closes.
+	var zero flight.Recorder
+	zero.Record(flight.OpSend, 1, 0, 1)
+	zero.Post(flight.OpRecv, 1, 0, 1).Completed()
+	zero.PostCollective(flight.OpBarrier, flight.NoPeer, 0, "", "").Completed()
+	es, _ = zero.Entries()
+	assert.Empty(t, es)
+	zero.Close()
+	zero.Close()
 }
 
 // Records and dumps from many goroutines at once (run under -race).
