@@ -78,6 +78,3 @@ func (c *clock) run() {
 		}
 	}
 }
-
-// now is the time at the last tick.
-func (c *clock) now() int64 { return atomic.LoadInt64(&c.t) }

@@ -1,8 +1,8 @@
 // Package order has the memory-ordering primitive that package sync/atomic
 // lacks: a release store that is not a full fence (Release), the same for
-// the words of a record, in order, in one call (ReleaseWords), a
-// seqlock writer's record of five words guarded by its first
-// (ReleaseRecord), and two words apart, in order (ReleasePair). A call of
+// a seqlock writer's record of five words guarded by its first, in order,
+// in one call (ReleaseRecord), and for two words apart, in order
+// (ReleasePair). A call of
 // any of them costs ~2–3 ns on amd64, whatever it stores: a record is
 // best written in one.
 //

@@ -67,60 +67,6 @@ func TestReleasePublishes(t *testing.T) {
 	testwait.Closed(t, done, "the writer")
 }
 
-func TestReleaseWordsCopies(t *testing.T) {
-	dst := []uint64{9, 9, 9, 9}
-	order.ReleaseWords(dst, []uint64{1, 2, 3})
-	assert.Equal(t, []uint64{1, 2, 3, 9}, dst)
-	order.ReleaseWords(dst[:2], []uint64{7, 7, 7})
-	assert.Equal(t, []uint64{7, 7, 3, 9}, dst)
-	order.ReleaseWords(nil, []uint64{1})
-	order.ReleaseWords(dst, nil)
-	assert.Equal(t, []uint64{7, 7, 3, 9}, dst)
-}
-
-// The words of a ReleaseWords are stored in order: a reader that loads
-// them last to first never sees a later word newer than an earlier one
-// (run with and without -race).
-func TestReleaseWordsInOrder(t *testing.T) {
-	const rounds = 200000
-	var words [4]uint64
-	var stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := uint64(1); i <= rounds && !stop.Load(); i++ {
-			order.ReleaseWords(words[:], []uint64{i, i, i, i})
-		}
-	}()
-	deadline := time.Now().Add(testwait.Bound)
-	for n := 0; ; n++ {
-		w3 := atomic.LoadUint64(&words[3])
-		w2 := atomic.LoadUint64(&words[2])
-		w1 := atomic.LoadUint64(&words[1])
-		w0 := atomic.LoadUint64(&words[0])
-		if w3 > w2 || w2 > w1 || w1 > w0 {
-			stop.Store(true)
-			t.Fatalf("read last to first: %d %d %d %d: a later word was stored first", w3, w2, w1, w0)
-		}
-		if w3 == rounds {
-			break
-		}
-		if n%4096 == 0 && time.Now().After(deadline) {
-			stop.Store(true)
-			t.Fatalf("the writer did not finish within %v", testwait.Bound)
-		}
-	}
-	testwait.Closed(t, done, "the writer")
-}
-
-func BenchmarkReleaseWords(b *testing.B) {
-	var w [5]uint64
-	for i := 0; b.Loop(); i++ {
-		v := uint64(i)
-		order.ReleaseWords(w[:], []uint64{v, v, v, v, v})
-	}
-}
-
 func BenchmarkRelease(b *testing.B) {
 	var w uint64
 	for i := 0; b.Loop(); i++ {

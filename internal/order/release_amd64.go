@@ -8,20 +8,12 @@ package order
 //go:noescape
 func Release(p *uint64, v uint64)
 
-// ReleaseWords stores the words of src into dst, as many as the shorter
-// holds, in order, each with release order: plain stores. Readers load
-// each word atomically. One call writes a record of several words, where
-// a Release per word pays a call per word.
-//
-//go:noescape
-func ReleaseWords(dst, src []uint64)
-
 // ReleaseRecord writes a record of five words guarded by its first, a
 // sequence word, as a seqlock's writer does: w[0] = mark, then w[1..4] =
 // a, b, c, d, then w[0] = done, each a plain store, in that order.
 // Readers load each word atomically, the sequence word before and after
-// the others. One call writes the record, where ReleaseWords and a
-// Release pay two calls and a loop (~3 ns of a record of ~17, ADR 50).
+// the others. One call writes the record, where a loop of stores and a
+// Release paid two calls and the loop (~3 ns of a record of ~17, ADR 50).
 //
 //go:noescape
 func ReleaseRecord(w *[5]uint64, mark, a, b, c, d, done uint64)

@@ -9,26 +9,6 @@ TEXT ·Release(SB), NOSPLIT, $0-16
 	MOVQ BX, (AX)
 	RET
 
-// func ReleaseWords(dst, src []uint64)
-TEXT ·ReleaseWords(SB), NOSPLIT, $0-48
-	MOVQ dst_base+0(FP), DI
-	MOVQ dst_len+8(FP), CX
-	MOVQ src_base+24(FP), SI
-	MOVQ src_len+32(FP), DX
-	CMPQ DX, CX
-	CMOVQLT DX, CX
-	TESTQ CX, CX
-	JEQ done
-loop:
-	MOVQ (SI), AX
-	MOVQ AX, (DI)
-	ADDQ $8, SI
-	ADDQ $8, DI
-	DECQ CX
-	JNE loop
-done:
-	RET
-
 // func ReleaseRecord(w *[5]uint64, mark, a, b, c, d, done uint64)
 TEXT ·ReleaseRecord(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), DI

@@ -8,15 +8,6 @@ import "sync/atomic"
 // every port and an order the race detector sees.
 func Release(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
 
-// ReleaseWords stores the words of src into dst, as many as the shorter
-// holds, in order, each atomically: with release order on every port and
-// an order the race detector sees.
-func ReleaseWords(dst, src []uint64) {
-	for i := range min(len(dst), len(src)) {
-		atomic.StoreUint64(&dst[i], src[i])
-	}
-}
-
 // ReleaseRecord writes a record of five words guarded by its first, a
 // sequence word, as a seqlock's writer does: w[0] = mark, then w[1..4] =
 // a, b, c, d, then w[0] = done, each atomically, in that order.
