@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 
 	"github.com/xpu-go/xpu/internal/join"
 	"github.com/xpu-go/xpu/internal/shm"
@@ -109,18 +108,20 @@ func (c *Comm) linkConn(ctx context.Context, conn net.Conn, peer int, dialer boo
 }
 
 // tuneShm sets how the shared-memory links poll once the job has formed:
-// as configured while the ranks of this node fit its processors; when they
-// are more, every poll yields the processor (sched_yield), so that a peer
-// waiting for a processor to answer gets this one at once, as Open MPI
-// does when it sees a node oversubscribed.
+// as configured while the ranks of this node fit the processors they may
+// run on; when more ranks share them (nodeCrowded: this rank's processors
+// and its node peers', so that ranks bound one to a processor are not
+// taken for crowded), every poll yields the processor (sched_yield), so
+// that a peer waiting for a processor to answer gets this one at once, as
+// Open MPI does when it sees a node oversubscribed.
 func (c *Comm) tuneShm() {
-	local := 1
+	var pids []int
 	for _, l := range c.links {
 		if l != nil && l.shm != nil {
-			local++
+			pids = append(pids, l.shm.PeerPID())
 		}
 	}
-	if local > runtime.NumCPU() {
+	if len(pids) > 0 && nodeCrowded(pids) {
 		c.shmYield.Store(true)
 		for _, l := range c.links {
 			if l != nil && l.shm != nil {
