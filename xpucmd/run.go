@@ -37,6 +37,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	failGrace := fs.Duration("fail-grace", launch.DefaultFailGrace,
 		"after a rank fails, time the others have to end on their own before SIGTERM (0: none)")
 	noBuild := fs.Bool("no-build", false, "run `go run` in every rank as given instead of building once")
+	bind := fs.Bool("bind", false, "bind each rank to its share of this machine's processors (Linux; "+
+		"a run of them each, or one each in turn when there are more ranks than processors)")
 	if err := parseFlags(fs, args); err != nil { // prog and its arguments follow the flags
 		return err
 	}
@@ -65,6 +67,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Stdout:     stdout,
 		Stderr:     stderr,
 		LogPrefix:  "xpu run: ",
+		Bind:       *bind,
 	}
 	var err error
 	if *useMPI {
@@ -72,6 +75,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if set["master-addr"] || set["port"] {
 			return fmt.Errorf("%w: --master-addr and --port do not apply to --mpi (mpirun wires the ranks)", ErrUsage)
+		}
+		if *bind {
+			return fmt.Errorf("%w: --bind does not apply to --mpi (mpirun binds the ranks: --bind-to)", ErrUsage)
 		}
 		err = launch.RunMPI(ctx, spec)
 	} else {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,9 @@ func init() {
 	switch role {
 	case "hello": // a line, then exit 0
 		fmt.Printf("hello %d of %s\n", rank, os.Getenv("XPU_WORLD_SIZE"))
+		os.Exit(0)
+	case "gomaxprocs": // its GOMAXPROCS, then exit 0
+		fmt.Printf("rank %d gomaxprocs %d\n", rank, runtime.GOMAXPROCS(0))
 		os.Exit(0)
 	case "fail": // rank 1 exits 4; the others sleep until stopped
 		if rank == 1 {
@@ -91,6 +95,7 @@ func TestRunUsage(t *testing.T) {
 		"port out of range":   {"run", "-n", "2", "--port", "70000", self},
 		"mpi with port":       {"run", "-n", "2", "--mpi", "--port", "4000", self},
 		"mpi with addr":       {"run", "-n", "2", "--mpi", "--master-addr", "10.0.0.1", self},
+		"mpi with bind":       {"run", "-n", "2", "--mpi", "--bind", self},
 		"no such program":     {"run", "-n", "2", "xpu-run-test-no-such-program"},
 		"no such path":        {"run", "-n", "2", "./xpu-run-test-no-such-program"},
 		"a directory":         {"run", "-n", "2", "./"},

@@ -53,6 +53,11 @@
 // (argv[0] "xpu-watchdog" and XPU_LAUNCH_WATCHDOG=1, argv[0]
 // "xpu-rank-gate" and XPU_LAUNCH_GATE=1).
 //
+// With Spec.Bind, on Linux, each rank is bound from its start to its share
+// of the processors the caller may run on (bind.go): the thread that starts
+// it is bound to them for the moment of the start, and the rank inherits
+// the set.
+//
 // When Spec.Prog is `go run`, Run builds the program once with `go build`
 // into a temporary directory and starts the binary N times, rather than
 // having N concurrent `go run` commands compile it N times; Spec.NoBuild

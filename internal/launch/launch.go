@@ -119,6 +119,14 @@ type Spec struct {
 	// failed, the job is being stopped) on Stderr, as lines beginning with
 	// it ("xpu run: ").
 	LogPrefix string
+	// Bind binds each rank, from its start, to its share of the processors
+	// this process may run on (Linux; elsewhere Run fails with an error
+	// matching xerr.ErrNotSupported). With at least as many processors as
+	// ranks, each rank takes an equal run of them, a core's hardware
+	// threads together; with fewer, rank i takes processor i mod their
+	// number. A Go rank's GOMAXPROCS follows its set. RankStatus.CPUs says
+	// where each went. RunMPI refuses it: mpirun binds (--bind-to).
+	Bind bool
 }
 
 // RankStatus is how one rank ended.
@@ -149,6 +157,9 @@ type RankStatus struct {
 	// lost while the job ran: a rank whose early os.Exit(0), or whose
 	// Close before a hang, took a peer from them (see docs/adr/0038).
 	LeftEarly bool
+	// CPUs are the processors it was bound to (Spec.Bind); nil when it
+	// was not.
+	CPUs []int
 	// Tail holds the last lines of its stderr, at most TailLines, each cut
 	// to tailLineMax bytes; Panic the first line of its stderr that began
 	// a Go panic or fatal error ("panic: …", "fatal error: …"), or "".
@@ -403,6 +414,14 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		}
 		spec.MasterPort = p
 	}
+	var cpus [][]int
+	if spec.Bind {
+		all, err := processors()
+		if err != nil {
+			return nil, xerr.Op(place, "bind", err)
+		}
+		cpus = placement(all, spec.N)
+	}
 	out := newOutput(spec.Stdout, spec.Stderr)
 	if !spec.NoBuild {
 		prog, args, cleanup, err := buildGoRun(ctx, &spec, out)
@@ -415,7 +434,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := checkProg(spec.Prog, spec.Dir); err != nil {
 		return nil, err
 	}
-	j := &job{spec: spec, out: out, parent: ctx}
+	j := &job{spec: spec, out: out, parent: ctx, cpus: cpus}
 	return j.run()
 }
 
@@ -448,6 +467,8 @@ type job struct {
 	events string // the file the ranks report events to; "" without one
 	// flightDir is where the ranks write their flight records; "" without one.
 	flightDir string
+	// cpus are the processors of each rank (Spec.Bind); nil when unbound.
+	cpus [][]int
 
 	// The state of the run, the main loop's.
 	res        *Result
@@ -563,7 +584,11 @@ func (j *job) startRanks(env []string) {
 			r.gate = gateRank(r.cmd)
 		}
 		release := func() error { return r.gate.open(r.cmd.Process.Pid, j.wd) }
-		at, err := startTied(r.cmd, release, func(err error, exited time.Time) {
+		var cpus []int
+		if j.cpus != nil {
+			cpus = j.cpus[i]
+		}
+		at, err := startTied(r.cmd, cpus, release, func(err error, exited time.Time) {
 			r.stdout.flush()
 			r.stderr.flush()
 			j.exits <- exit{i: i, err: err, exited: exited, at: time.Now()}
@@ -582,6 +607,7 @@ func (j *job) startRanks(env []string) {
 		}
 		r.start = at
 		j.res.Ranks[i].Pid = r.cmd.Process.Pid
+		j.res.Ranks[i].CPUs = cpus
 		j.running++
 	}
 }

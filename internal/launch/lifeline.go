@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +31,8 @@ import (
 // process.
 
 // startTied starts cmd from a goroutine of its own, locked to its OS thread
-// (lockThread), calls release (when not nil) once it has started, and waits
+// (lockThread) and, when cpus is not nil, bound to those processors for the
+// moment of the start, so that cmd inherits the set (bindThread); calls release (when not nil) once it has started, and waits
 // for cmd there; done gets Wait's error and when the process exited (seen
 // before Wait copied the last of its output, where the system tells: zero
 // where it does not), on that goroutine. It returns once
@@ -39,7 +41,7 @@ import (
 // done not called). The thread that forked cmd thus lives until cmd is
 // reaped, so its parent-death signal fires when the launcher dies and not
 // before.
-func startTied(cmd *exec.Cmd, release func() error, done func(err error, exited time.Time)) (time.Time, error) {
+func startTied(cmd *exec.Cmd, cpus []int, release func() error, done func(err error, exited time.Time)) (time.Time, error) {
 	type started struct {
 		at  time.Time
 		err error
@@ -47,7 +49,7 @@ func startTied(cmd *exec.Cmd, release func() error, done func(err error, exited 
 	c := make(chan started, 1)
 	go func() {
 		lockThread()
-		err := cmd.Start()
+		err := startBound(cmd, cpus)
 		at := time.Now()
 		if err == nil && release != nil {
 			if err = release(); err != nil {
@@ -62,6 +64,23 @@ func startTied(cmd *exec.Cmd, release func() error, done func(err error, exited 
 	}()
 	s := <-c
 	return s.at, s.err
+}
+
+// startBound starts cmd from the calling thread, bound to cpus for the
+// moment when cpus is not nil. Should the thread fail to get its set back,
+// it keeps the rank's: it is locked to its goroutine until the rank is
+// reaped, and ends with it.
+func startBound(cmd *exec.Cmd, cpus []int) error {
+	if cpus == nil {
+		return cmd.Start()
+	}
+	restore, err := bindThread(cpus)
+	if err != nil {
+		return fmt.Errorf("bind to processors %v: %w", cpus, err)
+	}
+	err = cmd.Start()
+	_ = restore()
+	return err
 }
 
 // The watchdog's protocol: lines on its standard input.

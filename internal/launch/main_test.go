@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,8 @@ func TestMain(m *testing.M) {
 //	partial        a line, then text without a newline, on both streams
 //	flood L        L numbered lines on each stream, written in random pieces
 //	mpienv         the rank and size the launcher gives, and XPU_BACKEND
+//	cpus           "cpus LIST gomaxprocs G": its processors (Cpus_allowed_list
+//	               of /proc/self/status) and GOMAXPROCS, then "ready", then sleep
 //	nap D          sleep for the duration D, exit 0
 //	launcher M G   a launcher: Run a job (see launcherRole)
 //	comm M R       join a procs job; rank R ends as M says (see commRole)
@@ -143,6 +146,16 @@ func playRole(args []string) int {
 		return launcherRole(args[1], args[2])
 	case "comm":
 		return commRole(args[1], arg(2))
+	case "cpus":
+		st, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		_, list, _ := strings.Cut(string(st), "Cpus_allowed_list:")
+		list, _, _ = strings.Cut(list, "\n")
+		fmt.Printf("cpus %s gomaxprocs %d\n", strings.TrimSpace(list), runtime.GOMAXPROCS(0))
+		return sleep()
 	case "mpienv":
 		p, ok, err := jobenv.Find(jobenv.OS)
 		if !ok || err != nil {

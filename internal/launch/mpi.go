@@ -79,7 +79,8 @@ func FindMPI(ctx context.Context) (path, flavour string, err error) {
 // RunMPI runs the job under mpirun instead of starting the ranks itself:
 // mpirun gives each rank its place in the job (the MPI backend reads it from
 // MPI), and EnvBackend=MPIBackend is set when the environment has no
-// EnvBackend. Spec.MasterAddr, MasterPort and Secret are not used, and the
+// EnvBackend. Spec.MasterAddr, MasterPort and Secret are not used, Bind is
+// refused (mpirun binds: --bind-to), and the
 // output is mpirun's, unprefixed. A `go run` program is built once, as by
 // Run. Cancelling ctx, or Spec.Timeout, forwards the signal to mpirun
 // (which passes it to its ranks), then SIGKILL after Spec.Grace to mpirun's
@@ -91,6 +92,9 @@ func FindMPI(ctx context.Context) (path, flavour string, err error) {
 func RunMPI(ctx context.Context, spec Spec) error {
 	if err := spec.normalize(); err != nil {
 		return err
+	}
+	if spec.Bind {
+		return xerr.Errorf(place, "", ErrInvalidArgument, "Bind does not apply to RunMPI: mpirun binds the ranks (--bind-to)")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -136,7 +140,7 @@ func RunMPI(ctx context.Context, spec Spec) error {
 	}
 	waited := make(chan error, 1)
 	release := func() error { return g.open(cmd.Process.Pid, wd) }
-	if _, err := startTied(cmd, release, func(err error, _ time.Time) { waited <- err }); err != nil {
+	if _, err := startTied(cmd, nil, release, func(err error, _ time.Time) { waited <- err }); err != nil {
 		g.abort()
 		return xerr.Op(place, "", fmt.Errorf("start %s: %w", path, err))
 	}

@@ -1,0 +1,29 @@
+package launch
+
+// Binding ranks to processors (Spec.Bind).
+//
+// The processors this process may run on are dealt out to the ranks in an
+// order that keeps a core's hardware threads, and a package's cores,
+// together (processors). With at least as many processors as ranks, each
+// rank takes an equal run of them, so that a Go rank keeps the parallelism
+// of its share (GOMAXPROCS follows its set); with fewer, rank i takes
+// processor i mod their number, as Open MPI's --bind-to core deals ranks to
+// cores when allowed to overload them. A rank is bound from its start: the
+// thread that starts it is bound to the rank's processors for the moment of
+// the fork, and the rank inherits its set.
+
+// placement returns the processors of each of n ranks, from cpus in the
+// order they are to be taken.
+func placement(cpus []int, n int) [][]int {
+	c := len(cpus)
+	out := make([][]int, n)
+	for i := range out {
+		if n > c {
+			out[i] = []int{cpus[i%c]}
+			continue
+		}
+		lo, hi := i*c/n, (i+1)*c/n
+		out[i] = append([]int(nil), cpus[lo:hi]...)
+	}
+	return out
+}

@@ -1,0 +1,70 @@
+package launch
+
+import (
+	"cmp"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// processors returns the processors the calling thread may run on, by
+// package, then core, then number: hardware threads of a core next to each
+// other, a package's cores next to each other. Where the topology cannot be
+// read, a processor sorts as a core of its own (its number).
+func processors() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	type cpu struct{ pkg, core, id int }
+	var cs []cpu
+	for id := 0; id < len(set)*64; id++ {
+		if set.IsSet(id) {
+			dir := filepath.Join("/sys/devices/system/cpu", "cpu"+strconv.Itoa(id), "topology")
+			pkg, ok1 := readInt(filepath.Join(dir, "physical_package_id"))
+			core, ok2 := readInt(filepath.Join(dir, "core_id"))
+			if !ok1 || !ok2 {
+				pkg, core = 0, id
+			}
+			cs = append(cs, cpu{pkg, core, id})
+		}
+	}
+	slices.SortFunc(cs, func(a, b cpu) int {
+		return cmp.Or(cmp.Compare(a.pkg, b.pkg), cmp.Compare(a.core, b.core), cmp.Compare(a.id, b.id))
+	})
+	ids := make([]int, len(cs))
+	for i, c := range cs {
+		ids[i] = c.id
+	}
+	return ids, nil
+}
+
+// readInt reads a file that holds one integer.
+func readInt(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
+}
+
+// bindThread binds the calling thread, locked to its goroutine, to cpus,
+// and returns the function that gives it back the set it had.
+func bindThread(cpus []int) (restore func() error, err error) {
+	var was, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		return nil, err
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	return func() error { return unix.SchedSetaffinity(0, &was) }, nil
+}
