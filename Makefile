@@ -120,10 +120,14 @@ refs-shm: xpu
 # four-rank cases (Open MPI and tcpbench again with 4 ranks) to each round.
 # ROUNDS_NOREC=1 runs tcpbench once more in each round with the flight
 # recorder off (XPU_FLIGHT_SIZE=0), for its share ("shm-norec", ADR 49).
+# ROUNDS_BIND=1 runs tcpbench once more with its ranks bound (xpu run
+# --bind, "shm-bound"), and with ROUNDS_NP4 Open MPI's four ranks bound too
+# ("vader-bound"; its two are bound by default), ADR 51.
 ROUNDS ?= 10
 ROUNDS_ONLY ?=
 ROUNDS_NP4 ?=
 ROUNDS_NOREC ?=
+ROUNDS_BIND ?=
 rounds-shm: xpu
 	@bash scripts/setup-mpi.sh
 	@mkdir -p $(BENCHDIR)/procs
@@ -139,11 +143,18 @@ rounds-shm: xpu
 		if [ -n "$(ROUNDS_NOREC)" ]; then \
 			XPU_FLIGHT_SIZE=0 ./bin/xpu run -n 2 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
 		fi; \
+		if [ -n "$(ROUNDS_BIND)" ]; then \
+			./bin/xpu run --bind -n 2 -- $(BENCHDIR)/procs/tcpbench -label bound -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+		fi; \
 		if [ -n "$(ROUNDS_NP4)" ]; then \
 			$(MPIRUN_SHM) -np 4 $(BENCHDIR)/mpi_shm_ref vader >> $$d/mpi_shm_ref.out || exit 1; \
 			./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
 			if [ -n "$(ROUNDS_NOREC)" ]; then \
 				XPU_FLIGHT_SIZE=0 ./bin/xpu run -n 4 -- $(BENCHDIR)/procs/tcpbench -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
+			fi; \
+			if [ -n "$(ROUNDS_BIND)" ]; then \
+				$(MPIRUN_SHM) --bind-to core:overload-allowed -np 4 $(BENCHDIR)/mpi_shm_ref vader-bound >> $$d/mpi_shm_ref.out || exit 1; \
+				./bin/xpu run --bind -n 4 -- $(BENCHDIR)/procs/tcpbench -label bound -only '$(ROUNDS_ONLY)' -o $$d/shm_procs.out || exit 1; \
 			fi; \
 		fi; \
 	done

@@ -1,5 +1,10 @@
 package launch
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Binding ranks to processors (Spec.Bind).
 //
 // The processors this process may run on are dealt out to the ranks in an
@@ -11,6 +16,24 @@ package launch
 // cores when allowed to overload them. A rank is bound from its start: the
 // thread that starts it is bound to the rank's processors for the moment of
 // the fork, and the rank inherits its set.
+
+// cpuPlace is a processor and where it sits: its package and core.
+type cpuPlace struct{ pkg, core, id int }
+
+// byTopology orders processors by package, then core, then number, and
+// returns their numbers: a core's hardware threads next to each other, a
+// package's cores next to each other.
+func byTopology(cs []cpuPlace) []int {
+	cs = slices.Clone(cs)
+	slices.SortFunc(cs, func(a, b cpuPlace) int {
+		return cmp.Or(cmp.Compare(a.pkg, b.pkg), cmp.Compare(a.core, b.core), cmp.Compare(a.id, b.id))
+	})
+	ids := make([]int, len(cs))
+	for i, c := range cs {
+		ids[i] = c.id
+	}
+	return ids
+}
 
 // placement returns the processors of each of n ranks, from cpus in the
 // order they are to be taken.

@@ -1,27 +1,23 @@
 package launch
 
 import (
-	"cmp"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// processors returns the processors the calling thread may run on, by
-// package, then core, then number: hardware threads of a core next to each
-// other, a package's cores next to each other. Where the topology cannot be
-// read, a processor sorts as a core of its own (its number).
+// processors returns the processors the calling thread may run on, in
+// byTopology's order, from the topology of /sys. Where it cannot be read, a
+// processor sorts as a core of its own (its number).
 func processors() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil, err
 	}
-	type cpu struct{ pkg, core, id int }
-	var cs []cpu
+	var cs []cpuPlace
 	for id := 0; id < len(set)*64; id++ {
 		if set.IsSet(id) {
 			dir := filepath.Join("/sys/devices/system/cpu", "cpu"+strconv.Itoa(id), "topology")
@@ -30,17 +26,10 @@ func processors() ([]int, error) {
 			if !ok1 || !ok2 {
 				pkg, core = 0, id
 			}
-			cs = append(cs, cpu{pkg, core, id})
+			cs = append(cs, cpuPlace{pkg, core, id})
 		}
 	}
-	slices.SortFunc(cs, func(a, b cpu) int {
-		return cmp.Or(cmp.Compare(a.pkg, b.pkg), cmp.Compare(a.core, b.core), cmp.Compare(a.id, b.id))
-	})
-	ids := make([]int, len(cs))
-	for i, c := range cs {
-		ids[i] = c.id
-	}
-	return ids, nil
+	return byTopology(cs), nil
 }
 
 // readInt reads a file that holds one integer.

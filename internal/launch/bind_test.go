@@ -6,6 +6,23 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+func TestByTopology(t *testing.T) {
+	// Two packages of two cores of two hardware threads, numbered as many
+	// machines number them: the first thread of every core, then the
+	// second of every core.
+	var cs []cpuPlace
+	for id := range 8 {
+		cs = append(cs, cpuPlace{pkg: id % 4 / 2, core: id % 2, id: id})
+	}
+	order := byTopology(cs)
+	assert.Equal(t, []int{0, 4, 1, 5, 2, 6, 3, 7}, order)
+	// Two ranks get a package each, four a core each.
+	assert.Equal(t, [][]int{{0, 4, 1, 5}, {2, 6, 3, 7}}, placement(order, 2))
+	assert.Equal(t, [][]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}}, placement(order, 4))
+	assert.Equal(t, 0, cs[0].id, "byTopology sorted its argument")
+	assert.Equal(t, 4, cs[4].id, "byTopology sorted its argument")
+}
+
 func TestPlacement(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -69,7 +69,13 @@ var Procs = []Pair{
 // its runs alternating with the communicator's, and that floor against
 // the C ring's (ADR 49); and, when tcpbench ran again with the flight
 // recorder off (make rounds-shm ROUNDS_NOREC=1, "shm-norec.np<N>.<case>"),
-// the small cases against themselves without it: the recorder's share.
+// the small cases against themselves without it: the recorder's share;
+// and, when ranks ran bound to processors too (make rounds-shm
+// ROUNDS_BIND=1: xpu run --bind, "shm-bound.np<N>.<case>"), the small cases
+// bound against vader bound: with 2 ranks, Open MPI's own default binds
+// one to each core; with 4, mpirun --bind-to core:overload-allowed deals
+// them to cores in turn, as --bind does ("vader-bound.np4.<case>"); and
+// against themselves unbound (ADR 51).
 // The same program measures the ceiling of any
 // single-copy transport on the machine ("ring.np2.cma1.bw.<size>",
 // "ring.np2.cma2.bw.<size>": one and two threads of a receiver copying
@@ -88,6 +94,15 @@ var ShmProcs = []Pair{
 	{"shm.np2.allreduce.8B", "shm-norec.np2.allreduce.8B", 0, 0},
 	{"shm.np4.allreduce.8B", "shm-norec.np4.allreduce.8B", 0, 0},
 	{"shm.np4.bcast.8B", "shm-norec.np4.bcast.8B", 0, 0},
+	{"shm-bound.np2.pingpong.8B", "vader.np2.pingpong.8B", 1.0, 1.2},
+	{"shm-bound.np2.pingpong.8B", "ring.np2.pingpong.8B", 2.0, 0},
+	{"shm-bound.np2.allreduce.8B", "vader.np2.allreduce.8B", 1.0, 1.2},
+	{"shm-bound.np4.allreduce.8B", "vader-bound.np4.allreduce.8B", 1.0, 1.2},
+	{"shm-bound.np4.bcast.8B", "vader-bound.np4.bcast.8B", 1.0, 0},
+	{"shm-bound.np2.pingpong.8B", "shm.np2.pingpong.8B", 0, 0},
+	{"shm-bound.np2.allreduce.8B", "shm.np2.allreduce.8B", 0, 0},
+	{"shm-bound.np4.allreduce.8B", "shm.np4.allreduce.8B", 0, 0},
+	{"shm-bound.np4.bcast.8B", "shm.np4.bcast.8B", 0, 0},
 	{"shm.np2.pingpong.8B", "tcp.np2.pingpong.8B", 0, 0},
 	{"shm.np2.bw.1MiB", "vader.np2.bw.1MiB", 2.0, 0},
 	{"shm.np2.bw.1MiB", "ring.np2.bw.1MiB", 0, 0},

@@ -13,7 +13,9 @@
 // rank 0 uses: "shm" when every peer is reached through shared memory (the
 // default on one machine), "tcp" when every one through TCP (XPU_LINKS=tcp),
 // "mixed" otherwise, followed by "-norec" when the flight recorder is off
-// (XPU_FLIGHT_SIZE=0: "shm-norec.np2.pingpong.8B"). Each figure is the
+// (XPU_FLIGHT_SIZE=0: "shm-norec.np2.pingpong.8B"), and by "-L" with
+// -label L (xpu run --bind … -label bound: "shm-bound.np2.pingpong.8B",
+// "spin-bound.np2.pingpong.8B"). Each figure is the
 // median of 5 runs. With 2 ranks
 // linked through TCP it also measures the ping-pong over a plain Go TCP
 // connection between the same two processes, its runs alternating with the

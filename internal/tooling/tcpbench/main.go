@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/xpu-go/xpu/backends/procs"
@@ -30,6 +31,7 @@ func main() {
 func run() error {
 	outPath := flag.String("o", "", "append the figures to this file instead of printing them")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
+	label := flag.String("label", "", "name the figures' runs: \"shm-L.np2.…\", \"spin-L.np2.…\" (as \"bound\" for ranks bound to processors)")
 	only := flag.String("only", "", "run only the cases whose names (pingpong.8B, bw.1MiB, allreduce.64MiB, bcast.8B, alltoall.1MiB, …) match this regular expression")
 	flag.Parse()
 	pick, err := regexp.Compile(*only)
@@ -67,6 +69,10 @@ func run() error {
 	}
 	reportAs := func(name string, v float64, unit string) {
 		if r == 0 {
+			if *label != "" {
+				kind, rest, _ := strings.Cut(name, ".")
+				name = kind + "-" + *label + "." + rest
+			}
 			fmt.Fprintf(out, "%s %.1f %s\n", name, v, unit)
 		}
 	}
