@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/order"
 	"github.com/xpu-go/xpu/internal/p2p"
 )
 
@@ -78,16 +79,25 @@ type readRole struct {
 	watchStop                       func() bool
 
 	// owner is roleFree, roleReader or roleWaiter. It changes under mu,
-	// except when the lane gives the role back (releaseLane): atomic.
+	// except where the lane takes the role (tryTake: a compare-and-swap
+	// from roleFree) and gives it back (releaseLane): atomic, and every
+	// change from roleFree is a compare-and-swap.
 	owner      atomic.Int32
-	shut       atomic.Bool // mirrors closed, for releaseLane
+	shut       atomic.Bool // mirrors closed, for the lane
+	ended      atomic.Bool // mirrors dead, for the lane
 	wantFlag   atomic.Bool
 	atBoundary atomic.Bool
 	grant      chan struct{} // the role, handed to the waiter that asked
 	wake       chan struct{} // wakes the reader goroutine
 	released   sync.Cond     // on mu: a waiter gave the role back after close
-	taken      int64         // times a waiter took the role
+	// taken counts the times a waiter took the role. Only a holder of the
+	// role adds to it, so it needs no lock and no read-modify-write:
+	// holders follow one another through owner.
+	taken uint64
 }
+
+// countTake counts a take of the role by a waiter, which holds it.
+func (ro *readRole) countTake() { order.Release(&ro.taken, atomic.LoadUint64(&ro.taken)+1) }
 
 // kickLocked interrupts the holder's blocked read; mu is held.
 func (ro *readRole) kickLocked() {
@@ -172,7 +182,7 @@ func isKicked(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 // stopped timer) and whenever woken.
 func (ro *readRole) takeForReader(idle *time.Timer) bool {
 	ro.mu.Lock()
-	for ro.owner.Load() != roleFree || ro.want {
+	for ro.want || !ro.owner.CompareAndSwap(roleFree, roleReader) {
 		if ro.dead {
 			ro.mu.Unlock()
 			return false
@@ -187,10 +197,10 @@ func (ro *readRole) takeForReader(idle *time.Timer) bool {
 		ro.mu.Lock()
 	}
 	if ro.dead {
+		ro.owner.Store(roleFree)
 		ro.mu.Unlock()
 		return false
 	}
-	ro.owner.Store(roleReader)
 	ro.mu.Unlock()
 	return true
 }
@@ -213,6 +223,7 @@ func (ro *readRole) end() bool {
 		return false
 	}
 	ro.dead = true
+	ro.ended.Store(true)
 	return true
 }
 
@@ -225,13 +236,24 @@ func (ro *readRole) end() bool {
 // and true when the request completed or ctx ended while it asked.
 func (ro *readRole) takeForWaiter(ctx context.Context, r *p2p.Done) (held, handled bool, stop func() bool) {
 	ro.mu.Lock()
-	if ro.dead || ro.closed || ro.want || ro.owner.Load() == roleWaiter {
+	if ro.dead || ro.closed || ro.want {
 		ro.mu.Unlock()
 		return false, false, nil
 	}
-	if ro.owner.Load() == roleFree {
-		ro.owner.Store(roleWaiter)
-		ro.taken++
+	// owner is loaded once: the lane changes it without the lock, from
+	// roleFree to roleWaiter and back; only roleReader stays while mu is
+	// held.
+	switch ro.owner.Load() {
+	case roleWaiter:
+		ro.mu.Unlock()
+		return false, false, nil
+	case roleFree:
+		if !ro.owner.CompareAndSwap(roleFree, roleWaiter) {
+			// The lane took it meanwhile (tryTake): a waiter holds it.
+			ro.mu.Unlock()
+			return false, false, nil
+		}
+		ro.countTake()
 		stop = ro.watchLocked(ctx)
 		ro.mu.Unlock()
 		return true, true, stop
@@ -255,25 +277,37 @@ func (ro *readRole) takeForWaiter(ctx context.Context, r *p2p.Done) (held, handl
 		return false, true, nil
 	}
 	ro.mu.Lock()
-	ro.taken++
+	ro.countTake()
 	stop = ro.watchLocked(ctx)
 	ro.mu.Unlock()
 	return true, true, stop
 }
 
-// tryTake takes the role, when it is free and nobody asked for it, for a
-// waiter that polls the link itself and never blocks in a read (the lane,
-// lane.go): no kick is registered for its context, which it watches
-// itself. false when the role is not to be had at once.
+// tryTake takes the role, when it is free, for a waiter that polls the
+// link itself and never blocks in a read (the lane, lane.go): no kick is
+// registered for its context, which it watches itself. false when the role
+// is not to be had at once. It takes no lock, and one locked instruction
+// (ADR 52):
+//
+//   - Every change of owner from roleFree is a compare-and-swap, so only
+//     one of those who race for a free role gets it.
+//   - Nobody asked for a free role: want is set only while the reader
+//     goroutine holds it, and cleared in the same critical section that
+//     hands it over, so owner is never roleFree while want is set.
+//   - The swap is a full fence, and then shut and ended are looked at:
+//     close and end store them before they look at owner (awaitHolder), so
+//     a lane that takes the role after Close has seen it free sees shut
+//     and gives it back before it touches the link.
 func (ro *readRole) tryTake() bool {
-	ro.mu.Lock()
-	ok := !ro.dead && !ro.closed && !ro.want && ro.owner.Load() == roleFree
-	if ok {
-		ro.owner.Store(roleWaiter)
-		ro.taken++
+	if !ro.owner.CompareAndSwap(roleFree, roleWaiter) {
+		return false
 	}
-	ro.mu.Unlock()
-	return ok
+	if ro.shut.Load() || ro.ended.Load() {
+		ro.releaseLane()
+		return false
+	}
+	ro.countTake()
+	return true
 }
 
 // watchLocked records that the holder of the role waits with ctx, and
@@ -429,11 +463,7 @@ func (ro *readRole) awaitHolder() {
 }
 
 // directReads is how many times a waiter took the role.
-func (ro *readRole) directReads() int64 {
-	ro.mu.Lock()
-	defer ro.mu.Unlock()
-	return ro.taken
-}
+func (ro *readRole) directReads() int64 { return int64(atomic.LoadUint64(&ro.taken)) }
 
 // close stops waiters from taking the role and wakes the reader goroutine
 // to finish the read side: called once the link has failed and its
