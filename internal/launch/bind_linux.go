@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 func processors() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the processors this process may run on: %w", err)
 	}
 	var cs []cpuPlace
 	for id := 0; id < len(set)*64; id++ {

@@ -3,12 +3,13 @@
 package launch
 
 import (
+	"fmt"
 	"runtime"
 
 	"github.com/xpu-go/xpu/xerr"
 )
 
-var errNoBinding = xerr.Errorf(place, "", xerr.ErrNotSupported, "binding ranks to processors on %s", runtime.GOOS)
+var errNoBinding = fmt.Errorf("binding ranks to processors on %s: %w", runtime.GOOS, xerr.ErrNotSupported)
 
 // processors cannot tell which processors a process may run on here.
 func processors() ([]int, error) { return nil, errNoBinding }

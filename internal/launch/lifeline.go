@@ -32,15 +32,15 @@ import (
 
 // startTied starts cmd from a goroutine of its own, locked to its OS thread
 // (lockThread) and, when cpus is not nil, bound to those processors for the
-// moment of the start, so that cmd inherits the set (bindThread); calls release (when not nil) once it has started, and waits
-// for cmd there; done gets Wait's error and when the process exited (seen
-// before Wait copied the last of its output, where the system tells: zero
-// where it does not), on that goroutine. It returns once
-// cmd has started and been released, with the time Start returned, or
-// failed to start or be released, with the error (cmd is reaped then, and
-// done not called). The thread that forked cmd thus lives until cmd is
-// reaped, so its parent-death signal fires when the launcher dies and not
-// before.
+// moment of the start, so that cmd inherits the set (bindThread); calls
+// release (when not nil) once it has started, and waits for cmd there; done
+// gets Wait's error and when the process exited (seen before Wait copied the
+// last of its output, where the system tells: zero where it does not), on
+// that goroutine. It returns once cmd has started and been released, with
+// the time Start returned, or failed to start or be released, with the
+// error (cmd is reaped then, and done not called). The thread that forked
+// cmd thus lives until cmd is reaped, so its parent-death signal fires when
+// the launcher dies and not before.
 func startTied(cmd *exec.Cmd, cpus []int, release func() error, done func(err error, exited time.Time)) (time.Time, error) {
 	type started struct {
 		at  time.Time
