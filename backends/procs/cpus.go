@@ -2,7 +2,10 @@ package procs
 
 import (
 	"math/bits"
+	"os"
 	"runtime"
+
+	"github.com/xpu-go/xpu/internal/affinity"
 )
 
 // cpuSet is a set of processors, as the system's affinity calls give it:
@@ -64,7 +67,7 @@ func crowded(mine cpuSet, peers []cpuSet) bool {
 // not given, as the processors Go runs on: with no sets at all, the node is
 // crowded when it has more ranks than runtime.NumCPU.
 func nodeCrowded(peerPIDs []int) bool {
-	mine, ok := affinity(0)
+	mine, ok := affinityOf(0)
 	if !ok {
 		mine = cpusUpTo(runtime.NumCPU())
 	}
@@ -72,7 +75,7 @@ func nodeCrowded(peerPIDs []int) bool {
 	for i, pid := range peerPIDs {
 		s, ok := cpuSet{}, false
 		if pid > 0 {
-			s, ok = affinity(pid)
+			s, ok = affinityOf(pid)
 		}
 		if !ok {
 			s = mine
@@ -80,4 +83,23 @@ func nodeCrowded(peerPIDs []int) bool {
 		peers[i] = s
 	}
 	return crowded(mine, peers)
+}
+
+// affinityOf returns the processors process pid may run on (its main
+// thread's; 0 means this process); ok is false when the system does not
+// say (another platform, the process gone or out of this one's sight).
+func affinityOf(pid int) (s cpuSet, ok bool) {
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	ids, err := affinity.Of(pid)
+	if err != nil {
+		return s, false
+	}
+	for _, i := range ids {
+		if i < len(s)*64 {
+			s[i/64] |= 1 << (i % 64)
+		}
+	}
+	return s, s.count() > 0
 }

@@ -6,8 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/xpu-go/xpu/internal/affinity"
 	"github.com/xpu-go/xpu/internal/tooling/testwait"
 )
 
@@ -22,19 +21,14 @@ func startBound(t *testing.T, cpu int) int {
 	c := make(chan started, 1)
 	go func() {
 		runtime.LockOSThread()
-		var was, set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedGetaffinity(0, &was); err != nil {
-			c <- started{err: err}
-			return
-		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
+		restore, err := affinity.BindThread([]int{cpu})
+		if err != nil {
 			c <- started{err: err}
 			return
 		}
 		cmd := exec.Command("sleep", "60")
-		err := cmd.Start()
-		if unix.SchedSetaffinity(0, &was) == nil {
+		err = cmd.Start()
+		if restore() == nil {
 			runtime.UnlockOSThread()
 		} // else the thread ends with this goroutine, and its set with it
 		c <- started{cmd, err}
@@ -53,27 +47,21 @@ func startBound(t *testing.T, cpu int) int {
 // allowed returns the processors this process may run on.
 func allowed(t *testing.T) []int {
 	t.Helper()
-	var u unix.CPUSet
-	if err := unix.SchedGetaffinity(os.Getpid(), &u); err != nil {
-		t.Fatalf("sched_getaffinity: %v", err)
-	}
-	var ps []int
-	for i := 0; i < len(cpuSet{})*64; i++ {
-		if u.IsSet(i) {
-			ps = append(ps, i)
-		}
+	ps, err := affinity.Of(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ps
 }
 
 func TestAffinity(t *testing.T) {
 	ps := allowed(t)
-	mine, ok := affinity(0)
+	mine, ok := affinityOf(0)
 	if !ok || mine != cpus(ps...) {
-		t.Fatalf("affinity(0) = %v, %v; want %v", mine, ok, cpus(ps...))
+		t.Fatalf("affinityOf(0) = %v, %v; want %v", mine, ok, cpus(ps...))
 	}
 	last := ps[len(ps)-1]
-	got, ok := affinity(startBound(t, last))
+	got, ok := affinityOf(startBound(t, last))
 	if !ok || got != cpus(last) {
 		t.Errorf("affinity of a process bound to %d = %v, %v", last, got, ok)
 	}
@@ -82,7 +70,7 @@ func TestAffinity(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := affinity(cmd.Process.Pid); ok {
+	if _, ok := affinityOf(cmd.Process.Pid); ok {
 		t.Errorf("affinity of reaped process %d: ok", cmd.Process.Pid)
 	}
 }

@@ -2,7 +2,14 @@ package launch
 
 import (
 	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/xpu-go/xpu/internal/affinity"
 )
 
 // Binding ranks to processors (Spec.Bind).
@@ -19,6 +26,38 @@ import (
 
 // cpuPlace is a processor and where it sits: its package and core.
 type cpuPlace struct{ pkg, core, id int }
+
+// processors returns the processors the calling thread may run on, in
+// byTopology's order, from the topology of /sys. Where it cannot be read, a
+// processor sorts as a core of its own (its number). Off Linux it fails
+// with an error matching xerr.ErrNotSupported (package affinity).
+func processors() ([]int, error) {
+	ids, err := affinity.Of(0)
+	if err != nil {
+		return nil, fmt.Errorf("the processors this process may run on: %w", err)
+	}
+	cs := make([]cpuPlace, len(ids))
+	for i, id := range ids {
+		dir := filepath.Join("/sys/devices/system/cpu", "cpu"+strconv.Itoa(id), "topology")
+		pkg, ok1 := readInt(filepath.Join(dir, "physical_package_id"))
+		core, ok2 := readInt(filepath.Join(dir, "core_id"))
+		if !ok1 || !ok2 {
+			pkg, core = 0, id
+		}
+		cs[i] = cpuPlace{pkg, core, id}
+	}
+	return byTopology(cs), nil
+}
+
+// readInt reads a file that holds one integer.
+func readInt(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
+}
 
 // byTopology orders processors by package, then core, then number, and
 // returns their numbers: a core's hardware threads next to each other, a

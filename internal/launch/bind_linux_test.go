@@ -11,7 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
+
+	"github.com/xpu-go/xpu/internal/affinity"
 )
 
 // parseCPUList parses a list such as "0-2,5" into its processors.
@@ -35,19 +36,18 @@ func parseCPUList(t *testing.T, s string) []int {
 }
 
 // threadSets returns the processor set of each thread of this process.
-func threadSets() (map[int]unix.CPUSet, error) {
+func threadSets() (map[int][]int, error) {
 	tids, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]unix.CPUSet{}
+	out := map[int][]int{}
 	for _, d := range tids {
 		tid, err := strconv.Atoi(d.Name())
 		if err != nil {
 			return nil, err
 		}
-		var set unix.CPUSet
-		if unix.SchedGetaffinity(tid, &set) == nil { // a thread may end meanwhile
+		if set, err := affinity.Of(tid); err == nil { // a thread may end meanwhile
 			out[tid] = set
 		}
 	}
@@ -61,8 +61,8 @@ func threadSets() (map[int]unix.CPUSet, error) {
 func TestRunBind(t *testing.T) {
 	all, err := processors()
 	require.NoError(t, err)
-	var mine unix.CPUSet
-	require.NoError(t, unix.SchedGetaffinity(0, &mine))
+	mine, err := affinity.Of(0)
+	require.NoError(t, err)
 	counts := []int{1, len(all) + 1}
 	if len(all) > 1 {
 		counts = append(counts, 2)
@@ -71,7 +71,7 @@ func TestRunBind(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(guard(t))
 			defer cancel()
-			var sets map[int]unix.CPUSet
+			var sets map[int][]int
 			var setsErr error
 			// Once every rank runs, the threads that started them are
 			// still there, locked to their goroutines until the ranks

@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xpu-go/xpu/internal/affinity"
 )
 
 // A rank must not outlive its launcher, however the launcher dies (ADR 22).
@@ -32,7 +33,7 @@ import (
 
 // startTied starts cmd from a goroutine of its own, locked to its OS thread
 // (lockThread) and, when cpus is not nil, bound to those processors for the
-// moment of the start, so that cmd inherits the set (bindThread); calls
+// moment of the start, so that cmd inherits the set (startBound); calls
 // release (when not nil) once it has started, and waits for cmd there; done
 // gets Wait's error and when the process exited (seen before Wait copied the
 // last of its output, where the system tells: zero where it does not), on
@@ -74,9 +75,9 @@ func startBound(cmd *exec.Cmd, cpus []int) error {
 	if cpus == nil {
 		return cmd.Start()
 	}
-	restore, err := bindThread(cpus)
+	restore, err := affinity.BindThread(cpus)
 	if err != nil {
-		return fmt.Errorf("bind to processors %v: %w", cpus, err)
+		return err
 	}
 	err = cmd.Start()
 	_ = restore()
