@@ -29,12 +29,7 @@ func DirectReads(c *Comm, peer int) int64 { return c.links[peer].role.directRead
 // through the small-message lane (lane.go). The count belongs to whoever
 // holds the link's read role: call it from the goroutine that did the
 // Recv (or one ordered after it), when no Recv from peer is under way.
-func LaneReads(c *Comm, peer int) int64 {
-	ro := &c.links[peer].role
-	ro.mu.Lock()
-	defer ro.mu.Unlock()
-	return c.links[peer].rd.lanes
-}
+func LaneReads(c *Comm, peer int) int64 { return c.links[peer].rd.lanes }
 
 // KickRead interrupts the read of whoever holds the read role of c's link
 // to peer, as a late completer of a former waiter's request does.

@@ -49,9 +49,9 @@ const (
 const idleCheck = 50 * time.Millisecond
 
 // readRole is a link's read role: who holds it, who asked for it, and how
-// the holder is interrupted. mu guards want, kicked, dead, closed,
-// taken and the contexts of waits (holderDone, lastDone, watchDone,
-// watchStop). wantFlag mirrors want and atBoundary says that the holder
+// the holder is interrupted. mu guards want, kicked, dead, closed and
+// the contexts of waits (holderDone, lastDone, watchDone, watchStop);
+// taken is the holders' (countTake). wantFlag mirrors want and atBoundary says that the holder
 // waits for a frame header: both are read without mu, by the holder and by
 // a goroutine that completes a waiter's request. grant and wake need no
 // lock; conn, parked and idle are set before the link starts, released
@@ -60,7 +60,9 @@ const idleCheck = 50 * time.Millisecond
 // Whether a waiter holds the role is owner's business alone (roleWaiter):
 // a waiter's turn costs the lock once to take the role and once to give it
 // back, with no count beside them, on the path of every message a waiter
-// reads itself (ADR 28). Close waits for the holder through released.
+// reads itself (ADR 28); the lane's, one compare-and-swap to take it and
+// one exchange to give it back (tryTake, releaseLane; ADR 52). Close
+// waits for the holder through released.
 type readRole struct {
 	conn   net.Conn      // a read deadline in the past on it is a kick
 	parked *atomic.Int32 // Comm.parked: goroutines blocked in Wait without reading
