@@ -141,6 +141,12 @@ func TestRunRankFailure(t *testing.T) {
 		"xpu run: rank 2: stopped: killed by signal SIGTERM\n"+
 		"xpu run: rank 1 failed: exit status 4; stopped the other 2 ranks\n")+"$", stderr.String())
 
+	// One other rank: the line agrees with it.
+	stderr = lockedBuffer{}
+	code = Run(testCtx(t), []string{"run", "-n", "2", "--fail-grace", "100ms", os.Args[0]}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; the other 1 rank has 100ms to end before SIGTERM\n")
+
 	// --fail-grace 0: at once.
 	stderr = lockedBuffer{}
 	code = Run(testCtx(t), []string{"run", "-n", "3", "--fail-grace", "0", os.Args[0]}, &stdout, &stderr)

@@ -711,7 +711,11 @@ func (j *job) reaped(e exit) {
 	}
 	// The others end on their own, as a rank that lost its peer does, or
 	// are stopped when the fail grace is over.
-	j.logf("rank %d failed: %s; %s have %v to end before SIGTERM", e.i, st, others, j.spec.FailGrace)
+	have := "have"
+	if j.running == 1 {
+		have = "has"
+	}
+	j.logf("rank %d failed: %s; %s %s %v to end before SIGTERM", e.i, st, others, have, j.spec.FailGrace)
 	j.failTimer = time.NewTimer(j.spec.FailGrace)
 	j.failWait = j.failTimer.C
 }
