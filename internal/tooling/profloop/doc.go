@@ -19,7 +19,16 @@
 // FILE.r: how often each goroutine yields, blocks and wakes, and
 // where (go tool trace -d=parsed FILE.r prints its events; ADR 47). With
 // -every D rank 0 also prints the time per call of each interval of about
-// D, "<seconds> <ns> ns/op": how the figure moves within one run (ADR 48).
+// D, "<seconds> <ns> ns/op": how the figure moves within one run (ADR 48);
+// rank 0's clock ends each interval, and all ranks learn it with the
+// vote on the loop's end. With -sched (Linux) each interval's line also
+// gives the scheduler's counts over it, summed over every thread of every
+// rank (/proc/self/task/*/sched): context switches, the involuntary ones
+// (a thread preempted, not blocked) and migrations between processors;
+// at the end rank 0 prints their means over the fastest and the slowest
+// third of the intervals, and the correlation of the time per call with
+// each: whether the slow moments are those where the ranks' threads are
+// switched and moved.
 // With -floor and 2 ranks on one machine, each 10,000 calls are followed
 // by 10,000 round trips of a spin ring between the same two processes
 // (bench.SpinRing, the floor of a ping-pong), which the calls' time leaves

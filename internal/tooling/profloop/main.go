@@ -27,8 +27,12 @@ func run() error {
 	profile := flag.String("cpuprofile", "", "write a CPU profile of rank r to this file with \".r\" appended")
 	traceTo := flag.String("trace", "", "write an execution trace of rank r to this file with \".r\" appended")
 	every := flag.Duration("every", 0, "also print the time per call of each interval this long (rank 0): how it moves within a run")
+	sched := flag.Bool("sched", false, "with -every: also print the scheduler's counts over each interval, summed over every rank's threads (Linux): context switches, involuntary ones (preempted) and migrations between processors; at the end, their means over the fastest and the slowest third of the intervals")
 	floor := flag.Bool("floor", false, "with 2 ranks on one machine: after each 10000 calls, time 10000 round trips of a spin ring between the same processes (bench.SpinRing), print both (rank 0), and at the end how they moved together")
 	flag.Parse()
+	if *sched && *every <= 0 {
+		return errors.New("-sched counts per interval: it needs -every")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *dur+time.Minute)
 	defer cancel()
 	c, err := procs.FromEnv(ctx)
@@ -66,6 +70,12 @@ func run() error {
 		}
 		defer stop()
 	}
+	var iv *intervals
+	if *sched {
+		if iv, err = newIntervals(); err != nil {
+			return err
+		}
+	}
 	calls, start := 0, time.Now()
 	lastCalls, last, lastSpent := 0, start, time.Duration(0)
 	for over := false; !over; {
@@ -81,13 +91,28 @@ func run() error {
 			}
 		}
 		calls += 10000
-		if now := time.Now(); *every > 0 && c.Rank() == 0 && now.Sub(last) >= *every {
-			loop := now.Sub(last) - (fl.spentSoFar() - lastSpent) // the ring's time is not the loop's
-			fmt.Printf("%8.3fs %.1f ns/op\n", now.Sub(start).Seconds(), float64(loop.Nanoseconds())/float64(calls-lastCalls))
-			lastCalls, last, lastSpent = calls, now, fl.spentSoFar()
-		}
-		if over, err = agreeOver(ctx, c, time.Since(start) > *dur); err != nil {
+		// Rank 0's clock ends an interval; the others learn it with the
+		// vote on the end, so that all count the same interval.
+		now := time.Now()
+		report := *every > 0 && c.Rank() == 0 && now.Sub(last) >= *every
+		if over, report, err = agree(ctx, c, now.Sub(start) > *dur, report); err != nil {
 			return err
+		}
+		if report {
+			loop := now.Sub(last) - (fl.spentSoFar() - lastSpent) // the ring's time is not the loop's
+			perCall := float64(loop.Nanoseconds()) / float64(calls-lastCalls)
+			line := fmt.Sprintf("%8.3fs %.1f ns/op", now.Sub(start).Seconds(), perCall)
+			if iv != nil {
+				d, err := iv.next(ctx, c, perCall)
+				if err != nil {
+					return err
+				}
+				line += fmt.Sprintf(", switches %d (involuntary %d), migrations %d", d.switches, d.involuntary, d.migrations)
+			}
+			if c.Rank() == 0 {
+				fmt.Println(line)
+			}
+			lastCalls, last, lastSpent = calls, now, fl.spentSoFar()
 		}
 	}
 	if c.Rank() == 0 {
@@ -95,6 +120,9 @@ func run() error {
 		fmt.Printf("%s %.1f ns/op\n", *op, float64(elapsed.Nanoseconds())/float64(calls))
 		if fl != nil {
 			fl.summary(*op)
+		}
+		if iv != nil {
+			iv.summary(*op)
 		}
 	}
 	return nil
@@ -138,16 +166,20 @@ func operation(ctx context.Context, c *procs.Comm, op string) (func() error, err
 	return nil, fmt.Errorf("unknown operation %q", op)
 }
 
-// agreeOver returns whether any rank says the loop is over.
-func agreeOver(ctx context.Context, c comm.Comm, mine bool) (bool, error) {
-	flag := []int32{0}
-	if mine {
-		flag[0] = 1
+// agree returns whether any rank says the loop is over, and whether any
+// says an interval ends here (rank 0, by its clock).
+func agree(ctx context.Context, c comm.Comm, over, report bool) (bool, bool, error) {
+	flags := []int32{0, 0}
+	if over {
+		flags[0] = 1
 	}
-	f, err := memspace.FromSlice(flag)
+	if report {
+		flags[1] = 1
+	}
+	f, err := memspace.FromSlice(flags)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	err = comm.Allreduce(ctx, c, f, f, comm.Max)
-	return flag[0] == 1, err
+	return flags[0] == 1, flags[1] == 1, err
 }
