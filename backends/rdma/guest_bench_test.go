@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 	"github.com/xpu-go/xpu/internal/tooling/rdmavm"
 )
 
@@ -348,18 +349,6 @@ func parseGuestBench(out string) (map[string][]float64, map[string]string) {
 	return figs, info
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // tableRows are guestRows, then those of each variant among runs whose
 // pattern takes the benchmark: its figures against the same references,
 // and against its own run of the procs backend.
@@ -462,7 +451,7 @@ func guestBenchPage(figs map[string][]float64, info map[string]string, rows []gu
 	p.WriteString("## Figures\n\n")
 	p.WriteString("| case | ours | against | ratio | goal |\n| --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
-		p.WriteString(r.line(median(figs[r.ours]), median(figs[r.against]), r.unit()))
+		p.WriteString(r.line(stats.Median(figs[r.ours]), stats.Median(figs[r.against]), r.unit()))
 	}
 	p.WriteString(`
 - Times are µs per operation; rates are MiB/s (2^20 bytes a second, as perftest's "MB/sec").

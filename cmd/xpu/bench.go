@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/xpu-go/xpu/internal/tooling/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 	"github.com/xpu-go/xpu/xpucmd"
 )
 
@@ -239,7 +239,7 @@ func runCases(ctx context.Context, selected []bench.Case, count int, benchtime t
 			row.Runs = append(row.Runs, v)
 			pr.ran(1)
 		}
-		row.Median = median(row.Runs)
+		row.Median = stats.Median(row.Runs)
 		results[c.Name] = row
 	}
 	return results, nil
@@ -399,23 +399,10 @@ func comparePaired(c bench.Case, what string, ours, theirs []float64, goal float
 	for i := range min(len(ours), len(theirs)) {
 		ratios = append(ratios, bench.Ratio(ours[i], theirs[i]))
 	}
-	a := compare(c, what, median(ratios), 1, goal)
-	a.Value = median(theirs)
+	a := compare(c, what, stats.Median(ratios), 1, goal)
+	a.Value = stats.Median(theirs)
 	a.Ratios = ratios
 	return a
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // runRefs runs every executable in dir and collects its figures, and reads

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/xpu-go/xpu/internal/tooling/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 	"github.com/xpu-go/xpu/internal/tooling/bench/units"
 )
 
@@ -177,5 +178,5 @@ func noiseLine(rows []*benchRow) string {
 	}
 	return fmt.Sprintf("noise: the runs of one case spread by up to %.0f%% here (%s; median %.0f%%): a ratio within that\n"+
 		"of its goal can pass or fail by chance on this machine: rerun (--count 10) before trusting one verdict.",
-		100*slices.Max(spreads), widest, 100*median(spreads))
+		100*slices.Max(spreads), widest, 100*stats.Median(spreads))
 }

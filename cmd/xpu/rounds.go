@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/xpu-go/xpu/internal/tooling/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 	"github.com/xpu-go/xpu/xpucmd"
 )
 
@@ -129,7 +130,7 @@ func roundRows(rounds []map[string]bench.RefFigure, re *regexp.Regexp) []*roundR
 		if len(row.ratios) == 0 {
 			continue
 		}
-		row.median = median(row.ratios)
+		row.median = stats.Median(row.ratios)
 		row.worst = slices.Min(row.ratios)
 		if (bench.Case{Unit: row.unit}).LowerIsBetter() {
 			row.worst = slices.Max(row.ratios)
@@ -176,8 +177,8 @@ func printRounds(w io.Writer, rows []*roundRow, rounds int) {
 				verdict = "NOT MET"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f\t%d\t%s\t%s\t\n", r.pair.Name, figure(median(r.ours), r.unit),
-			r.pair.Against, figure(median(r.theirs), r.unit), r.median, r.worst, len(r.ratios), goal, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f\t%d\t%s\t%s\t\n", r.pair.Name, figure(stats.Median(r.ours), r.unit),
+			r.pair.Against, figure(stats.Median(r.theirs), r.unit), r.median, r.worst, len(r.ratios), goal, verdict)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d rounds; OURS and THEIRS are medians; RATIO is the median of the rounds' ratios ours/theirs\n", rounds)

@@ -7,12 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/xpu-go/xpu/backends/mpi"
 	"github.com/xpu-go/xpu/comm"
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -268,18 +268,13 @@ func (b *bench) measure(op string, n int, f func(iters int) error, refs []refLoo
 		}
 	}
 	if b.c.Rank() == 0 {
-		fmt.Printf("%s %.3f us\n", name, median(goT)/1e3)
+		fmt.Printf("%s %.3f us\n", name, stats.Median(goT)/1e3)
 		for i, ref := range refs {
-			fmt.Printf("%s/%s %.3f us\n", ref.prefix, name, median(cT[i])/1e3)
-			fmt.Printf("ratio%s/%s %.3f x\n", strings.TrimPrefix(ref.prefix, "ref"), name, median(ratio[i]))
+			fmt.Printf("%s/%s %.3f us\n", ref.prefix, name, stats.Median(cT[i])/1e3)
+			fmt.Printf("ratio%s/%s %.3f x\n", strings.TrimPrefix(ref.prefix, "ref"), name, stats.Median(ratio[i]))
 		}
 	}
 	return nil
-}
-
-func median(v []float64) float64 {
-	slices.Sort(v)
-	return v[len(v)/2]
 }
 
 // slowest returns the largest d over the ranks.

@@ -9,13 +9,13 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/xpu-go/xpu/backends/procs"
 	"github.com/xpu-go/xpu/comm"
 	"github.com/xpu-go/xpu/internal/tooling/bench"
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 	"github.com/xpu-go/xpu/memspace"
 )
 
@@ -125,7 +125,7 @@ func run() error {
 			}
 			ts = append(ts, t)
 		}
-		return median(ts), nil
+		return stats.Median(ts), nil
 	}
 
 	// With 2 ranks linked through TCP, a plain Go TCP connection between
@@ -167,7 +167,7 @@ func run() error {
 			}
 			to = append(to, t)
 		}
-		return median(to), median(tb), nil
+		return stats.Median(to), stats.Median(tb), nil
 	}
 
 	if p == 2 {
@@ -367,12 +367,6 @@ func bandwidth(ctx context.Context, c *procs.Comm, measure func(int, func() erro
 		return 0, err
 	}
 	return float64(window*size) / ns, nil
-}
-
-// median returns the median of ts (which it sorts).
-func median(ts []float64) float64 {
-	slices.Sort(ts)
-	return ts[len(ts)/2]
 }
 
 // rawConn connects ranks 0 and 1 with a plain TCP connection: rank 0

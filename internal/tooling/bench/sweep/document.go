@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"time"
+
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 )
 
 // Schema names the format of a Document; Read refuses any other.
@@ -165,7 +166,7 @@ func (k Key) String() string {
 
 // Fill computes the point's derived figures from its samples.
 func (p *Point) Fill() {
-	p.Median = median(p.Samples)
+	p.Median = stats.Median(p.Samples)
 	p.Bandwidth, p.AlgBW, p.BusBW = 0, 0, 0
 	if p.Median <= 0 {
 		return
@@ -181,20 +182,6 @@ func (p *Point) Fill() {
 		p.AlgBW = float64(op.AlgBytes(p.Size, p.Ranks)) / p.Median
 		p.BusBW = p.AlgBW * op.BusFactor(p.Ranks)
 	}
-}
-
-// median returns the median of v, 0 for none.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Write writes d as indented JSON, its derived figures filled in.

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/xpu-go/xpu/internal/tooling/bench/stats"
 	"github.com/xpu-go/xpu/internal/tooling/bench/units"
 )
 
@@ -142,11 +143,11 @@ func printTable(w io.Writer, op Op, n int, s Series, pts, ref []Point, byKey map
 			bws = append(bws, p.AlgBW, p.BusBW)
 		}
 	}
-	fig := units.TimeScale(median(figs))
+	fig := units.TimeScale(stats.Median(figs))
 	if op.Metric == MetricBandwidth {
-		fig = units.RateScale(median(figs))
+		fig = units.RateScale(stats.Median(figs))
 	}
-	bw := units.RateScale(median(bws))
+	bw := units.RateScale(stats.Median(bws))
 	col := func(name string, sc units.Scale) string { return name + " (" + sc.Name + ")" }
 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
