@@ -136,7 +136,7 @@ func run() error {
 	// how fast polling ranks wake after one. Only the ping-pong's floor,
 	// a spin ring that polls as the links do, alternates with ours there.
 	var conn net.Conn
-	if p == 2 && linkKind(c) != "shm" {
+	if p == 2 && links != "shm" {
 		host, _, err := net.SplitHostPort(cfg.MasterAddr)
 		if err != nil {
 			return err
