@@ -145,7 +145,7 @@ func TestRunRankFailure(t *testing.T) {
 	stderr = lockedBuffer{}
 	code = Run(testCtx(t), []string{"run", "-n", "2", "--fail-grace", "100ms", os.Args[0]}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; the other 1 rank has 100ms to end before SIGTERM\n")
+	assert.Contains(t, stderr.String(), "xpu run: rank 1 failed: exit status 4; the other rank has 100ms to end before SIGTERM\n")
 
 	// --fail-grace 0: at once.
 	stderr = lockedBuffer{}

@@ -256,7 +256,7 @@ func (e *RankError) Error() string {
 	}
 	switch {
 	case e.Stopped > 0 && e.Others == 0:
-		fmt.Fprintf(&b, "; stopped the other %d %s", e.Stopped, plural(e.Stopped, "rank"))
+		fmt.Fprintf(&b, "; stopped %s", theOthers(e.Stopped))
 	case e.Stopped > 0:
 		fmt.Fprintf(&b, "; stopped %d %s", e.Stopped, plural(e.Stopped, "rank"))
 	}
@@ -265,6 +265,15 @@ func (e *RankError) Error() string {
 
 // Is reports whether target is ErrRankFailed.
 func (e *RankError) Is(target error) bool { return target == ErrRankFailed }
+
+// theOthers names the n ranks other than one: "the other rank", "the
+// other 3 ranks".
+func theOthers(n int) string {
+	if n == 1 {
+		return "the other rank"
+	}
+	return fmt.Sprintf("the other %d ranks", n)
+}
 
 func plural(n int, s string) string {
 	if n == 1 {
@@ -703,7 +712,7 @@ func (j *job) reaped(e exit) {
 	if j.running == 0 {
 		return
 	}
-	others := fmt.Sprintf("the other %d %s", j.running, plural(j.running, "rank"))
+	others := theOthers(j.running)
 	if j.spec.FailGrace < 0 {
 		j.logf("rank %d failed: %s; stopping %s", e.i, st, others)
 		j.stop(syscall.SIGTERM)

@@ -186,7 +186,7 @@ func TestRunRankKilledBySignal(t *testing.T) {
 	assert.Equal(t, 0, re.Status.Rank)
 	assert.Equal(t, syscall.SIGKILL, re.Status.Signal)
 	assert.Equal(t, -1, re.Status.ExitCode)
-	assert.Equal(t, "rank 0 failed: killed by signal SIGKILL; stopped the other 1 rank", err.Error())
+	assert.Equal(t, "rank 0 failed: killed by signal SIGKILL; stopped the other rank", err.Error())
 	assert.True(t, res.Ranks[1].Stopped)
 	assert.Contains(t, stdout.Lines(), "[0] killing myself")
 }
