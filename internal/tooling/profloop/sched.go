@@ -26,13 +26,8 @@ func (a schedCounts) minus(b schedCounts) schedCounts {
 	return schedCounts{a.switches - b.switches, a.involuntary - b.involuntary, a.migrations - b.migrations}
 }
 
-// schedFields are the lines of /proc/PID/task/TID/sched that readSched
-// sums: Linux with its scheduler's debug statistics, as distributions
-// build it.
-var schedFields = map[string]func(*schedCounts) *int64{
-	"nr_switches":             func(s *schedCounts) *int64 { return &s.switches },
-	"nr_involuntary_switches": func(s *schedCounts) *int64 { return &s.involuntary },
-	"se.nr_migrations":        func(s *schedCounts) *int64 { return &s.migrations },
+func (a schedCounts) plus(b schedCounts) schedCounts {
+	return schedCounts{a.switches + b.switches, a.involuntary + b.involuntary, a.migrations + b.migrations}
 }
 
 // readSched sums the counts of every thread of this process. A thread
@@ -55,9 +50,7 @@ func readSched() (schedCounts, error) {
 		if err != nil {
 			return sum, fmt.Errorf("%s: %w", f, err)
 		}
-		sum.switches += c.switches
-		sum.involuntary += c.involuntary
-		sum.migrations += c.migrations
+		sum = sum.plus(c)
 		seen++
 	}
 	if seen == 0 {
@@ -66,7 +59,9 @@ func readSched() (schedCounts, error) {
 	return sum, nil
 }
 
-// parseSched reads the counts of one thread's sched file.
+// parseSched reads the counts of one thread's sched file: the lines
+// nr_switches, nr_involuntary_switches and se.nr_migrations, which Linux
+// writes with its scheduler's debug statistics, as distributions build it.
 func parseSched(b []byte) (schedCounts, error) {
 	var c schedCounts
 	found := 0
@@ -76,19 +71,26 @@ func parseSched(b []byte) (schedCounts, error) {
 		if !ok {
 			continue
 		}
-		field := schedFields[string(bytes.TrimSpace(name))]
-		if field == nil {
+		var field *int64
+		switch string(bytes.TrimSpace(name)) {
+		case "nr_switches":
+			field = &c.switches
+		case "nr_involuntary_switches":
+			field = &c.involuntary
+		case "se.nr_migrations":
+			field = &c.migrations
+		default:
 			continue
 		}
 		n, err := strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
 		if err != nil {
 			return c, fmt.Errorf("%q is not a count", bytes.TrimSpace(value))
 		}
-		*field(&c) += n
+		*field = n
 		found++
 	}
-	if found != len(schedFields) {
-		return c, fmt.Errorf("%d of the %d counts it needs (a kernel without scheduler statistics?)", found, len(schedFields))
+	if found != 3 {
+		return c, fmt.Errorf("%d of the 3 counts it needs (a kernel without scheduler statistics?)", found)
 	}
 	return c, nil
 }
